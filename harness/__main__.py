@@ -1,0 +1,3 @@
+from harness.cli import app
+
+app(prog_name="harness")

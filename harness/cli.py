@@ -1,0 +1,128 @@
+"""The `harness` command: each command parses its options and calls one core function."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, NoReturn, TypeVar
+
+import typer
+from rich.console import Console
+
+from harness.errors import HarnessError, RunFailed, Terminated
+
+app = typer.Typer(
+    help="Measure how fairly a PostgreSQL job queue serves many tenants.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+# Logs and CI output are no terminal; rich would fold the tables to 80 columns there.
+console = Console(width=None if sys.stdout.isatty() else 140)
+errors = Console(stderr=True)
+T = TypeVar("T")
+
+ScenarioFiles = Annotated[
+    list[Path], typer.Argument(help="Scenario YAML file(s).", show_default=False)
+]
+PgOption = Annotated[
+    str | None,
+    typer.Option(
+        "--pg",
+        help="PostgreSQL provider: embedded (default), container or external.",
+        show_default=False,
+    ),
+]
+DsnOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dsn",
+        help="Connection URL of your own server (implies --pg external).",
+        show_default=False,
+    ),
+]
+MismatchOption = Annotated[
+    bool,
+    typer.Option("--allow-version-mismatch", help="Run on a server that is not PostgreSQL 17."),
+]
+ResultsOption = Annotated[Path, typer.Option("--results-dir", help="Where run folders go.")]
+StrategiesDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--strategies-dir",
+        help="Extra strategy .sql files; a file replaces a built-in of its name.",
+        show_default=False,
+    ),
+]
+
+
+def _guarded(action: Callable[[], T]) -> T:
+    """Known errors as one line on stderr and an exit code; never a traceback."""
+
+    def on_sigterm(signum: int, frame: object) -> NoReturn:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        return action()
+    except HarnessError as error:
+        _fail(f"error: {error}", error.exit_code)
+    except RunFailed as error:
+        _fail(f"run failed: {error}", error.exit_code)
+    except (KeyboardInterrupt, Terminated):
+        _fail("interrupted: the server is stopped; the run folder is marked interrupted", 130)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    errors.print(message, markup=False, highlight=False, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+@app.command()
+def run(
+    scenarios: ScenarioFiles,
+    pg: PgOption = None,
+    dsn: DsnOption = None,
+    allow_version_mismatch: MismatchOption = False,
+    results_dir: ResultsOption = Path("results"),
+    strategies_dir: StrategiesDirOption = None,
+) -> None:
+    """Run scenarios on one server; print each one's figures beside the reference."""
+    from harness.commands import run_command  # heavy imports only when needed
+
+    _guarded(
+        lambda: run_command(
+            scenarios, pg, dsn, allow_version_mismatch, results_dir, strategies_dir, console
+        )
+    )
+
+
+@app.command()
+def validate(scenarios: ScenarioFiles, strategies_dir: StrategiesDirOption = None) -> None:
+    """Check scenario files without running anything."""
+    from harness.commands import validate_command
+
+    _guarded(lambda: validate_command(scenarios, strategies_dir, console))
+
+
+@app.command(name="sql")
+def show_sql(
+    strategy: Annotated[str, typer.Argument(help="Strategy name, e.g. fifo or round_robin.")],
+    strategies_dir: StrategiesDirOption = None,
+) -> None:
+    """Print a strategy's SQL exactly as the workers run it."""
+    from harness.commands import sql_command
+
+    _guarded(lambda: sql_command(strategy, strategies_dir))
+
+
+def main() -> None:
+    app(prog_name="harness")
+
+
+if __name__ == "__main__":
+    sys.exit(main())  # type: ignore[func-returns-value]

@@ -1,0 +1,24 @@
+"""Errors the CLI turns into one line and an exit code, never a traceback."""
+
+
+class HarnessError(Exception):
+    """Bad input or an unusable environment: nothing was measured. Exit code 2."""
+
+    exit_code = 2
+
+
+class ProviderUnavailable(HarnessError):
+    """The chosen PostgreSQL provider cannot give us a server."""
+
+
+class RunFailed(Exception):
+    """A run started but cannot be trusted (the books do not balance, a worker died).
+
+    Exit code 1: what was measured is kept in the run folder, marked failed.
+    """
+
+    exit_code = 1
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: unwind like Ctrl-C so every server and worker is stopped."""

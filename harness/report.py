@@ -1,0 +1,172 @@
+"""Tables and plots from analysis frames: markdown, console (rich) and PNG."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+from matplotlib.figure import Figure
+from rich.table import Table
+
+from harness.analysis import ranges, with_waits
+
+SUMMARY_METRICS = [
+    "wait_p50_s",
+    "wait_p95_s",
+    "wait_p99_s",
+    "wait_max_s",
+    "makespan_s",
+    "throughput_jobs_s",
+]
+_HEADERS = {
+    "wait_p50_s": "median wait (s)",
+    "wait_p95_s": "p95 wait (s)",
+    "wait_p99_s": "p99 wait (s)",
+    "wait_max_s": "max wait (s)",
+    "makespan_s": "last job done (s)",
+    "throughput_jobs_s": "jobs/s",
+}
+
+
+def number(value: float) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def span(low: float, high: float) -> str:
+    """A range as the article writes them: one number when both ends agree."""
+    low_text, high_text = number(low), number(high)
+    return low_text if low_text == high_text else f"{low_text}-{high_text}"
+
+
+def summary_rows(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Per strategy, workers and class: jobs, then each metric's range over repetitions."""
+    spans = ranges(summary, SUMMARY_METRICS)
+    counts = summary.groupby(["strategy", "workers", "tenant_class"], sort=False)
+    headers = [
+        "strategy",
+        "workers",
+        "tenants",
+        "jobs/rep",
+        "reps",
+        *(_HEADERS[m] for m in SUMMARY_METRICS),
+    ]
+    rows = []
+    for record in spans.to_dict("records"):
+        group = counts.get_group((record["strategy"], record["workers"], record["tenant_class"]))
+        rows.append(
+            [
+                record["strategy"],
+                str(record["workers"]),
+                record["tenant_class"],
+                str(int(group["jobs"].iloc[0])),
+                str(len(group)),
+                *(span(record[f"{m}_min"], record[f"{m}_max"]) for m in SUMMARY_METRICS),
+            ]
+        )
+    return headers, rows
+
+
+def reference_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    headers = ["figure", "reference", "measured", "unit", "reps"]
+    rows = [
+        [
+            record["figure"],
+            span(record["reference_low"], record["reference_high"]),
+            span(record["measured_low"], record["measured_high"]),
+            record["unit"],
+            str(record["repetitions"]),
+        ]
+        for record in table.to_dict("records")
+    ]
+    return headers, rows
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def console_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    for index, header in enumerate(headers):
+        table.add_column(header, justify="left" if index == 0 else "right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def summary_markdown(
+    title: str, summary: pd.DataFrame, reference: pd.DataFrame | None, source: str | None
+) -> str:
+    parts = [f"# {title}\n"]
+    if reference is not None and len(reference):
+        parts += [
+            f"## Beside the reference\n\nReference: {source}. Measured: the range over "
+            "repetitions.\n",
+            markdown_table(*reference_rows(reference)),
+        ]
+    parts += [
+        "## Waits and makespan\n\nSeconds; the range over repetitions. Wait: enqueued_at to "
+        "started_at. Last done: the class's last job finished, counted from the repetition's "
+        "first enqueue. `all` pools every tenant. Every figure is recomputable from jobs.csv "
+        "(harness/analysis.py says how).\n",
+        markdown_table(*summary_rows(summary)),
+    ]
+    return "\n".join(parts)
+
+
+def _png(figure: Figure) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def wait_plot(jobs: pd.DataFrame) -> bytes:
+    """ECDF of waits, one panel per tenant class, one line per strategy and worker count."""
+    jobs = with_waits(jobs)
+    classes = list(dict.fromkeys(jobs["tenant_class"]))
+    figure = Figure(figsize=(5.5 * len(classes), 4))
+    for index, tenant_class in enumerate(classes):
+        axis = figure.add_subplot(1, len(classes), index + 1)
+        of_class = jobs[jobs["tenant_class"] == tenant_class]
+        for (strategy, workers), group in of_class.groupby(["strategy", "workers"], sort=False):
+            waits = group["wait_s"].clip(lower=1e-4).sort_values()
+            share = [(rank + 1) / len(waits) for rank in range(len(waits))]
+            axis.step(waits, share, where="post", label=f"{strategy}, {workers} workers")
+        axis.set_xscale("log")
+        axis.set_xlabel("wait from enqueue to start (s, log scale)")
+        axis.set_ylabel("share of jobs")
+        axis.set_title(f"tenant class: {tenant_class} (all repetitions)")
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend(loc="lower right", fontsize="small")
+    return _png(figure)
+
+
+def timeline_plot(jobs: pd.DataFrame) -> bytes:
+    """Which tenant class each worker served, over time: repetition 1 of each strategy."""
+    jobs = with_waits(jobs[jobs["repetition"] == 1])
+    panels = list(jobs.groupby(["strategy", "workers"], sort=False))
+    colours = {c: f"C{i}" for i, c in enumerate(dict.fromkeys(jobs["tenant_class"]))}
+    figure = Figure(figsize=(11, 1.2 + 0.9 * sum(g["worker"].nunique() for _, g in panels)))
+    for index, ((strategy, workers), group) in enumerate(panels):
+        axis = figure.add_subplot(len(panels), 1, index + 1)
+        for (_, tenant_class), bars in group.groupby(["worker", "tenant_class"]):
+            spans = list(zip(bars["start_s"], bars["finish_s"] - bars["start_s"], strict=True))
+            row = (bars["worker"].iloc[0] - 0.4, 0.8)
+            axis.broken_barh(spans, row, color=colours[tenant_class], label=tenant_class)
+        axis.set_title(f"{strategy}, {workers} workers, repetition 1")
+        axis.set_ylabel("worker")
+        axis.set_yticks(sorted(group["worker"].unique()))
+        axis.set_xlabel("seconds since the first job was enqueued")
+        handles, labels = axis.get_legend_handles_labels()
+        unique = dict(zip(labels, handles, strict=True))
+        axis.legend(unique.values(), unique.keys(), loc="upper right", fontsize="small")
+    figure.subplots_adjust(hspace=0.6)
+    return _png(figure)

@@ -1,0 +1,257 @@
+"""Scenario files: YAML validated into pydantic models, errors as one line with file:line.
+
+The scenario is the single source of truth for a run: the tenant mix, job durations,
+worker counts, strategies and repetitions, and the article's figures it reproduces.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from harness.errors import HarnessError
+
+MAX_TOTAL_JOBS = 5_000_000
+Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+Metric = Literal["wait_p50_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "makespan_s"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TenantGroup(Model):
+    """`tenants` tenants that each queue `jobs_per_tenant` jobs at `enqueue_at_s`."""
+
+    name: Name
+    tenants: int = Field(ge=1, le=100_000)
+    jobs_per_tenant: int = Field(ge=1, le=1_000_000)
+    duration_ms: float = Field(ge=0, le=600_000)
+    enqueue_at_s: float = Field(default=0, ge=0, le=86_400)
+
+
+class ReferenceFigure(Model):
+    """A figure the source reports, to print beside the measured one.
+
+    With `versus`, the figure compares two strategies' values of the metric: the ratio
+    (strategy / versus) or the difference (strategy - versus).
+    """
+
+    label: str
+    metric: Metric
+    strategy: Name
+    tenant_class: Name
+    versus: Name | None = None
+    compare: Literal["ratio", "difference"] = "ratio"
+    workers: int | None = None  # which count of a sweep; the only one when there is one
+    value: tuple[float, float]
+    unit: str = "s"
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _one_value_is_a_range(cls, value: Any) -> Any:
+        return (value, value) if isinstance(value, int | float) else value
+
+
+class Reference(Model):
+    source: str
+    figures: list[ReferenceFigure] = Field(min_length=1)
+
+
+class Scenario(Model):
+    name: Name
+    description: str = ""
+    workers: list[Annotated[int, Field(ge=1, le=256)]] = Field(min_length=1)
+    strategies: list[Name] = Field(min_length=1)
+    repetitions: int = Field(default=2, ge=1, le=100)
+    poll_interval_ms: float = Field(default=10, gt=0, le=10_000)
+    timeout_s: float = Field(default=300, gt=0, le=86_400)
+    tenant_groups: list[TenantGroup] = Field(min_length=1)
+    reference: Reference | None = None
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _one_count_is_a_sweep_of_one(cls, value: Any) -> Any:
+        return [value] if isinstance(value, int) else value
+
+    @property
+    def total_jobs(self) -> int:
+        return sum(group.tenants * group.jobs_per_tenant for group in self.tenant_groups)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        _no_duplicates("strategies", self.strategies)
+        _no_duplicates("tenant_groups names", [group.name for group in self.tenant_groups])
+        _no_duplicates("workers", [str(count) for count in self.workers])
+        if self.total_jobs > MAX_TOTAL_JOBS:
+            raise ValueError(f"{self.total_jobs:,} jobs in all; at most {MAX_TOTAL_JOBS:,}")
+        if self.reference is not None:
+            self._check_reference(self.reference)
+        return self
+
+    def _check_reference(self, reference: Reference) -> None:
+        classes = {group.name for group in self.tenant_groups}
+        for figure in reference.figures:
+            for strategy in filter(None, (figure.strategy, figure.versus)):
+                if strategy not in self.strategies:
+                    raise ValueError(
+                        f"reference '{figure.label}': strategy '{strategy}' is "
+                        f"not in strategies {self.strategies}"
+                    )
+            if figure.workers is None and len(self.workers) > 1:
+                raise ValueError(
+                    f"reference '{figure.label}': say which workers count it is "
+                    f"for; the scenario sweeps {self.workers}"
+                )
+            if figure.workers is not None and figure.workers not in self.workers:
+                raise ValueError(
+                    f"reference '{figure.label}': workers {figure.workers} is "
+                    f"not among the scenario's {self.workers}"
+                )
+            if figure.tenant_class not in classes:
+                raise ValueError(
+                    f"reference '{figure.label}': tenant_class "
+                    f"'{figure.tenant_class}' is not a tenant group {sorted(classes)}"
+                )
+
+
+def _no_duplicates(what: str, values: list[str]) -> None:
+    seen = {value for value in values if values.count(value) > 1}
+    if seen:
+        raise ValueError(f"{what} must be unique; repeated: {sorted(seen)}")
+
+
+class LoadedScenario(Model):
+    """A validated scenario with where it came from: its path, text and hash."""
+
+    scenario: Scenario
+    path: str
+    text: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+def load_scenario(path: Path, strategies: set[str]) -> LoadedScenario:
+    """Read, parse and validate a scenario file; HarnessError with file:line otherwise."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise HarnessError(f"{path}: cannot read scenario ({error})") from error
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise HarnessError(
+            f"{path}:{_yaml_error_line(error)}: not valid YAML: "
+            f"{getattr(error, 'problem', None) or error}"
+        ) from error
+    if not isinstance(data, dict):
+        raise HarnessError(
+            f"{path}:1: a scenario is a mapping of fields (name, workers, "
+            "strategies, tenant_groups, ...)"
+        )
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as error:
+        raise HarnessError(_first_error(path, node, error)) from error
+    unknown = [name for name in scenario.strategies if name not in strategies]
+    if unknown:
+        line = _line_of(node, ("strategies",))
+        raise HarnessError(
+            f"{path}:{line}: strategies: unknown {unknown}; available: {sorted(strategies)}"
+        )
+    return LoadedScenario(scenario=scenario, path=str(path), text=text)
+
+
+def _yaml_error_line(error: yaml.YAMLError) -> int:
+    mark = getattr(error, "problem_mark", None)
+    return mark.line + 1 if mark is not None else 1
+
+
+def _first_error(path: Path, node: yaml.Node | None, error: ValidationError) -> str:
+    first = error.errors()[0]
+    location = _location(first["loc"])
+    line = _line_of(node, first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    if first["type"] == "extra_forbidden":
+        message = "unknown field; allowed: " + ", ".join(_allowed_fields(first["loc"]))
+    elif first["type"] == "missing":
+        message = "required field is missing"
+    got = "" if first["type"] in ("missing", "extra_forbidden") else _got(first.get("input"))
+    where = f"{location}: " if location else ""
+    return f"{path}:{line}: {where}{message}{got}"
+
+
+def _got(value: Any) -> str:
+    if isinstance(value, dict | list) or value is None:
+        return ""
+    return f" (got {value!r})"
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        # pydantic names the branch of a union it tried (e.g. 'int', 'list[...]'); a user
+        # never wrote those, so they are left out of the path shown.
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif "[" not in part and "-" not in part and part not in ("int", "float"):
+            text += f".{part}" if text else part
+    return text
+
+
+def _allowed_fields(loc: tuple[int | str, ...]) -> list[str]:
+    model: type[BaseModel] = Scenario
+    for part in loc[:-1]:
+        field = model.model_fields.get(str(part))
+        if field is None:
+            continue
+        inner = _model_in(field.annotation)
+        if inner is not None:
+            model = inner
+    return list(model.model_fields)
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[int | str, ...]) -> int:
+    """The 1-based line of the deepest YAML key or item that the error location reaches."""
+    line = node.start_mark.line + 1 if node is not None else 1
+    for part in loc:
+        found = _child(node, part)
+        if found is None:
+            break
+        line, node = found
+    return line
+
+
+def _child(node: yaml.Node | None, part: int | str) -> tuple[int, yaml.Node] | None:
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if key.value == part:
+                return key.start_mark.line + 1, value
+    if isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+        item: yaml.Node = node.value[part]
+        return item.start_mark.line + 1, item
+    return None

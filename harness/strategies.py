@@ -1,0 +1,87 @@
+"""Strategies: a .sql file of named blocks each, merged over the shared blocks.
+
+The shared file `sql/queue.sql` holds what every strategy does the same way (enqueue,
+start, complete, books); a strategy file adds its `dequeue` and may override any shared
+block. Optional blocks: `served` (run in the claim transaction after `start`, with the
+claimed tenant) and `setup` (run once after the schema is created).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from harness.errors import HarnessError
+from harness.sqlfiles import SqlBlock, parse_blocks
+
+REQUIRED_BLOCKS = ("enqueue", "dequeue", "start", "complete", "books")
+OPTIONAL_BLOCKS = ("served", "setup")
+_SQL = resources.files("harness") / "sql"
+
+
+@dataclass(frozen=True)
+class Strategy:
+    name: str
+    blocks: dict[str, SqlBlock]
+
+    def sql(self, block: str) -> str:
+        return self.blocks[block].sql
+
+    def has(self, block: str) -> bool:
+        return block in self.blocks
+
+    def shown(self) -> str:
+        """Every block in the order a claim uses them, exactly as the workers run them."""
+        order = ["setup", "enqueue", "dequeue", "start", "served", "complete", "books"]
+        ordered = sorted(self.blocks.values(), key=lambda block: order.index(block.name))
+        return "\n".join(block.shown() for block in ordered)
+
+
+def _builtin_text(*parts: str) -> str:
+    return _SQL.joinpath(*parts).read_text(encoding="utf-8")
+
+
+def schema_blocks() -> dict[str, SqlBlock]:
+    return parse_blocks(_builtin_text("schema.sql"), "harness/sql/schema.sql")
+
+
+def shared_blocks() -> dict[str, SqlBlock]:
+    return parse_blocks(_builtin_text("queue.sql"), "harness/sql/queue.sql")
+
+
+def _strategy_files(extra_dir: Path | None) -> dict[str, tuple[str, str]]:
+    """name -> (display source, text); a file in extra_dir replaces a built-in one."""
+    files: dict[str, tuple[str, str]] = {}
+    for entry in _SQL.joinpath("strategies").iterdir():
+        if entry.name.endswith(".sql"):
+            name = entry.name.removesuffix(".sql")
+            files[name] = (f"harness/sql/strategies/{entry.name}", entry.read_text("utf-8"))
+    if extra_dir is not None:
+        if not extra_dir.is_dir():
+            raise HarnessError(f"{extra_dir}: --strategies-dir is not a directory")
+        for path in sorted(extra_dir.glob("*.sql")):
+            files[path.stem] = (str(path), path.read_text("utf-8"))
+    return files
+
+
+def load_strategies(extra_dir: Path | None = None) -> dict[str, Strategy]:
+    """Every available strategy by name, each checked complete."""
+    shared = shared_blocks()
+    strategies = {}
+    for name, (source, text) in sorted(_strategy_files(extra_dir).items()):
+        own = parse_blocks(text, source)
+        strategies[name] = _checked(Strategy(name=name, blocks={**shared, **own}), source)
+    return strategies
+
+
+def _checked(strategy: Strategy, source: str) -> Strategy:
+    known = set(REQUIRED_BLOCKS) | set(OPTIONAL_BLOCKS)
+    unknown = sorted(set(strategy.blocks) - known)
+    if unknown:
+        allowed = ", ".join(sorted(known))
+        raise HarnessError(f"{source}: unknown block(s) {', '.join(unknown)}; allowed: {allowed}")
+    missing = [block for block in REQUIRED_BLOCKS if block not in strategy.blocks]
+    if missing:
+        raise HarnessError(f"{source}: strategy '{strategy.name}' lacks block(s) {missing}")
+    return strategy

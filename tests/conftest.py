@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCENARIOS = ROOT / "scenarios"
+
+
+@pytest.fixture
+def write_yaml(tmp_path: Path):
+    """Write a scenario file and return its path."""
+
+    def write(text: str, name: str = "scenario.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(text)
+        return path
+
+    return write
+
+
+SHORT_NOISY = """\
+name: short-noisy
+workers: 2
+strategies: [fifo, round_robin]
+repetitions: 1
+poll_interval_ms: 5
+timeout_s: 60
+tenant_groups:
+  - name: large
+    tenants: 1
+    jobs_per_tenant: 200
+    duration_ms: 5
+  - name: small
+    tenants: 5
+    jobs_per_tenant: 2
+    duration_ms: 5
+    enqueue_at_s: 0.2
+"""

