@@ -30,10 +30,13 @@ def with_waits(jobs: pd.DataFrame) -> pd.DataFrame:
 
 
 def summarize(jobs: pd.DataFrame) -> pd.DataFrame:
-    """One row per repetition and tenant class, plus an `all` row per repetition."""
+    """One row per repetition and tenant class, plus an `all` row where there are several."""
     jobs = with_waits(jobs)
-    everyone = jobs.assign(tenant_class=ALL_TENANTS)
-    rows = pd.concat([jobs, everyone]).groupby(SUMMARY_KEYS, sort=False)
+    if jobs["tenant_class"].nunique() > 1:
+        jobs_and_everyone = pd.concat([jobs, jobs.assign(tenant_class=ALL_TENANTS)])
+    else:
+        jobs_and_everyone = jobs  # one class: `all` would repeat it row for row
+    rows = jobs_and_everyone.groupby(SUMMARY_KEYS, sort=False)
     summary = rows.agg(
         jobs=("job_id", "size"),
         wait_p50_s=("wait_s", "median"),

@@ -70,6 +70,9 @@ def show_outcome(outcome: RunOutcome, console: Console) -> None:
         title = f"Beside the reference ({outcome.reference_source})"
         console.print(console_table(title, *reference_rows(outcome.reference)))
     console.print(
-        console_table("Waits and makespan, range over repetitions", *summary_rows(outcome.summary))
+        console_table(
+            "Waits and last job done (seconds), range over repetitions",
+            *summary_rows(outcome.summary),
+        )
     )
     console.print(f"Results: {outcome.folder.path}", highlight=False)

@@ -21,11 +21,11 @@ SUMMARY_METRICS = [
     "throughput_jobs_s",
 ]
 _HEADERS = {
-    "wait_p50_s": "median wait (s)",
-    "wait_p95_s": "p95 wait (s)",
-    "wait_p99_s": "p99 wait (s)",
-    "wait_max_s": "max wait (s)",
-    "makespan_s": "last job done (s)",
+    "wait_p50_s": "p50 wait",
+    "wait_p95_s": "p95 wait",
+    "wait_p99_s": "p99 wait",
+    "wait_max_s": "max wait",
+    "makespan_s": "last done",
     "throughput_jobs_s": "jobs/s",
 }
 
@@ -52,7 +52,7 @@ def summary_rows(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         "strategy",
         "workers",
         "tenants",
-        "jobs/rep",
+        "jobs",
         "reps",
         *(_HEADERS[m] for m in SUMMARY_METRICS),
     ]
