@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: bench test lint format typecheck venv clean
 
 bench: $(STAMP)
-	$(BIN)/harness run scenarios/noisy-neighbour.yaml scenarios/large-tenant-alone.yaml
+	$(BIN)/harness run scenarios/noisy-neighbour.yaml scenarios/large-tenant-alone.yaml scenarios/skewed-backlog.yaml
 
 test: $(STAMP)
 	$(BIN)/ruff check harness tests

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from harness.plans import Capture
 from harness.scenario import ReferenceFigure
 
 REPETITION_KEYS = ["scenario", "strategy", "workers", "repetition"]
@@ -77,17 +78,84 @@ def ranges(summary: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
     return low.join(high, lsuffix="_min", rsuffix="_max").reset_index()
 
 
-def measured_figure(summary: pd.DataFrame, figure: ReferenceFigure) -> pd.Series:
+PLAN_KEYS = ["variant", "strategy"]
+_PLAN_COLUMNS = {
+    "plan_total_ms": "total_ms",
+    "plan_execution_ms": "execution_ms",
+    "plan_shared_buffers": "shared_buffers",
+}
+
+
+def plan_runs(captures: list[Capture]) -> pd.DataFrame:
+    """One row per captured execution: the figures of each JSON plan, and the backlog."""
+    rows = [
+        {
+            "variant": capture.variant,
+            "strategy": capture.strategy,
+            "repetition": index,
+            **capture.backlog,
+            "load_s": capture.load_s,
+            **figures.as_dict(),
+            "flags": "; ".join(figures.flags),
+        }
+        for capture in captures
+        for index, figures in enumerate(capture.figures, start=1)
+    ]
+    return pd.DataFrame(rows)
+
+
+def plans_summary(runs: pd.DataFrame, captures: list[Capture]) -> pd.DataFrame:
+    """Per variant and strategy: median times, buffers and the plan's shape; skips kept."""
+    if len(runs):
+        medians = (
+            runs.groupby(PLAN_KEYS, sort=False)
+            .agg(
+                repetitions=("repetition", "size"),
+                planning_ms=("planning_ms", "median"),
+                execution_ms=("execution_ms", "median"),
+                total_ms=("total_ms", "median"),
+                shared_hit=("shared_hit", "median"),
+                shared_read=("shared_read", "median"),
+                shared_buffers=("shared_buffers", "median"),
+                outer_scan=("outer_scan", "last"),
+                jobs_scan=("jobs_scan", "last"),
+                jobs_loops=("jobs_loops", "max"),
+                rows_removed=("rows_removed", "max"),
+                flags=("flags", "last"),
+            )
+            .reset_index()
+        )
+    else:
+        medians = pd.DataFrame(columns=PLAN_KEYS)
+    shapes = pd.DataFrame(
+        [
+            {"variant": c.variant, "strategy": c.strategy, **c.backlog, "skipped": c.skipped or ""}
+            for c in captures
+        ]
+    )
+    return shapes.merge(medians, on=PLAN_KEYS, how="left")
+
+
+def measured_figure(
+    figure: ReferenceFigure, summary: pd.DataFrame | None, plans: pd.DataFrame | None
+) -> pd.Series:
     """The figure per repetition: the metric, or its ratio/difference between strategies."""
-    workers = figure.workers or summary["workers"].iloc[0]
+    where: dict[str, object]
+    if figure.is_plan_figure:
+        table, column = plans, _PLAN_COLUMNS[figure.metric]
+        where = {"variant": figure.variant}
+    else:
+        table, column = summary, figure.metric
+        workers = figure.workers or (summary["workers"].iloc[0] if summary is not None else 0)
+        where = {"workers": workers, "tenant_class": figure.tenant_class}
+    if table is None or table.empty:
+        return pd.Series(dtype=float)
 
     def values(strategy: str) -> pd.Series:
-        rows = summary[
-            (summary["strategy"] == strategy)
-            & (summary["workers"] == workers)
-            & (summary["tenant_class"] == figure.tenant_class)
-        ]
-        return rows.set_index("repetition")[figure.metric]
+        chosen = table["strategy"] == strategy
+        for key, value in where.items():
+            chosen &= table[key] == value
+        return table[chosen].set_index("repetition")[column].astype(float)
 
     own = values(figure.strategy)
     if figure.versus is None:
@@ -96,11 +164,13 @@ def measured_figure(summary: pd.DataFrame, figure: ReferenceFigure) -> pd.Series
     return own / other if figure.compare == "ratio" else own - other
 
 
-def reference_table(summary: pd.DataFrame, figures: list[ReferenceFigure]) -> pd.DataFrame:
+def reference_table(
+    figures: list[ReferenceFigure], summary: pd.DataFrame | None, plans: pd.DataFrame | None
+) -> pd.DataFrame:
     """The source's figures beside the measured range over repetitions."""
     rows = []
     for figure in figures:
-        measured = measured_figure(summary, figure).dropna()
+        measured = measured_figure(figure, summary, plans).dropna()
         rows.append(
             {
                 "figure": figure.label,

@@ -1,32 +1,59 @@
-"""One scenario, run end to end on a server: the run folder, every repetition, the books,
-the summary, the plots. Whatever happens, run.json ends with the run's status."""
+"""One scenario, run end to end on a server: the run folder, the timed repetitions and
+their books, the plan captures, the summary, the plots. Whatever happens, run.json ends
+with the run's status and the run folder keeps what was measured."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 
-from harness.analysis import reference_table, summarize
+from harness.analysis import plan_runs, plans_summary, reference_table, summarize
 from harness.errors import Terminated
+from harness.explain import CaptureObserver, capture_all, requests
 from harness.metadata import collect_all
+from harness.plans import Capture
 from harness.providers import Server
-from harness.report import summary_markdown, timeline_plot, wait_plot
+from harness.report import plans_plot, summary_markdown, timeline_plot, wait_plot
 from harness.results import RUN_FORMAT_VERSION, RunFolder, point_latest, with_timestamps
 from harness.runner import Observer, RepetitionResult, own_schema, plan, run_repetition
-from harness.scenario import LoadedScenario
+from harness.scenario import LoadedScenario, Scenario
 from harness.strategies import Strategy
+
+
+class RunObserver(Observer, CaptureObserver, Protocol):
+    """Progress of timed repetitions and of plan captures."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    timed: bool = True  # the timed workload, if the scenario has tenant groups
+    plans: bool = True  # the plan captures, if the scenario has an explain section
+    include_slow: bool = False
+    explain_strategies: list[str] | None = None
+    explain_variants: list[str] | None = None
+    repeat: int | None = None  # overrides the scenario's explain.repeat
 
 
 @dataclass(frozen=True)
 class RunOutcome:
     folder: RunFolder
-    summary: pd.DataFrame
+    summary: pd.DataFrame | None
+    plans: pd.DataFrame | None
     reference: pd.DataFrame | None
     reference_source: str | None
+
+
+@dataclass
+class Measured:
+    """What a run has measured so far: kept whatever happens next."""
+
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    captures: list[Capture] = field(default_factory=list)
 
 
 def run_scenario(
@@ -34,36 +61,93 @@ def run_scenario(
     strategies: dict[str, Strategy],
     server: Server,
     root: Path,
-    observer: Observer,
+    observer: RunObserver,
+    options: RunOptions,
 ) -> RunOutcome:
     scenario = loaded.scenario
     folder = RunFolder.create(root, scenario.name)
     folder.write("scenario.yaml", loaded.text)
-    document = _run_document(loaded, folder, server)
+    document = _run_document(loaded, folder, server, options)
     folder.write_json("run.json", document)
     point_latest(root, folder.path)
-    records: list[dict[str, Any]] = []
+    measured = Measured()
     schema = "harness_" + folder.run_id.lower().replace("-", "_")
     try:
         with own_schema(server.dsn, schema):
-            for repetition in plan(scenario):
-                result = run_repetition(
-                    server.dsn,
-                    schema,
-                    scenario,
-                    strategies[repetition.strategy],
-                    repetition,
-                    observer,
+            if options.timed and scenario.timed:
+                _run_timed(server.dsn, schema, scenario, strategies, observer, document, measured)
+            if options.plans and scenario.explain is not None:
+                _capture_plans(
+                    server.dsn, schema, scenario, strategies, observer, options, folder, measured
                 )
-                records += result.jobs
-                document["repetitions"].append(_repetition_entry(result))
     except BaseException as error:
-        _close_unfinished(folder, document, records, error)
+        _close_unfinished(folder, document, measured, error)
         raise
-    return _finish(loaded, folder, document, records)
+    return _finish(scenario, folder, document, measured)
 
 
-def _run_document(loaded: LoadedScenario, folder: RunFolder, server: Server) -> dict[str, Any]:
+def _run_timed(
+    dsn: str,
+    schema: str,
+    scenario: Scenario,
+    strategies: dict[str, Strategy],
+    observer: Observer,
+    document: dict[str, Any],
+    measured: Measured,
+) -> None:
+    for repetition in plan(scenario):
+        result = run_repetition(
+            dsn, schema, scenario, strategies[repetition.strategy], repetition, observer
+        )
+        measured.jobs += result.jobs
+        document["repetitions"].append(_repetition_entry(result))
+
+
+def _capture_plans(
+    dsn: str,
+    schema: str,
+    scenario: Scenario,
+    strategies: dict[str, Strategy],
+    observer: CaptureObserver,
+    options: RunOptions,
+    folder: RunFolder,
+    measured: Measured,
+) -> None:
+    assert scenario.explain is not None
+    chosen = requests(scenario, options.explain_strategies, options.explain_variants)
+    repeat = options.repeat or scenario.explain.repeat
+    for capture in capture_all(
+        dsn, schema, scenario, strategies, chosen, repeat, options.include_slow, observer
+    ):
+        measured.captures.append(capture)
+        if capture.skipped is None:
+            _write_capture(folder, capture, strategies[capture.strategy])
+
+
+def _write_capture(folder: RunFolder, capture: Capture, strategy: Strategy) -> None:
+    stem = f"explain/{capture.variant}/{capture.strategy}"
+    folder.write_json(
+        f"{stem}.json",
+        {
+            "variant": capture.variant,
+            "strategy": capture.strategy,
+            "backlog": capture.backlog,
+            "dequeue": strategy.sql("dequeue"),
+            "figures": [figures.as_dict() for figures in capture.figures],
+            "plans": capture.plans,
+        },
+    )
+    header = (
+        f"-- {capture.strategy} on {capture.variant} "
+        f"({json.dumps(capture.backlog)}): the first execution, which is also the "
+        "warm-up\n-- EXPLAIN (ANALYZE, BUFFERS) of:\n"
+    )
+    folder.write(f"{stem}.txt", header + strategy.sql("dequeue") + "\n\n" + capture.text)
+
+
+def _run_document(
+    loaded: LoadedScenario, folder: RunFolder, server: Server, options: RunOptions
+) -> dict[str, Any]:
     return {
         "format_version": RUN_FORMAT_VERSION,
         "run_id": folder.run_id,
@@ -77,8 +161,10 @@ def _run_document(loaded: LoadedScenario, folder: RunFolder, server: Server) -> 
             "sha256": loaded.sha256,
             "copy": "scenario.yaml",
         },
+        "options": options.__dict__,
         "metadata": collect_all(server.dsn, {"kind": server.provider, **server.details}),
         "repetitions": [],
+        "plans": [],
         "files": {},
     }
 
@@ -98,42 +184,65 @@ def _repetition_entry(result: RepetitionResult) -> dict[str, Any]:
 
 
 def _close_unfinished(
-    folder: RunFolder,
-    document: dict[str, Any],
-    records: list[dict[str, Any]],
-    error: BaseException,
+    folder: RunFolder, document: dict[str, Any], measured: Measured, error: BaseException
 ) -> None:
-    """Keep what was measured (whole repetitions only), marked as not complete."""
+    """Keep what was measured (whole repetitions and captures), marked as not complete."""
     interrupted = isinstance(error, KeyboardInterrupt | Terminated)
     document["status"] = "interrupted" if interrupted else "failed"
     document["error"] = str(error) or type(error).__name__
     document["finished_at"] = _utc_now()
-    if records:
-        document["files"]["jobs"] = folder.write_jobs(records).name
+    _write_raw(folder, document, measured)
     folder.write_json("run.json", document, replace=True)
+
+
+def _write_raw(folder: RunFolder, document: dict[str, Any], measured: Measured) -> None:
+    files = document["files"]
+    if measured.jobs:
+        files["jobs"] = folder.write_jobs(measured.jobs).name
+    if measured.captures:
+        document["plans"] = [
+            {
+                "variant": c.variant,
+                "strategy": c.strategy,
+                "skipped": c.skipped,
+                "repetitions": len(c.plans),
+            }
+            for c in measured.captures
+        ]
+        runs = plan_runs(measured.captures)
+        files["plans"] = folder.write("plans.csv", runs.to_csv(index=False)).name
 
 
 def _finish(
-    loaded: LoadedScenario,
-    folder: RunFolder,
-    document: dict[str, Any],
-    records: list[dict[str, Any]],
+    scenario: Scenario, folder: RunFolder, document: dict[str, Any], measured: Measured
 ) -> RunOutcome:
-    scenario = loaded.scenario
     files = document["files"]
-    files["jobs"] = folder.write_jobs(records).name
-    jobs = with_timestamps(pd.DataFrame.from_records(records))
-    summary = summarize(jobs)
-    files["summary"] = folder.write("summary.csv", summary.to_csv(index=False)).name
-    reference = reference_table(summary, scenario.reference.figures) if scenario.reference else None
-    source = scenario.reference.source if scenario.reference else None
-    markdown = summary_markdown(f"{scenario.name}: {folder.run_id}", summary, reference, source)
+    _write_raw(folder, document, measured)
+    summary = plans = runs = None
+    if measured.jobs:
+        jobs = with_timestamps(pd.DataFrame.from_records(measured.jobs))
+        summary = summarize(jobs)
+        files["summary"] = folder.write("summary.csv", summary.to_csv(index=False)).name
+        files["wait_plot"] = folder.write("waits.png", wait_plot(jobs)).name
+        files["timeline_plot"] = folder.write("timeline.png", timeline_plot(jobs)).name
+    if measured.captures:
+        runs = plan_runs(measured.captures)
+        plans = plans_summary(runs, measured.captures)
+        if len(runs):
+            files["plans_plot"] = folder.write("plans.png", plans_plot(plans)).name
+    reference = source = None
+    if scenario.reference is not None:
+        reference = reference_table(scenario.reference.figures, summary, runs)
+        source = scenario.reference.source
+    markdown = summary_markdown(
+        f"{scenario.name}: {folder.run_id}", summary, plans, reference, source
+    )
     files["summary_md"] = folder.write("summary.md", markdown).name
-    files["wait_plot"] = folder.write("waits.png", wait_plot(jobs)).name
-    files["timeline_plot"] = folder.write("timeline.png", timeline_plot(jobs)).name
     document.update(status="complete", finished_at=_utc_now())
     folder.write_json("run.json", document, replace=True)
-    return RunOutcome(folder=folder, summary=summary, reference=reference, reference_source=source)
+    return RunOutcome(
+        folder=folder, summary=summary, plans=plans, reference=reference, reference_source=source
+    )
 
 
 def _utc_now() -> str:

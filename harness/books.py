@@ -18,7 +18,6 @@ class JobRow:
     enqueued_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
-    duration_ms: float
 
 
 def check_books(enqueued: int, rows: Sequence[JobRow], claimed: Sequence[int]) -> list[str]:

@@ -48,6 +48,9 @@ MismatchOption = Annotated[
     typer.Option("--allow-version-mismatch", help="Run on a server that is not PostgreSQL 17."),
 ]
 ResultsOption = Annotated[Path, typer.Option("--results-dir", help="Where run folders go.")]
+SlowOption = Annotated[
+    bool, typer.Option("--include-slow", help="Also capture the plans the scenario marks as slow.")
+]
 StrategiesDirOption = Annotated[
     Path | None,
     typer.Option(
@@ -90,13 +93,80 @@ def run(
     allow_version_mismatch: MismatchOption = False,
     results_dir: ResultsOption = Path("results"),
     strategies_dir: StrategiesDirOption = None,
+    include_slow: SlowOption = False,
 ) -> None:
-    """Run scenarios on one server; print each one's figures beside the reference."""
+    """Run scenarios on one server: the timed workload, then the plan captures; print each
+    one's figures beside the reference."""
+    from harness.bench import RunOptions
     from harness.commands import run_command  # heavy imports only when needed
 
+    options = RunOptions(include_slow=include_slow)
     _guarded(
         lambda: run_command(
-            scenarios, pg, dsn, allow_version_mismatch, results_dir, strategies_dir, console
+            scenarios,
+            pg,
+            dsn,
+            allow_version_mismatch,
+            results_dir,
+            strategies_dir,
+            options,
+            console,
+        )
+    )
+
+
+@app.command()
+def explain(
+    scenarios: ScenarioFiles,
+    strategy: Annotated[
+        list[str] | None,
+        typer.Option("--strategy", help="Only this strategy (repeatable).", show_default=False),
+    ] = None,
+    variant: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--variant", help="Only this explain variant (repeatable).", show_default=False
+        ),
+    ] = None,
+    repeat: Annotated[
+        int | None,
+        typer.Option(
+            "--repeat",
+            min=1,
+            max=100,
+            help="JSON executions per capture (default: the scenario's explain.repeat).",
+            show_default=False,
+        ),
+    ] = None,
+    include_slow: SlowOption = False,
+    pg: PgOption = None,
+    dsn: DsnOption = None,
+    allow_version_mismatch: MismatchOption = False,
+    results_dir: ResultsOption = Path("results"),
+    strategies_dir: StrategiesDirOption = None,
+) -> None:
+    """Capture dequeue plans (EXPLAIN ANALYZE, BUFFERS) on the scenario's backlog, without
+    the timed workload."""
+    from harness.bench import RunOptions
+    from harness.commands import run_command
+
+    options = RunOptions(
+        timed=False,
+        include_slow=include_slow,
+        explain_strategies=strategy,
+        explain_variants=variant,
+        repeat=repeat,
+    )
+    _guarded(
+        lambda: run_command(
+            scenarios,
+            pg,
+            dsn,
+            allow_version_mismatch,
+            results_dir,
+            strategies_dir,
+            options,
+            console,
         )
     )
 

@@ -1,4 +1,5 @@
-"""The run's progress on the terminal: a bar over repetitions and one over jobs."""
+"""The run's progress on the terminal: a bar over the steps (repetitions and plan
+captures) and one over the current step (jobs done, or executions captured)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from harness.explain import CaptureRequest
 from harness.runner import Repetition, RepetitionResult
 
 
 class ProgressBars:
     """An Observer for runner.run_repetition, drawing with rich."""
 
-    def __init__(self, console: Console, repetitions: int) -> None:
+    def __init__(self, console: Console, steps: int) -> None:
         self.progress = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -27,8 +29,8 @@ class ProgressBars:
             console=console,
             transient=True,
         )
-        self.overall: TaskID = self.progress.add_task("repetitions", total=repetitions)
-        self.jobs: TaskID | None = None
+        self.overall: TaskID = self.progress.add_task("steps", total=steps)
+        self.current: TaskID | None = None
 
     def __enter__(self) -> ProgressBars:
         self.progress.__enter__()
@@ -37,14 +39,25 @@ class ProgressBars:
     def __exit__(self, *exc: object) -> None:
         self.progress.__exit__(None, None, None)
 
+    def _start(self, label: str, total: int) -> None:
+        if self.current is not None:
+            self.progress.remove_task(self.current)
+        self.current = self.progress.add_task(label, total=total)
+
     def repetition_started(self, repetition: Repetition, jobs: int) -> None:
-        if self.jobs is not None:
-            self.progress.remove_task(self.jobs)
-        self.jobs = self.progress.add_task(f"  {repetition.label}: jobs done", total=jobs)
+        self._start(f"  {repetition.label}: jobs done", jobs)
 
     def jobs_done(self, done: int) -> None:
-        if self.jobs is not None:
-            self.progress.update(self.jobs, completed=done)
+        if self.current is not None:
+            self.progress.update(self.current, completed=done)
+
+    def capture_started(self, request: CaptureRequest, executions: int) -> None:
+        self.progress.advance(self.overall)
+        self._start(f"  EXPLAIN {request.strategy} on {request.variant}", executions)
+
+    def capture_step(self) -> None:
+        if self.current is not None:
+            self.progress.advance(self.current)
 
     def repetition_finished(self, result: RepetitionResult) -> None:
         self.progress.advance(self.overall)

@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 from rich.table import Table
 
 from harness.analysis import ranges, with_waits
+from harness.plans import SORTS_TENANTS, WALKS_GLOBAL_INDEX
 
 SUMMARY_METRICS = [
     "wait_p50_s",
@@ -20,6 +21,7 @@ SUMMARY_METRICS = [
     "makespan_s",
     "throughput_jobs_s",
 ]
+SHORT_FLAGS = {SORTS_TENANTS: "SORTS TENANTS", WALKS_GLOBAL_INDEX: "GLOBAL WALK", "-": "-"}
 _HEADERS = {
     "wait_p50_s": "p50 wait",
     "wait_p95_s": "p95 wait",
@@ -87,6 +89,75 @@ def reference_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
+def whole(value: float) -> str:
+    return (
+        "-"
+        if value is None or (isinstance(value, float) and math.isnan(value))
+        else (f"{value:,.0f}")
+    )
+
+
+def plans_rows(plans: pd.DataFrame, compact: bool = False) -> tuple[list[str], list[list[str]]]:
+    """Per variant and strategy: medians over repetitions, the plan's shape, its flags.
+
+    `compact` (for terminals) folds hit and read into one buffers column and names flags
+    by their short names.
+    """
+    buffers = ["shared buffers"] if compact else ["shared hit", "shared read"]
+    headers = [
+        "variant",
+        "strategy",
+        "tenants (idle)",
+        "planning ms",
+        "execution ms",
+        "total ms",
+        *buffers,
+        "index under the Limit",
+        "jobs scan",
+        "loops",
+        "rows removed",
+        "flags",
+    ]
+    rows = []
+    for r in plans.to_dict("records"):
+        tenants = f"{r['registered_tenants']:,} ({r['idle_tenants']:,})"
+        if r["skipped"]:
+            rows.append(
+                [r["variant"], r["strategy"], tenants, *["-"] * (len(headers) - 4), r["skipped"]]
+            )
+            continue
+        counts = (
+            [whole(r["shared_buffers"])]
+            if compact
+            else [whole(r["shared_hit"]), whole(r["shared_read"])]
+        )
+        flags = r["flags"] or "-"
+        if compact:
+            flags = ", ".join(SHORT_FLAGS.get(flag, flag) for flag in flags.split("; "))
+        rows.append(
+            [
+                r["variant"],
+                r["strategy"],
+                tenants,
+                number(r["planning_ms"]),
+                number(r["execution_ms"]),
+                number(r["total_ms"]),
+                *counts,
+                _index(r["outer_scan"]),
+                _index(r["jobs_scan"]),
+                whole(r["jobs_loops"]),
+                whole(r["rows_removed"]),
+                flags,
+            ]
+        )
+    return headers, rows
+
+
+def _index(scan: str) -> str:
+    """'Index Scan using x on jobs' -> 'x'; other scans as they are."""
+    return scan.split(" using ", 1)[1].split(" on ", 1)[0] if " using " in scan else scan
+
+
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
@@ -103,7 +174,11 @@ def console_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[st
 
 
 def summary_markdown(
-    title: str, summary: pd.DataFrame, reference: pd.DataFrame | None, source: str | None
+    title: str,
+    summary: pd.DataFrame | None,
+    plans: pd.DataFrame | None,
+    reference: pd.DataFrame | None,
+    source: str | None,
 ) -> str:
     parts = [f"# {title}\n"]
     if reference is not None and len(reference):
@@ -112,13 +187,21 @@ def summary_markdown(
             "repetitions.\n",
             markdown_table(*reference_rows(reference)),
         ]
-    parts += [
-        "## Waits and makespan\n\nSeconds; the range over repetitions. Wait: enqueued_at to "
-        "started_at. Last done: the class's last job finished, counted from the repetition's "
-        "first enqueue. `all` pools every tenant. Every figure is recomputable from jobs.csv "
-        "(harness/analysis.py says how).\n",
-        markdown_table(*summary_rows(summary)),
-    ]
+    if summary is not None:
+        parts += [
+            "## Waits and makespan\n\nSeconds; the range over repetitions. Wait: enqueued_at "
+            "to started_at. Last done: the class's last job finished, counted from the "
+            "repetition's first enqueue. `all` pools every tenant. Every figure is recomputable "
+            "from jobs.csv (harness/analysis.py says how).\n",
+            markdown_table(*summary_rows(summary)),
+        ]
+    if plans is not None:
+        parts += [
+            "## Dequeue plans\n\nEXPLAIN (ANALYZE, BUFFERS) of each strategy's dequeue on "
+            "the backlog, inside BEGIN ... ROLLBACK; medians over the JSON repetitions "
+            "(plans.csv has each). Total = planning + execution. Raw plans: explain/.\n",
+            markdown_table(*plans_rows(plans)),
+        ]
     return "\n".join(parts)
 
 
@@ -169,4 +252,29 @@ def timeline_plot(jobs: pd.DataFrame) -> bytes:
         unique = dict(zip(labels, handles, strict=True))
         axis.legend(unique.values(), unique.keys(), loc="upper right", fontsize="small")
     figure.subplots_adjust(hspace=0.6)
+    return _png(figure)
+
+
+def plans_plot(plans: pd.DataFrame) -> bytes:
+    """Per variant, each strategy's dequeue time and buffers, on log scales."""
+    captured = plans[plans["skipped"] == ""]
+    variants = list(dict.fromkeys(captured["variant"]))
+    strategies = list(dict.fromkeys(captured["strategy"]))
+    figure = Figure(figsize=(12, 4.5))
+    width = 0.8 / max(len(strategies), 1)
+    for panel, (column, label) in enumerate(
+        [("total_ms", "planning + execution (ms)"), ("shared_buffers", "shared buffers")]
+    ):
+        axis = figure.add_subplot(1, 2, panel + 1)
+        for index, strategy in enumerate(strategies):
+            mine = captured[captured["strategy"] == strategy].set_index("variant")
+            heights = [mine[column].get(variant, float("nan")) for variant in variants]
+            spots = [v + (index - (len(strategies) - 1) / 2) * width for v in range(len(variants))]
+            axis.bar(spots, heights, width=width, label=strategy)
+        axis.set_yscale("log")
+        axis.set_xticks(range(len(variants)), variants)
+        axis.set_ylabel(f"{label}, log scale")
+        axis.set_title(f"one dequeue: {label}")
+        axis.grid(True, axis="y", which="both", alpha=0.3)
+    figure.axes[0].legend(fontsize="small")
     return _png(figure)

@@ -6,6 +6,8 @@ Layout of a run folder, results/<scenario>/<UTC time>-<short id>/:
   jobs.csv        one row per job of every repetition: the contract analysis reads
   summary.csv     per strategy, workers, repetition and tenant class: waits, makespan
   summary.md      the same as ranges over repetitions, beside the reference figures
+  explain/<variant>/<strategy>.json, .txt   raw EXPLAIN (ANALYZE, BUFFERS) captures
+  plans.csv       one row per captured execution: the figures read from its JSON plan
   *.png           plots
 
 Format history (RUN_FORMAT_VERSION):
@@ -64,6 +66,7 @@ class RunFolder:
     def write(self, name: str, data: str | bytes, *, replace: bool = False) -> Path:
         """Write a file atomically; refuse to overwrite unless `replace` (run.json)."""
         target = self.path / name
+        target.parent.mkdir(parents=True, exist_ok=True)
         if target.exists() and not replace:
             raise FileExistsError(f"{target} exists; results are never overwritten")
         atomic_write(target, data.encode("utf-8") if isinstance(data, str) else data)

@@ -24,7 +24,14 @@ from harness.errors import HarnessError, RunFailed
 from harness.scenario import Scenario
 from harness.strategies import Strategy, schema_blocks
 from harness.workers import WorkerReport, WorkerSignals, WorkerSpec, worker_main
-from harness.workload import Batch, build_batches, tenant_classes
+from harness.workload import (
+    BacklogRows,
+    Batch,
+    backlog_rows,
+    build_batches,
+    durations_ms,
+    tenant_classes,
+)
 
 _SPAWN = multiprocessing.get_context("spawn")
 READY_TIMEOUT_S = 60
@@ -101,6 +108,19 @@ def reset_schema(conn: psycopg.Connection, schema: str, strategy: Strategy) -> N
         conn.execute(strategy.sql("setup"))  # type: ignore[arg-type]
 
 
+def load_backlog(conn: psycopg.Connection, strategy: Strategy, rows: BacklogRows) -> None:
+    """The pre-loaded queue, set-based in three statements, then statistics."""
+    conn.execute(
+        strategy.sql("backlog_tenants"),  # type: ignore[arg-type]
+        {"tenant_ids": rows.tenant_ids, "rotation": rows.rotation},
+    )
+    conn.execute(
+        strategy.sql("backlog_jobs"),  # type: ignore[arg-type]
+        {"tenant_ids": rows.tenant_ids, "jobs": rows.jobs},
+    )
+    conn.execute(strategy.sql("after_load"))  # type: ignore[arg-type]
+
+
 def run_repetition(
     dsn: str,
     schema: str,
@@ -111,8 +131,10 @@ def run_repetition(
 ) -> RepetitionResult:
     with psycopg.connect(dsn, autocommit=True, options="-c TimeZone=UTC") as conn:
         reset_schema(conn, schema, strategy)
+        if scenario.backlog is not None:
+            load_backlog(conn, strategy, backlog_rows(scenario, scenario.backlog))
         observer.repetition_started(repetition, scenario.total_jobs)
-        spec = _worker_spec(dsn, schema, strategy, scenario)
+        spec = worker_spec(dsn, schema, strategy, scenario.poll_interval_ms, durations_ms(scenario))
         started_at = _now(conn)
         reports = _run_workers(conn, spec, repetition.workers, scenario, strategy, observer)
         finished_at = _now(conn)
@@ -139,7 +161,14 @@ def _now(conn: psycopg.Connection) -> datetime:
     return row[0]  # type: ignore[no-any-return]
 
 
-def _worker_spec(dsn: str, schema: str, strategy: Strategy, scenario: Scenario) -> WorkerSpec:
+def worker_spec(
+    dsn: str,
+    schema: str,
+    strategy: Strategy,
+    poll_interval_ms: float,
+    durations: dict[int, float],
+) -> WorkerSpec:
+    """What a worker process needs: where to connect and the strategy's claim statements."""
     return WorkerSpec(
         dsn=dsn,
         schema=schema,
@@ -147,7 +176,8 @@ def _worker_spec(dsn: str, schema: str, strategy: Strategy, scenario: Scenario) 
         start=strategy.sql("start"),
         complete=strategy.sql("complete"),
         served=strategy.sql("served") if strategy.has("served") else None,
-        poll_interval_s=scenario.poll_interval_ms / 1000,
+        poll_interval_s=poll_interval_ms / 1000,
+        durations_ms=durations,
     )
 
 
@@ -227,10 +257,7 @@ def _feed_and_watch(
 
 
 def enqueue(conn: psycopg.Connection, strategy: Strategy, batch: Batch) -> None:
-    conn.execute(
-        strategy.sql("enqueue"),  # type: ignore[arg-type]
-        {"tenant_ids": batch.tenant_ids, "durations_ms": batch.durations_ms},
-    )
+    conn.execute(strategy.sql("enqueue"), {"tenant_ids": batch.tenant_ids})  # type: ignore[arg-type]
 
 
 def _fail_if_a_worker_died(signals: WorkerSignals, processes: list[Any]) -> None:
@@ -280,6 +307,7 @@ def _job_records(
         job: (report.worker, claim_ms) for report in reports for job, _, claim_ms in report.claims
     }
     classes = tenant_classes(scenario)
+    durations = durations_ms(scenario)
     return [
         {
             "scenario": scenario.name,
@@ -293,7 +321,7 @@ def _job_records(
             "started_at": _iso(row.started_at),
             "finished_at": _iso(row.finished_at),
             "worker": by_job[row.job_id][0],
-            "duration_ms": row.duration_ms,
+            "duration_ms": durations[row.tenant_id],
             "claim_ms": round(by_job[row.job_id][1], 4),
         }
         for row in rows

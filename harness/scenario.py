@@ -23,8 +23,10 @@ from pydantic import (
 from harness.errors import HarnessError
 
 MAX_TOTAL_JOBS = 5_000_000
+MAX_BACKLOG_JOBS = 10_000_000
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
-Metric = Literal["wait_p50_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "makespan_s"]
+WaitMetric = Literal["wait_p50_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "makespan_s"]
+PlanMetric = Literal["plan_total_ms", "plan_execution_ms", "plan_shared_buffers"]
 
 
 class Model(BaseModel):
@@ -41,22 +43,94 @@ class TenantGroup(Model):
     enqueue_at_s: float = Field(default=0, ge=0, le=86_400)
 
 
+class BacklogGroup(Model):
+    """Tenants registered before the clock starts, each with `jobs_per_tenant` queued jobs.
+
+    `jobs_per_tenant: 0` makes idle tenants: in queue_tenants with nothing queued.
+    """
+
+    name: Name
+    tenants: int = Field(ge=0, le=1_000_000)
+    jobs_per_tenant: int = Field(ge=0, le=MAX_BACKLOG_JOBS)
+    duration_ms: float = Field(default=0, ge=0, le=600_000)  # if workers drain it
+
+
+class Backlog(Model):
+    """A pre-loaded queue. Jobs are inserted group by group in list order (so their ids
+    ascend in it); `rotation` orders the groups' tenants by last_served, the head of the
+    rotation (served longest ago) first. Default: list order."""
+
+    groups: list[BacklogGroup] = Field(min_length=1)
+    rotation: list[Name] | None = None
+
+    @property
+    def total_jobs(self) -> int:
+        return sum(group.tenants * group.jobs_per_tenant for group in self.groups)
+
+    @property
+    def rotation_order(self) -> list[str]:
+        return self.rotation or [group.name for group in self.groups]
+
+    def with_tenants(self, tenants: dict[str, int]) -> Backlog:
+        """The same backlog with some groups' tenant counts replaced (an explain variant)."""
+        groups = [
+            group.model_copy(update={"tenants": tenants.get(group.name, group.tenants)})
+            for group in self.groups
+        ]
+        return self.model_copy(update={"groups": groups})
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Backlog:
+        names = [group.name for group in self.groups]
+        _no_duplicates("backlog group names", names)
+        if self.rotation is not None and sorted(self.rotation) != sorted(names):
+            raise ValueError(f"rotation must list each backlog group once: {names}")
+        if self.total_jobs > MAX_BACKLOG_JOBS:
+            raise ValueError(f"{self.total_jobs:,} backlog jobs; at most {MAX_BACKLOG_JOBS:,}")
+        return self
+
+
+class ExplainVariant(Model):
+    """One backlog shape to capture plans on: the scenario's backlog, with `tenants`
+    overriding groups' tenant counts. Strategies in `slow` are skipped unless asked for."""
+
+    name: Name
+    tenants: dict[Name, Annotated[int, Field(ge=0, le=1_000_000)]] = Field(default_factory=dict)
+    slow: list[Name] = Field(default_factory=list)
+
+
+class Explain(Model):
+    """EXPLAIN (ANALYZE, BUFFERS) captures of each strategy's dequeue on the backlog."""
+
+    strategies: list[Name] | None = None  # default: the scenario's strategies
+    repeat: int = Field(default=3, ge=1, le=100)
+    variants: list[ExplainVariant] = Field(
+        default_factory=lambda: [ExplainVariant(name="backlog")], min_length=1
+    )
+
+
 class ReferenceFigure(Model):
     """A figure the source reports, to print beside the measured one.
 
-    With `versus`, the figure compares two strategies' values of the metric: the ratio
-    (strategy / versus) or the difference (strategy - versus).
+    Wait metrics are per strategy and tenant class (and worker count, in a sweep); plan
+    metrics per strategy and explain variant. With `versus`, the figure compares two
+    strategies: the ratio (strategy / versus) or the difference (strategy - versus).
     """
 
     label: str
-    metric: Metric
+    metric: WaitMetric | PlanMetric
     strategy: Name
-    tenant_class: Name
+    tenant_class: Name | None = None
+    variant: Name | None = None
     versus: Name | None = None
     compare: Literal["ratio", "difference"] = "ratio"
     workers: int | None = None  # which count of a sweep; the only one when there is one
     value: tuple[float, float]
     unit: str = "s"
+
+    @property
+    def is_plan_figure(self) -> bool:
+        return self.metric.startswith("plan_")
 
     @field_validator("value", mode="before")
     @classmethod
@@ -72,12 +146,14 @@ class Reference(Model):
 class Scenario(Model):
     name: Name
     description: str = ""
-    workers: list[Annotated[int, Field(ge=1, le=256)]] = Field(min_length=1)
     strategies: list[Name] = Field(min_length=1)
+    workers: list[Annotated[int, Field(ge=1, le=256)]] = Field(default_factory=list)
     repetitions: int = Field(default=2, ge=1, le=100)
     poll_interval_ms: float = Field(default=10, gt=0, le=10_000)
     timeout_s: float = Field(default=300, gt=0, le=86_400)
-    tenant_groups: list[TenantGroup] = Field(min_length=1)
+    backlog: Backlog | None = None
+    tenant_groups: list[TenantGroup] = Field(default_factory=list)
+    explain: Explain | None = None
     reference: Reference | None = None
 
     @field_validator("workers", mode="before")
@@ -86,44 +162,88 @@ class Scenario(Model):
         return [value] if isinstance(value, int) else value
 
     @property
+    def timed(self) -> bool:
+        """Whether workers run a timed workload (tenant groups arrive), not only plans."""
+        return bool(self.tenant_groups)
+
+    @property
     def total_jobs(self) -> int:
-        return sum(group.tenants * group.jobs_per_tenant for group in self.tenant_groups)
+        backlog = self.backlog.total_jobs if self.backlog else 0
+        return backlog + sum(group.tenants * group.jobs_per_tenant for group in self.tenant_groups)
+
+    @property
+    def explain_strategies(self) -> list[str]:
+        if self.explain is None:
+            return []
+        return self.explain.strategies or self.strategies
+
+    @property
+    def group_names(self) -> list[str]:
+        backlog = [group.name for group in self.backlog.groups] if self.backlog else []
+        return backlog + [group.name for group in self.tenant_groups]
 
     @model_validator(mode="after")
     def _consistent(self) -> Scenario:
         _no_duplicates("strategies", self.strategies)
-        _no_duplicates("tenant_groups names", [group.name for group in self.tenant_groups])
+        _no_duplicates("tenant group names", self.group_names)
         _no_duplicates("workers", [str(count) for count in self.workers])
-        if self.total_jobs > MAX_TOTAL_JOBS:
+        if self.timed and not self.workers:
+            raise ValueError("workers is required when tenant_groups arrive (e.g. workers: 4)")
+        if not self.timed and self.explain is None:
+            raise ValueError(
+                "nothing to run: give tenant_groups (a timed run), explain (plan captures), or both"
+            )
+        if self.total_jobs > MAX_TOTAL_JOBS and self.timed:
             raise ValueError(f"{self.total_jobs:,} jobs in all; at most {MAX_TOTAL_JOBS:,}")
+        if self.explain is not None:
+            self._check_explain(self.explain)
         if self.reference is not None:
-            self._check_reference(self.reference)
+            for figure in self.reference.figures:
+                self._check_figure(figure)
         return self
 
-    def _check_reference(self, reference: Reference) -> None:
-        classes = {group.name for group in self.tenant_groups}
-        for figure in reference.figures:
-            for strategy in filter(None, (figure.strategy, figure.versus)):
-                if strategy not in self.strategies:
-                    raise ValueError(
-                        f"reference '{figure.label}': strategy '{strategy}' is "
-                        f"not in strategies {self.strategies}"
-                    )
-            if figure.workers is None and len(self.workers) > 1:
+    def _check_explain(self, explain: Explain) -> None:
+        if self.backlog is None:
+            raise ValueError(
+                "explain needs a backlog: a plan on an empty queue says nothing about a skewed one"
+            )
+        backlog_groups = {group.name for group in self.backlog.groups}
+        _no_duplicates("explain variant names", [variant.name for variant in explain.variants])
+        for variant in explain.variants:
+            unknown = sorted(set(variant.tenants) - backlog_groups)
+            if unknown:
                 raise ValueError(
-                    f"reference '{figure.label}': say which workers count it is "
-                    f"for; the scenario sweeps {self.workers}"
+                    f"explain variant '{variant.name}': {unknown} are not backlog "
+                    f"groups {sorted(backlog_groups)}"
                 )
-            if figure.workers is not None and figure.workers not in self.workers:
-                raise ValueError(
-                    f"reference '{figure.label}': workers {figure.workers} is "
-                    f"not among the scenario's {self.workers}"
-                )
-            if figure.tenant_class not in classes:
-                raise ValueError(
-                    f"reference '{figure.label}': tenant_class "
-                    f"'{figure.tenant_class}' is not a tenant group {sorted(classes)}"
-                )
+            self.backlog.with_tenants(variant.tenants)  # validates the variant's totals
+
+    def _check_figure(self, figure: ReferenceFigure) -> None:
+        where = f"reference '{figure.label}'"
+        pool = self.explain_strategies if figure.is_plan_figure else self.strategies
+        for strategy in filter(None, (figure.strategy, figure.versus)):
+            if strategy not in pool:
+                raise ValueError(f"{where}: strategy '{strategy}' is not among {pool}")
+        if figure.is_plan_figure:
+            variants = [v.name for v in self.explain.variants] if self.explain else []
+            if figure.variant not in variants:
+                raise ValueError(f"{where}: variant must be one of the explain variants {variants}")
+            return
+        if not self.timed:
+            raise ValueError(f"{where}: {figure.metric} needs a timed run (tenant_groups)")
+        if figure.workers is None and len(self.workers) > 1:
+            raise ValueError(
+                f"{where}: say which workers count it is for; the scenario sweeps {self.workers}"
+            )
+        if figure.workers is not None and figure.workers not in self.workers:
+            raise ValueError(
+                f"{where}: workers {figure.workers} is not among the scenario's {self.workers}"
+            )
+        if figure.tenant_class not in self.group_names:
+            raise ValueError(
+                f"{where}: tenant_class '{figure.tenant_class}' is not a tenant "
+                f"group {self.group_names}"
+            )
 
 
 def _no_duplicates(what: str, values: list[str]) -> None:
@@ -167,12 +287,16 @@ def load_scenario(path: Path, strategies: set[str]) -> LoadedScenario:
         scenario = Scenario.model_validate(data)
     except ValidationError as error:
         raise HarnessError(_first_error(path, node, error)) from error
-    unknown = [name for name in scenario.strategies if name not in strategies]
-    if unknown:
-        line = _line_of(node, ("strategies",))
-        raise HarnessError(
-            f"{path}:{line}: strategies: unknown {unknown}; available: {sorted(strategies)}"
-        )
+    for field, names in (
+        ("strategies", scenario.strategies),
+        ("explain.strategies", scenario.explain_strategies),
+    ):
+        unknown = [name for name in names if name not in strategies]
+        if unknown:
+            line = _line_of(node, tuple(field.split(".")))
+            raise HarnessError(
+                f"{path}:{line}: {field}: unknown {unknown}; available: {sorted(strategies)}"
+            )
     return LoadedScenario(scenario=scenario, path=str(path), text=text)
 
 

@@ -1,13 +1,15 @@
 """Strategies: a .sql file of named blocks each, merged over the shared blocks.
 
 The shared file `sql/queue.sql` holds what every strategy does the same way (enqueue,
-start, complete, books); a strategy file adds its `dequeue` and may override any shared
-block. Optional blocks: `served` (run in the claim transaction after `start`, with the
-claimed tenant) and `setup` (run once after the schema is created).
+start, complete, books, the backlog load); a strategy file adds its `dequeue` and may
+override any shared block. A file whose header says `-- extends: NAME` starts from that
+strategy's blocks. Optional blocks: `served` (run in the claim transaction after `start`,
+with the claimed tenant) and `setup` (run once after the schema is created).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -15,9 +17,19 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.sqlfiles import SqlBlock, parse_blocks
 
-REQUIRED_BLOCKS = ("enqueue", "dequeue", "start", "complete", "books")
+REQUIRED_BLOCKS = (
+    "enqueue",
+    "dequeue",
+    "start",
+    "complete",
+    "books",
+    "backlog_tenants",
+    "backlog_jobs",
+    "after_load",
+)
 OPTIONAL_BLOCKS = ("served", "setup")
 _SQL = resources.files("harness") / "sql"
+_EXTENDS = re.compile(r"^--\s*extends:\s*(?P<parent>[a-z0-9_]+)\s*$")
 
 
 @dataclass(frozen=True)
@@ -33,7 +45,18 @@ class Strategy:
 
     def shown(self) -> str:
         """Every block in the order a claim uses them, exactly as the workers run them."""
-        order = ["setup", "enqueue", "dequeue", "start", "served", "complete", "books"]
+        order = [
+            "setup",
+            "backlog_tenants",
+            "backlog_jobs",
+            "after_load",
+            "enqueue",
+            "dequeue",
+            "start",
+            "served",
+            "complete",
+            "books",
+        ]
         ordered = sorted(self.blocks.values(), key=lambda block: order.index(block.name))
         return "\n".join(block.shown() for block in ordered)
 
@@ -67,12 +90,39 @@ def _strategy_files(extra_dir: Path | None) -> dict[str, tuple[str, str]]:
 
 def load_strategies(extra_dir: Path | None = None) -> dict[str, Strategy]:
     """Every available strategy by name, each checked complete."""
+    files = _strategy_files(extra_dir)
+    own = {name: parse_blocks(text, source) for name, (source, text) in files.items()}
     shared = shared_blocks()
     strategies = {}
-    for name, (source, text) in sorted(_strategy_files(extra_dir).items()):
-        own = parse_blocks(text, source)
-        strategies[name] = _checked(Strategy(name=name, blocks={**shared, **own}), source)
+    for name in sorted(files):
+        blocks: dict[str, SqlBlock] = dict(shared)
+        for ancestor in reversed(_lineage(name, files)):
+            blocks.update(own[ancestor])
+        strategies[name] = _checked(Strategy(name=name, blocks=blocks), files[name][0])
     return strategies
+
+
+def _lineage(name: str, files: dict[str, tuple[str, str]]) -> list[str]:
+    """The strategy, the one it extends (`-- extends: NAME` in its header), and so on."""
+    chain = [name]
+    while (parent := _extends(files[chain[-1]][1])) is not None:
+        source = files[chain[-1]][0]
+        if parent not in files:
+            raise HarnessError(f"{source}: extends unknown strategy '{parent}'")
+        if parent in chain:
+            raise HarnessError(f"{source}: extends forms a cycle: {' -> '.join(chain)}")
+        chain.append(parent)
+    return chain
+
+
+def _extends(text: str) -> str | None:
+    for line in text.splitlines():
+        if line.startswith("-- name:"):
+            return None
+        found = _EXTENDS.match(line)
+        if found:
+            return found["parent"]
+    return None
 
 
 def _checked(strategy: Strategy, source: str) -> Strategy:

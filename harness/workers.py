@@ -31,6 +31,7 @@ class WorkerSpec:
     complete: str
     served: str | None
     poll_interval_s: float
+    durations_ms: dict[int, float]  # tenant id -> the sleep that simulates each job's work
 
 
 @dataclass
@@ -93,26 +94,25 @@ def _work(
             time.sleep(spec.poll_interval_s)
             continue
         claim_ms = (time.perf_counter() - began) * 1000
-        job_id, tenant_id, duration_ms = job
+        job_id, tenant_id = job
         report.claims.append((job_id, tenant_id, claim_ms))
-        time.sleep(duration_ms / 1000)
+        time.sleep(spec.durations_ms[tenant_id] / 1000)
         complete(conn, spec, job_id)
         signals.done[index] += 1
 
 
-def claim(conn: psycopg.Connection, spec: WorkerSpec) -> tuple[int, int, float] | None:
-    """One claim transaction: (job id, tenant id, duration in ms), or None if none free."""
+def claim(conn: psycopg.Connection, spec: WorkerSpec) -> tuple[int, int] | None:
+    """One claim transaction: (job id, tenant id), or None if no job is free."""
     with conn.transaction():
         row = conn.execute(spec.dequeue).fetchone()
         if row is None:
             return None
         job_id, tenant_id = row
-        started = conn.execute(spec.start, {"job_id": job_id}).fetchone()
-        if started is None:
+        if conn.execute(spec.start, {"job_id": job_id}).rowcount != 1:
             raise RuntimeError(f"job {job_id} was dequeued but could not be started")
         if spec.served is not None:
             conn.execute(spec.served, {"tenant_id": tenant_id})
-    return job_id, tenant_id, float(started[0])
+    return job_id, tenant_id
 
 
 def complete(conn: psycopg.Connection, spec: WorkerSpec, job_id: int) -> None:

@@ -1,6 +1,7 @@
--- The article's schema ("The setup"), created fresh in the run's own schema for every
--- repetition. The one addition is jobs.duration_ms: the simulated work's length, which a
--- real queue would carry in the job's payload.
+-- The article's schema ("The setup"), exactly, created fresh in the run's own schema for
+-- every repetition and every plan capture. A job's simulated duration is not stored:
+-- workers know it from the job's tenant (harness/workload.py), so the table's rows are
+-- as wide as the article's and its buffer counts comparable.
 
 -- name: jobs
 create table jobs (
@@ -9,8 +10,7 @@ create table jobs (
   status text not null default 'queued',
   enqueued_at timestamptz not null default clock_timestamp(),
   started_at timestamptz,
-  finished_at timestamptz,
-  duration_ms double precision not null default 0
+  finished_at timestamptz
 );
 
 -- name: jobs_queued_fifo

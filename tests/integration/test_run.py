@@ -9,8 +9,9 @@ import pandas as pd
 import psycopg
 import pytest
 
-from harness.bench import RunOutcome, run_scenario
+from harness.bench import RunOptions, RunOutcome, run_scenario
 from harness.errors import RunFailed
+from harness.explain import CaptureRequest
 from harness.providers import Server
 from harness.results import JOB_COLUMNS, load_jobs
 from harness.runner import Repetition, RepetitionResult
@@ -26,6 +27,10 @@ class Quiet:
 
     def repetition_finished(self, result: RepetitionResult) -> None: ...
 
+    def capture_started(self, request: CaptureRequest, executions: int) -> None: ...
+
+    def capture_step(self) -> None: ...
+
 
 @pytest.fixture(scope="module")
 def short_run(server: Server, tmp_path_factory: pytest.TempPathFactory) -> RunOutcome:
@@ -34,7 +39,7 @@ def short_run(server: Server, tmp_path_factory: pytest.TempPathFactory) -> RunOu
     path.write_text(SHORT_NOISY)
     strategies = load_strategies()
     loaded = load_scenario(path, set(strategies))
-    return run_scenario(loaded, strategies, server, tmp / "results", Quiet())
+    return run_scenario(loaded, strategies, server, tmp / "results", Quiet(), RunOptions())
 
 
 def small_median(summary: pd.DataFrame, strategy: str) -> float:
@@ -110,14 +115,14 @@ def test_the_books_catch_a_lost_job(server: Server, tmp_path: Path) -> None:
     (tmp_path / "lossy.sql").write_text(
         (Path(__file__).parents[2] / "harness/sql/strategies/fifo.sql").read_text()
         + "\n-- name: books\nselect id, tenant_id, status, enqueued_at, started_at, "
-        "finished_at, duration_ms from jobs where id <> 1 order by id;\n"
+        "finished_at from jobs where id <> 1 order by id;\n"
     )
     scenario = tmp_path / "s.yaml"
     scenario.write_text(SHORT_NOISY.replace("[fifo, round_robin]", "[lossy]"))
     strategies = load_strategies(tmp_path)
     loaded = load_scenario(scenario, set(strategies))
     with pytest.raises(RunFailed, match="the books do not balance: 210 jobs enqueued but 209"):
-        run_scenario(loaded, strategies, server, tmp_path / "results", Quiet())
+        run_scenario(loaded, strategies, server, tmp_path / "results", Quiet(), RunOptions())
     run_json = next((tmp_path / "results" / "short-noisy").iterdir()) / "run.json"
     run = json.loads(run_json.read_text())
     assert run["status"] == "failed"

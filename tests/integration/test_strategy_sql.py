@@ -6,26 +6,18 @@ import psycopg
 import pytest
 
 from harness.providers import Server
-from harness.runner import enqueue
+from harness.runner import enqueue, worker_spec
 from harness.strategies import Strategy
 from harness.workers import WorkerSpec, claim, complete
 from harness.workload import Batch
 
 
 def spec(server: Server, strategy: Strategy) -> WorkerSpec:
-    return WorkerSpec(
-        dsn=server.dsn,
-        schema="queue_test",
-        dequeue=strategy.sql("dequeue"),
-        start=strategy.sql("start"),
-        complete=strategy.sql("complete"),
-        served=strategy.sql("served") if strategy.has("served") else None,
-        poll_interval_s=0.01,
-    )
+    return worker_spec(server.dsn, "queue_test", strategy, 10, {})
 
 
 def fill(queue: psycopg.Connection, strategy: Strategy, tenants: list[int]) -> None:
-    enqueue(queue, strategy, Batch(0, tenants, [20.0] * len(tenants)))
+    enqueue(queue, strategy, Batch(0, tenants))
 
 
 def test_enqueue_registers_each_tenant_once(queue, strategies) -> None:
@@ -41,7 +33,7 @@ def test_fifo_claims_in_id_order_whoever_the_tenant(server, queue, strategies) -
     fill(queue, fifo, [1, 1, 1, 2])
     with psycopg.connect(server.dsn, autocommit=True, options="-c search_path=queue_test") as w:
         claimed = [claim(w, spec(server, fifo)) for _ in range(4)]
-    assert [(job, tenant) for job, tenant, _ in claimed] == [(1, 1), (2, 1), (3, 1), (4, 2)]
+    assert claimed == [(1, 1), (2, 1), (3, 1), (4, 2)]
     assert queue.execute(
         "select count(*) from jobs where status = 'running' and started_at is not null"
     ).fetchone() == (4,)
@@ -67,8 +59,7 @@ def test_a_locked_job_skips_that_job_not_the_tenant(server, queue, strategies) -
     ):
         held = holder.execute(rr.sql("dequeue")).fetchone()  # transaction stays open
         assert held == (1, 1)
-        job, tenant, _ = claim(worker, spec(server, rr))  # type: ignore[misc]
-        assert (job, tenant) == (2, 1)
+        assert claim(worker, spec(server, rr)) == (2, 1)
         holder.rollback()
 
 
@@ -76,7 +67,7 @@ def test_complete_marks_done_once(server, queue, strategies) -> None:
     fifo = strategies["fifo"]
     fill(queue, fifo, [1])
     with psycopg.connect(server.dsn, autocommit=True, options="-c search_path=queue_test") as w:
-        job, _, _ = claim(w, spec(server, fifo))  # type: ignore[misc]
+        job, _ = claim(w, spec(server, fifo))  # type: ignore[misc]
         complete(w, spec(server, fifo), job)
         with pytest.raises(RuntimeError, match="complete updated 0 rows"):
             complete(w, spec(server, fifo), job)

@@ -115,7 +115,7 @@ def test_reference_figures_ratio_and_difference(jobs: pd.DataFrame) -> None:
             value=(0.5, 0.7),
         ),
     ]
-    table = reference_table(summarize(more), figures).set_index("figure")
+    table = reference_table(figures, summarize(more), None).set_index("figure")
     assert table.loc["ratio", "measured_low"] == pytest.approx(3.0)
     assert table.loc["ratio", "repetitions"] == 2
     assert table.loc["diff", "measured_low"] == pytest.approx(2.0)  # 4 - 2

@@ -9,7 +9,7 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 def done(job_id: int, start: float = 1, finish: float = 2) -> JobRow:
     return JobRow(
-        job_id, 1, "done", T0, T0 + timedelta(seconds=start), T0 + timedelta(seconds=finish), 20.0
+        job_id, 1, "done", T0, T0 + timedelta(seconds=start), T0 + timedelta(seconds=finish)
     )
 
 
@@ -23,7 +23,7 @@ def test_a_lost_job_is_caught() -> None:
 
 
 def test_a_job_left_running_is_caught() -> None:
-    running = JobRow(2, 1, "running", T0, T0, None, 20.0)
+    running = JobRow(2, 1, "running", T0, T0, None)
     problems = check_books(2, [done(1), running], [1, 2])
     assert problems == ["1 job(s) not done: 2"]
 
@@ -43,6 +43,6 @@ def test_timestamps_out_of_order_are_caught() -> None:
 
 
 def test_long_lists_are_cut_short() -> None:
-    rows = [JobRow(i, 1, "queued", T0, None, None, 0.0) for i in range(1, 9)]
+    rows = [JobRow(i, 1, "queued", T0, None, None) for i in range(1, 9)]
     problems = check_books(8, rows, list(range(1, 9)))
     assert problems == ["8 job(s) not done: 1, 2, 3, 4, 5 and 3 more"]

@@ -6,6 +6,7 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.scenario import load_scenario
+from harness.strategies import load_strategies
 from tests.conftest import SCENARIOS, SHORT_NOISY
 
 STRATEGIES = {"fifo", "round_robin"}
@@ -13,7 +14,7 @@ STRATEGIES = {"fifo", "round_robin"}
 
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_scenarios_are_valid(path: Path) -> None:
-    loaded = load_scenario(path, STRATEGIES)
+    loaded = load_scenario(path, set(load_strategies()))
     assert loaded.scenario.name == path.stem
     assert len(loaded.sha256) == 64
 
@@ -81,14 +82,19 @@ def test_an_unknown_strategy_lists_the_available_ones(write_yaml) -> None:
     assert message == "3: strategies: unknown ['lifo']; available: ['fifo', 'round_robin']"
 
 
-def test_a_missing_field_is_named(write_yaml) -> None:
+def test_a_timed_run_without_workers_is_refused(write_yaml) -> None:
     message = error_for(write_yaml, SHORT_NOISY.replace("workers: 2\n", ""))
-    assert message == "1: workers: required field is missing"
+    assert message == "1: workers is required when tenant_groups arrive (e.g. workers: 4)"
+
+
+def test_a_missing_field_is_named_at_its_item(write_yaml) -> None:
+    message = error_for(write_yaml, SHORT_NOISY.replace("    tenants: 5\n", ""))
+    assert message == "12: tenant_groups[1].tenants: required field is missing"
 
 
 def test_duplicate_group_names_are_refused(write_yaml) -> None:
     message = error_for(write_yaml, SHORT_NOISY.replace("name: small", "name: large"))
-    assert "tenant_groups names must be unique; repeated: ['large']" in message
+    assert "tenant group names must be unique; repeated: ['large']" in message
 
 
 def test_too_many_jobs_are_refused(write_yaml) -> None:
@@ -124,3 +130,63 @@ def test_a_list_instead_of_a_mapping_is_refused(write_yaml) -> None:
 def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(HarnessError, match="cannot read scenario"):
         load_scenario(tmp_path / "nope.yaml", STRATEGIES)
+
+
+SKEWED = """\
+name: skewed
+strategies: [round_robin]
+backlog:
+  groups:
+    - {name: large, tenants: 1, jobs_per_tenant: 100}
+    - {name: idle, tenants: 5, jobs_per_tenant: 0}
+explain:
+  variants:
+    - name: more
+      tenants: {idle: 50}
+"""
+
+
+def test_a_plans_only_scenario_needs_no_workers(write_yaml) -> None:
+    scenario = load_scenario(write_yaml(SKEWED), STRATEGIES).scenario
+    assert not scenario.timed
+    assert scenario.explain_strategies == ["round_robin"]
+
+
+def test_explain_without_a_backlog_is_refused(write_yaml) -> None:
+    text = "name: x\nstrategies: [fifo]\nexplain: {}\n"
+    assert "explain needs a backlog" in error_for(write_yaml, text)
+
+
+def test_a_scenario_with_nothing_to_run_is_refused(write_yaml) -> None:
+    text = "name: x\nstrategies: [fifo]\n"
+    assert "nothing to run" in error_for(write_yaml, text)
+
+
+def test_a_variant_naming_an_unknown_group_is_refused(write_yaml) -> None:
+    message = error_for(write_yaml, SKEWED.replace("{idle: 50}", "{busy: 50}"))
+    assert "explain variant 'more': ['busy'] are not backlog groups" in message
+
+
+def test_a_rotation_must_list_every_group_once(write_yaml) -> None:
+    text = SKEWED.replace("explain:", "  rotation: [idle]\nexplain:")
+    assert "rotation must list each backlog group once" in error_for(write_yaml, text)
+
+
+def test_unknown_explain_strategies_are_refused_at_their_line(write_yaml) -> None:
+    text = SKEWED.replace("explain:\n", "explain:\n  strategies: [lifo]\n")
+    message = error_for(write_yaml, text)
+    assert message == (
+        "8: explain.strategies: unknown ['lifo']; available: ['fifo', 'round_robin']"
+    )
+
+
+def test_a_plan_figure_must_name_an_explain_variant(write_yaml) -> None:
+    text = (
+        SKEWED
+        + """reference:
+  source: t
+  figures:
+    - {label: x, metric: plan_total_ms, strategy: round_robin, variant: less, value: 1}
+"""
+    )
+    assert "variant must be one of the explain variants ['more']" in error_for(write_yaml, text)

@@ -1,0 +1,166 @@
+"""Plan captures on a small skewed backlog: deterministic figures only (buffers, shapes)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import psycopg
+import pytest
+import yaml
+
+from harness.bench import RunOptions, RunOutcome, run_scenario
+from harness.explain import explain_dequeue, requests
+from harness.plans import WALKS_GLOBAL_INDEX, PlanFigures
+from harness.providers import Server
+from harness.runner import load_backlog, reset_schema
+from harness.scenario import Scenario, load_scenario
+from harness.strategies import Strategy, load_strategies
+from harness.workload import backlog_rows
+from tests.integration.test_run import Quiet
+
+SMALL_SKEW = """\
+name: small-skew
+strategies: [round_robin_by_id, round_robin_by_id_no_fifo_index, round_robin, fifo]
+backlog:
+  groups:
+    - {name: large, tenants: 1, jobs_per_tenant: 20000}
+    - {name: small, tenants: 10, jobs_per_tenant: 1}
+    - {name: idle, tenants: 200, jobs_per_tenant: 0}
+  rotation: [idle, small, large]
+explain:
+  repeat: 2
+  variants:
+    - name: idle-200
+    - name: active-only
+      tenants: {idle: 0}
+    - name: large-first
+      tenants: {idle: 0}
+      slow: [round_robin_by_id_no_fifo_index]
+reference:
+  source: test
+  figures:
+    - {label: trap / fixed buffers, metric: plan_shared_buffers, strategy: round_robin_by_id,
+       versus: round_robin, variant: idle-200, value: 50, unit: x}
+"""
+
+
+@pytest.fixture(scope="module")
+def outcome(server: Server, tmp_path_factory: pytest.TempPathFactory) -> RunOutcome:
+    tmp = tmp_path_factory.mktemp("skew")
+    path = tmp / "small-skew.yaml"
+    path.write_text(SMALL_SKEW)
+    strategies = load_strategies()
+    loaded = load_scenario(path, set(strategies))
+    options = RunOptions(timed=False)
+    return run_scenario(loaded, strategies, server, tmp / "results", Quiet(), options)
+
+
+def figures(outcome: RunOutcome, variant: str, strategy: str) -> PlanFigures:
+    path = outcome.folder.path / "explain" / variant / f"{strategy}.json"
+    document = json.loads(path.read_text())
+    assert len(document["plans"]) == 2
+    saved = document["figures"][-1]
+    derived = ("total_ms", "shared_buffers")
+    plan = PlanFigures(
+        **{k: v for k, v in saved.items() if k not in derived},
+    )
+    return replace(plan, flags=tuple(plan.flags))
+
+
+def test_the_trap_reads_far_more_buffers_than_the_fix(outcome) -> None:
+    trap = figures(outcome, "idle-200", "round_robin_by_id")
+    fixed = figures(outcome, "idle-200", "round_robin")
+    assert trap.shared_buffers >= 50 * fixed.shared_buffers, (trap, fixed)
+    assert trap.jobs_scan == "Index Scan using jobs_queued_fifo on jobs"
+    # Each idle tenant walks all 20,010 queued jobs for nothing; the first small tenant
+    # walks the large tenant's 20,000 and finds its job; the Limit stops there.
+    assert trap.jobs_loops == 201
+    # EXPLAIN reports the per-loop average, rounded: exact to within one row per loop.
+    assert trap.rows_removed == pytest.approx(200 * 20010 + 20000, abs=201)
+    assert WALKS_GLOBAL_INDEX in trap.flags
+
+
+def test_the_fix_probes_the_per_tenant_index(outcome) -> None:
+    fixed = figures(outcome, "idle-200", "round_robin")
+    assert fixed.jobs_scan == "Index Scan using jobs_queued_tenant on jobs"
+    assert fixed.outer_scan == "Index Scan using queue_tenants_last_served_idx on queue_tenants"
+    assert fixed.rows_removed == 0
+    assert fixed.flags == ()
+
+
+def test_without_the_fifo_index_the_trap_walks_the_primary_key(outcome) -> None:
+    trap = figures(outcome, "idle-200", "round_robin_by_id_no_fifo_index")
+    assert trap.jobs_scan == "Index Scan using jobs_pkey on jobs"
+    assert WALKS_GLOBAL_INDEX in trap.flags
+
+
+def test_idle_tenants_cost_one_probe_each(outcome) -> None:
+    busy = figures(outcome, "active-only", "round_robin")
+    idle = figures(outcome, "idle-200", "round_robin")
+    assert busy.jobs_loops == 1
+    assert idle.jobs_loops == 201
+    assert busy.shared_buffers < 20
+
+
+def test_slow_captures_are_skipped_and_said_so(outcome) -> None:
+    plans = outcome.plans.set_index(["variant", "strategy"])
+    assert plans.loc[("large-first", "round_robin_by_id_no_fifo_index"), "skipped"].startswith(
+        "slow"
+    )
+    assert not (
+        outcome.folder.path / "explain" / "large-first" / "round_robin_by_id_no_fifo_index.json"
+    ).exists()
+
+
+def test_the_run_folder_has_text_plans_a_table_and_a_plot(outcome) -> None:
+    folder = outcome.folder.path
+    text = (folder / "explain" / "idle-200" / "round_robin.txt").read_text()
+    assert "Index Scan using jobs_queued_tenant on jobs" in text
+    assert "Buffers: shared hit=" in text
+    assert (folder / "plans.png").stat().st_size > 10_000
+    assert "## Dequeue plans" in (folder / "summary.md").read_text()
+    assert not (folder / "jobs.csv").exists()
+    reference = outcome.reference.iloc[0]
+    assert reference["measured_low"] >= 50
+
+
+def test_explain_analyze_leaves_the_table_unchanged(server: Server) -> None:
+    strategies = load_strategies()
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute("create schema if not exists unchanged")
+        scenario = _scenario()
+        rows = backlog_rows(scenario, scenario.backlog)  # type: ignore[arg-type]
+        for name in ("round_robin", "fifo"):
+            strategy: Strategy = strategies[name]
+            reset_schema(conn, "unchanged", strategy)
+            load_backlog(conn, strategy, rows)
+            before = _state(conn)
+            explain_dequeue(conn, strategy, "json")
+            explain_dequeue(conn, strategy, "text")
+            assert _state(conn) == before
+        conn.execute("drop schema unchanged cascade")
+
+
+def _scenario() -> Scenario:
+    return Scenario.model_validate(yaml.safe_load(SMALL_SKEW))
+
+
+def _state(conn: psycopg.Connection) -> tuple:
+    jobs = conn.execute(
+        "select count(*), count(*) filter (where status = 'queued'), count(started_at) from jobs"
+    ).fetchone()
+    tenants = conn.execute(
+        "select string_agg(last_served::text, ',' order by tenant_id) from queue_tenants"
+    ).fetchone()
+    return jobs, tenants
+
+
+def test_requests_cover_every_variant_and_strategy() -> None:
+    chosen = requests(_scenario())
+    assert len(chosen) == 12
+    assert [r for r in chosen if r.slow] == [
+        r
+        for r in chosen
+        if r.variant == "large-first" and r.strategy == "round_robin_by_id_no_fifo_index"
+    ]
