@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: bench test lint format typecheck venv clean
+.PHONY: bench test check lint format venv clean
 
 bench: $(STAMP)
 	$(BIN)/harness run scenarios/noisy-neighbour.yaml scenarios/large-tenant-alone.yaml scenarios/skewed-backlog.yaml
@@ -15,6 +15,10 @@ test: $(STAMP)
 	$(BIN)/ruff format --check harness tests
 	$(BIN)/mypy
 	$(BIN)/pytest
+
+# Dequeue cost against the committed baseline: exit 1 on a regression.
+check: $(STAMP)
+	$(BIN)/harness check
 
 lint: $(STAMP)
 	$(BIN)/ruff check harness tests

@@ -20,7 +20,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # Logs and CI output are no terminal; rich would fold the tables to 80 columns there.
-console = Console(width=None if sys.stdout.isatty() else 140)
+console = Console(width=None if sys.stdout.isatty() else 160)
 errors = Console(stderr=True)
 T = TypeVar("T")
 
@@ -177,6 +177,63 @@ def validate(scenarios: ScenarioFiles, strategies_dir: StrategiesDirOption = Non
     from harness.commands import validate_command
 
     _guarded(lambda: validate_command(scenarios, strategies_dir, console))
+
+
+@app.command()
+def check(
+    baseline: Annotated[Path, typer.Option(help="The committed baseline.")] = Path(
+        "baselines/dequeue.json"
+    ),
+    probes: Annotated[
+        Path, typer.Option(help="The probe scenario: backlogs and strategies.")
+    ] = Path("scenarios/dequeue-check.yaml"),
+    strategies_dir: StrategiesDirOption = None,
+    factor: Annotated[
+        float,
+        typer.Option(min=1.0, help="A timing regression is at least this many times slower ..."),
+    ] = 1.5,
+    alpha: Annotated[
+        float,
+        typer.Option(min=0.0, max=1.0, help="... and significant at this level (Mann-Whitney U)."),
+    ] = 0.01,
+    tolerance: Annotated[
+        float,
+        typer.Option(min=0.0, help="Allowed growth of buffers and rows removed (0.10 = 10 %)."),
+    ] = 0.10,
+    samples: Annotated[int, typer.Option(min=5, max=1000, help="Timed claims per probe.")] = 50,
+    update_baseline: Annotated[
+        bool, typer.Option("--update-baseline", help="Write a new baseline; show what changed.")
+    ] = False,
+    markdown: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write the table as markdown (a CI job summary).", show_default=False
+        ),
+    ] = None,
+    junit: Annotated[
+        Path | None, typer.Option(help="Also write JUnit XML.", show_default=False)
+    ] = None,
+    pg: PgOption = None,
+    dsn: DsnOption = None,
+    allow_version_mismatch: MismatchOption = False,
+) -> None:
+    """Check dequeue cost against a baseline: exit 0 no regression, 1 regression, 2 could
+    not run."""
+    from harness.check import CheckSettings
+    from harness.commands import CheckRequest, check_command
+
+    request = CheckRequest(
+        baseline=baseline,
+        probes=probes,
+        update_baseline=update_baseline,
+        markdown=markdown,
+        junit=junit,
+        settings=CheckSettings(tolerance=tolerance, factor=factor, alpha=alpha, samples=samples),
+    )
+    code = _guarded(
+        lambda: check_command(request, pg, dsn, allow_version_mismatch, strategies_dir, console)
+    )
+    raise typer.Exit(code)
 
 
 @app.command(name="sql")

@@ -12,7 +12,7 @@ from typing import Any
 QUEUE_TABLE = "jobs"
 TENANT_TABLE = "queue_tenants"
 SORTS_TENANTS = "sorts all tenants before the Limit (locks one job per tenant)"
-WALKS_GLOBAL_INDEX = "walks a global index of jobs filtering on tenant_id"
+WALKS_GLOBAL_INDEX = "walks all queued jobs (a global index or the table) filtering on tenant_id"
 
 
 @dataclass(frozen=True)

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Sequence
+from typing import Any
+from xml.etree import ElementTree
 
 import pandas as pd
 from matplotlib.figure import Figure
 from rich.table import Table
 
 from harness.analysis import ranges, with_waits
+from harness.check import Finding
 from harness.plans import SORTS_TENANTS, WALKS_GLOBAL_INDEX
 
 SUMMARY_METRICS = [
@@ -21,6 +25,7 @@ SUMMARY_METRICS = [
     "makespan_s",
     "throughput_jobs_s",
 ]
+_NUMBERS = re.compile(r"^[-\d.,x() ]*$")
 SHORT_FLAGS = {SORTS_TENANTS: "SORTS TENANTS", WALKS_GLOBAL_INDEX: "GLOBAL WALK", "-": "-"}
 _HEADERS = {
     "wait_p50_s": "p50 wait",
@@ -97,60 +102,70 @@ def whole(value: float) -> str:
     )
 
 
+_COMPACT_PLAN_COLUMNS = [
+    "variant",
+    "strategy",
+    "tenants (idle)",
+    "planning ms",
+    "execution ms",
+    "total ms",
+    "shared buffers",
+    "jobs scan",
+    "loops",
+    "flags",
+]
+
+
 def plans_rows(plans: pd.DataFrame, compact: bool = False) -> tuple[list[str], list[list[str]]]:
     """Per variant and strategy: medians over repetitions, the plan's shape, its flags.
 
-    `compact` (for terminals) folds hit and read into one buffers column and names flags
-    by their short names.
+    `compact` (for terminals) keeps the columns that fit, with flags by short names.
     """
-    buffers = ["shared buffers"] if compact else ["shared hit", "shared read"]
-    headers = [
-        "variant",
-        "strategy",
-        "tenants (idle)",
-        "planning ms",
-        "execution ms",
-        "total ms",
-        *buffers,
-        "index under the Limit",
-        "jobs scan",
-        "loops",
-        "rows removed",
-        "flags",
-    ]
-    rows = []
-    for r in plans.to_dict("records"):
-        tenants = f"{r['registered_tenants']:,} ({r['idle_tenants']:,})"
-        if r["skipped"]:
-            rows.append(
-                [r["variant"], r["strategy"], tenants, *["-"] * (len(headers) - 4), r["skipped"]]
-            )
-            continue
-        counts = (
-            [whole(r["shared_buffers"])]
-            if compact
-            else [whole(r["shared_hit"]), whole(r["shared_read"])]
-        )
-        flags = r["flags"] or "-"
-        if compact:
-            flags = ", ".join(SHORT_FLAGS.get(flag, flag) for flag in flags.split("; "))
-        rows.append(
-            [
-                r["variant"],
-                r["strategy"],
-                tenants,
-                number(r["planning_ms"]),
-                number(r["execution_ms"]),
-                number(r["total_ms"]),
-                *counts,
-                _index(r["outer_scan"]),
-                _index(r["jobs_scan"]),
-                whole(r["jobs_loops"]),
-                whole(r["rows_removed"]),
-                flags,
-            ]
-        )
-    return headers, rows
+    records = [_plan_cells(record, compact) for record in plans.to_dict("records")]
+    headers = _COMPACT_PLAN_COLUMNS if compact else list(records[0]) if records else []
+    return headers, [[record[column] for column in headers] for record in records]
+
+
+def _plan_cells(r: dict[Any, Any], compact: bool) -> dict[str, str]:
+    cells = {
+        "variant": r["variant"],
+        "strategy": r["strategy"],
+        "tenants (idle)": f"{r['registered_tenants']:,} ({r['idle_tenants']:,})",
+    }
+    if r["skipped"]:
+        skipped = "skipped: slow (--include-slow)" if compact else r["skipped"]
+        return {**cells, **dict.fromkeys(_FIGURE_COLUMNS, "-"), "flags": skipped}
+    flags = r["flags"] or "-"
+    if compact:
+        flags = ", ".join(SHORT_FLAGS.get(flag, flag) for flag in flags.split("; "))
+    return {
+        **cells,
+        "planning ms": number(r["planning_ms"]),
+        "execution ms": number(r["execution_ms"]),
+        "total ms": number(r["total_ms"]),
+        "shared buffers": whole(r["shared_buffers"]),
+        "shared hit": whole(r["shared_hit"]),
+        "shared read": whole(r["shared_read"]),
+        "index under the Limit": _index(r["outer_scan"]),
+        "jobs scan": _index(r["jobs_scan"]),
+        "loops": whole(r["jobs_loops"]),
+        "rows removed": whole(r["rows_removed"]),
+        "flags": flags,
+    }
+
+
+_FIGURE_COLUMNS = [
+    "planning ms",
+    "execution ms",
+    "total ms",
+    "shared buffers",
+    "shared hit",
+    "shared read",
+    "index under the Limit",
+    "jobs scan",
+    "loops",
+    "rows removed",
+]
 
 
 def _index(scan: str) -> str:
@@ -165,9 +180,17 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str
 
 
 def console_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    """Columns of names never wrap or get cut; columns of numbers shrink before them."""
     table = Table(title=title, title_justify="left")
     for index, header in enumerate(headers):
-        table.add_column(header, justify="left" if index == 0 else "right")
+        cells = [row[index] for row in rows]
+        is_name = not all(_NUMBERS.match(cell) for cell in cells)
+        table.add_column(
+            header,
+            justify="left" if is_name else "right",
+            no_wrap=is_name,
+            min_width=max(map(len, cells), default=0) if is_name else None,
+        )
     for row in rows:
         table.add_row(*row)
     return table
@@ -278,3 +301,83 @@ def plans_plot(plans: pd.DataFrame) -> bytes:
         axis.grid(True, axis="y", which="both", alpha=0.3)
     figure.axes[0].legend(fontsize="small")
     return _png(figure)
+
+
+_PROBE_COLUMNS = {
+    "shared buffers": "buffers",
+    "rows removed by filter": "rows removed",
+    "index under the Limit": "plan",
+    "jobs scan": "plan",
+    "dangerous shapes": "flags",
+    "claim latency / reference": "claim / reference",
+}
+_SEVERITY = ["ok", "improved", "noisy", "new", "regression"]
+
+
+def findings_rows(findings: list[Finding]) -> tuple[list[str], list[list[str]]]:
+    """One row per probe: each figure as `baseline -> now`, and the probe's worst verdict."""
+    headers = [
+        "strategy",
+        "backlog",
+        "buffers",
+        "rows removed",
+        "plan",
+        "flags",
+        "claim / reference",
+        "verdict",
+    ]
+    probes: dict[tuple[str, str], dict[str, str]] = {}
+    for f in findings:
+        row = probes.setdefault((f.strategy, f.variant), {"verdict": "ok"})
+        column = _PROBE_COLUMNS.get(f.figure)
+        if column is not None and not (column == "plan" and row.get("plan", "same") != "same"):
+            row[column] = _change(f)
+        if _SEVERITY.index(f.verdict) > _SEVERITY.index(row["verdict"]):
+            row["verdict"] = f.verdict
+    return headers, [
+        [
+            strategy,
+            variant,
+            *(row.get(h, "-") for h in headers[2:-1]),
+            row["verdict"].upper() if row["verdict"] == "regression" else row["verdict"],
+        ]
+        for (strategy, variant), row in probes.items()
+    ]
+
+
+def _change(f: Finding) -> str:
+    if f.figure in ("index under the Limit", "jobs scan"):
+        return (
+            "same"
+            if f.baseline == f.candidate
+            else (f"{_index(f.baseline)} -> {_index(f.candidate)}")
+        )
+    if f.figure == "dangerous shapes":
+        return "none" if f.candidate == "none" else "NEW" if f.verdict == "regression" else "same"
+    factor = "" if f.factor is None or math.isinf(f.factor) else f" ({f.factor:.2f}x)"
+    return f"{f.baseline} -> {f.candidate}{factor}"
+
+
+def junit_xml(findings: list[Finding]) -> bytes:
+    """One test case per probe figure; a regression is a failure."""
+    failures = [f for f in findings if f.verdict == "regression"]
+    suite = ElementTree.Element(
+        "testsuite",
+        name="harness check",
+        tests=str(len(findings)),
+        failures=str(len(failures)),
+        errors="0",
+        skipped="0",
+    )
+    for finding in findings:
+        case = ElementTree.SubElement(
+            suite,
+            "testcase",
+            classname=f"{finding.strategy}.{finding.variant}",
+            name=finding.figure,
+        )
+        if finding.verdict == "regression":
+            ElementTree.SubElement(case, "failure", message=finding.message)
+        elif finding.verdict != "ok":
+            ElementTree.SubElement(case, "system-out").text = finding.message
+    return ElementTree.tostring(suite, encoding="utf-8", xml_declaration=True)

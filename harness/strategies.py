@@ -73,45 +73,67 @@ def shared_blocks() -> dict[str, SqlBlock]:
     return parse_blocks(_builtin_text("queue.sql"), "harness/sql/queue.sql")
 
 
-def _strategy_files(extra_dir: Path | None) -> dict[str, tuple[str, str]]:
-    """name -> (display source, text); a file in extra_dir replaces a built-in one."""
-    files: dict[str, tuple[str, str]] = {}
-    for entry in _SQL.joinpath("strategies").iterdir():
-        if entry.name.endswith(".sql"):
-            name = entry.name.removesuffix(".sql")
-            files[name] = (f"harness/sql/strategies/{entry.name}", entry.read_text("utf-8"))
-    if extra_dir is not None:
-        if not extra_dir.is_dir():
-            raise HarnessError(f"{extra_dir}: --strategies-dir is not a directory")
-        for path in sorted(extra_dir.glob("*.sql")):
-            files[path.stem] = (str(path), path.read_text("utf-8"))
-    return files
+@dataclass(frozen=True)
+class _File:
+    source: str  # as shown to people
+    text: str
+
+
+def _builtin_files() -> dict[str, _File]:
+    return {
+        entry.name.removesuffix(".sql"): _File(
+            f"harness/sql/strategies/{entry.name}", entry.read_text("utf-8")
+        )
+        for entry in _SQL.joinpath("strategies").iterdir()
+        if entry.name.endswith(".sql")
+    }
+
+
+def _extra_files(extra_dir: Path | None) -> dict[str, _File]:
+    if extra_dir is None:
+        return {}
+    if not extra_dir.is_dir():
+        raise HarnessError(f"{extra_dir}: --strategies-dir is not a directory")
+    return {
+        path.stem: _File(str(path), path.read_text("utf-8"))
+        for path in sorted(extra_dir.glob("*.sql"))
+    }
 
 
 def load_strategies(extra_dir: Path | None = None) -> dict[str, Strategy]:
-    """Every available strategy by name, each checked complete."""
-    files = _strategy_files(extra_dir)
-    own = {name: parse_blocks(text, source) for name, (source, text) in files.items()}
+    """Every available strategy by name, each checked complete.
+
+    A file in extra_dir replaces the built-in strategy of its name; it may extend that
+    very built-in (`-- extends: round_robin` in round_robin.sql) to change one block.
+    """
+    builtins = _builtin_files()
+    files = {**builtins, **_extra_files(extra_dir)}
     shared = shared_blocks()
     strategies = {}
     for name in sorted(files):
         blocks: dict[str, SqlBlock] = dict(shared)
-        for ancestor in reversed(_lineage(name, files)):
-            blocks.update(own[ancestor])
-        strategies[name] = _checked(Strategy(name=name, blocks=blocks), files[name][0])
+        for ancestor in reversed(_lineage(name, files, builtins)):
+            blocks.update(parse_blocks(ancestor.text, ancestor.source))
+        strategies[name] = _checked(Strategy(name=name, blocks=blocks), files[name].source)
     return strategies
 
 
-def _lineage(name: str, files: dict[str, tuple[str, str]]) -> list[str]:
-    """The strategy, the one it extends (`-- extends: NAME` in its header), and so on."""
-    chain = [name]
-    while (parent := _extends(files[chain[-1]][1])) is not None:
-        source = files[chain[-1]][0]
+def _lineage(name: str, files: dict[str, _File], builtins: dict[str, _File]) -> list[_File]:
+    """The strategy's file, the one it extends (`-- extends: NAME`), and so on."""
+    chain, names = [files[name]], [name]
+    while (parent := _extends(chain[-1].text)) is not None:
+        replaced = builtins.get(parent)
+        if parent == names[-1] and replaced is not None and chain[-1] is not replaced:
+            chain.append(replaced)  # an override extending the built-in it replaces
+            continue
         if parent not in files:
-            raise HarnessError(f"{source}: extends unknown strategy '{parent}'")
-        if parent in chain:
-            raise HarnessError(f"{source}: extends forms a cycle: {' -> '.join(chain)}")
-        chain.append(parent)
+            raise HarnessError(f"{chain[-1].source}: extends unknown strategy '{parent}'")
+        if parent in names:
+            raise HarnessError(
+                f"{chain[-1].source}: extends forms a cycle: {' -> '.join([*names, parent])}"
+            )
+        chain.append(files[parent])
+        names.append(parent)
     return chain
 
 

@@ -104,14 +104,19 @@ def _work(
 def claim(conn: psycopg.Connection, spec: WorkerSpec) -> tuple[int, int] | None:
     """One claim transaction: (job id, tenant id), or None if no job is free."""
     with conn.transaction():
-        row = conn.execute(spec.dequeue).fetchone()
-        if row is None:
-            return None
-        job_id, tenant_id = row
-        if conn.execute(spec.start, {"job_id": job_id}).rowcount != 1:
-            raise RuntimeError(f"job {job_id} was dequeued but could not be started")
-        if spec.served is not None:
-            conn.execute(spec.served, {"tenant_id": tenant_id})
+        return claim_statements(conn, spec)
+
+
+def claim_statements(conn: psycopg.Connection, spec: WorkerSpec) -> tuple[int, int] | None:
+    """The claim's statements, inside whatever transaction the caller holds."""
+    row = conn.execute(spec.dequeue).fetchone()
+    if row is None:
+        return None
+    job_id, tenant_id = row
+    if conn.execute(spec.start, {"job_id": job_id}).rowcount != 1:
+        raise RuntimeError(f"job {job_id} was dequeued but could not be started")
+    if spec.served is not None:
+        conn.execute(spec.served, {"tenant_id": tenant_id})
     return job_id, tenant_id
 
 

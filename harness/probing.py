@@ -1,0 +1,83 @@
+"""The probes of `harness check`, measured: plan figures, then timed claims in that state."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
+from importlib import resources
+
+import psycopg
+
+from harness.check import Probe
+from harness.explain import CaptureObserver, capture, requests
+from harness.runner import worker_spec
+from harness.scenario import Scenario
+from harness.sqlfiles import parse_blocks
+from harness.strategies import Strategy
+from harness.workers import claim_statements
+from harness.workload import backlog_rows
+
+WARM_UP = 8
+REFERENCE_SQL = parse_blocks(
+    (resources.files("harness") / "sql" / "check.sql").read_text("utf-8"), "harness/sql/check.sql"
+)["reference"].sql
+
+
+def measure(
+    dsn: str,
+    schema: str,
+    probes: Scenario,
+    strategies: dict[str, Strategy],
+    samples: int,
+    observer: CaptureObserver,
+) -> Iterator[Probe]:
+    """Every probe of the probe scenario: plan figures, then timed claims in that state."""
+    assert probes.backlog is not None and probes.explain is not None
+    variants = {variant.name: variant for variant in probes.explain.variants}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for request in requests(probes):
+            strategy = strategies[request.strategy]
+            backlog = probes.backlog.with_tenants(variants[request.variant].tenants)
+            observer.capture_started(request, 2)
+            captured = capture(
+                conn, schema, strategy, request.variant, backlog_rows(probes, backlog), 1, observer
+            )
+            figures = captured.figures[-1]
+            spec = worker_spec(dsn, schema, strategy, 0, {})
+            claim_ms, reference_ms = time_claims(
+                conn, partial(claim_statements, conn, spec), samples
+            )
+            yield Probe(
+                strategy.name,
+                request.variant,
+                figures.shared_buffers,
+                figures.outer_scan,
+                figures.jobs_scan,
+                figures.rows_removed,
+                list(figures.flags),
+                claim_ms,
+                reference_ms,
+            )
+
+
+def time_claims(
+    conn: psycopg.Connection, claim: Callable[[], object], samples: int
+) -> tuple[list[float], list[float]]:
+    """Claims and reference queries, alternately, each in a transaction rolled back."""
+
+    def timed(action: Callable[[], object]) -> float:
+        began = time.perf_counter()
+        with conn.transaction(force_rollback=True):
+            action()
+        return (time.perf_counter() - began) * 1000
+
+    def reference() -> object:
+        return conn.execute(REFERENCE_SQL, {"job_id": 1}).fetchone()  # type: ignore[arg-type]
+
+    # Warm-up: past psycopg's prepare threshold (5), so every timed execution runs the
+    # same prepared statement, and with caches filled.
+    for _ in range(WARM_UP):
+        timed(reference), timed(claim)
+    pairs = [(timed(reference), timed(claim)) for _ in range(samples)]
+    return [claim_ms for _, claim_ms in pairs], [ref_ms for ref_ms, _ in pairs]

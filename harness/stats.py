@@ -1,0 +1,54 @@
+"""Small statistics, pure Python: the Mann-Whitney U test and a noise measure.
+
+The U test (normal approximation with tie and continuity corrections) is what asv uses
+to call a change significant; at the sample sizes of `harness check` (20 and more per
+side) the approximation is close to the exact test.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+
+
+def ranks(values: Sequence[float]) -> list[float]:
+    """1-based ranks, ties sharing the mean of their positions."""
+    order = sorted(range(len(values)), key=lambda index: values[index])
+    result = [0.0] * len(values)
+    start = 0
+    while start < len(order):
+        end = start
+        while end + 1 < len(order) and values[order[end + 1]] == values[order[start]]:
+            end += 1
+        for position in range(start, end + 1):
+            result[order[position]] = (start + end) / 2 + 1
+        start = end + 1
+    return result
+
+
+def mann_whitney_greater(candidate: Sequence[float], baseline: Sequence[float]) -> float:
+    """One-sided p-value that candidate values tend to be larger than the baseline's."""
+    n1, n2 = len(candidate), len(baseline)
+    if n1 == 0 or n2 == 0:
+        return 1.0
+    pooled = [*candidate, *baseline]
+    rank = ranks(pooled)
+    u1 = sum(rank[:n1]) - n1 * (n1 + 1) / 2
+    mean = n1 * n2 / 2
+    tie_counts = [pooled.count(value) for value in set(pooled)]
+    ties = sum(t**3 - t for t in tie_counts)
+    n = n1 + n2
+    variance = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
+    if variance <= 0:
+        return 1.0 if u1 <= mean else 0.0
+    z = (u1 - mean - 0.5) / math.sqrt(variance)
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def relative_spread(values: Sequence[float]) -> float:
+    """Standard deviation over mean: pyperf calls a result noisy at 10 % and above."""
+    if len(values) < 2:
+        return 0.0
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / mean if mean else 0.0

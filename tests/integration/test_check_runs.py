@@ -1,0 +1,119 @@
+"""`harness check` on the real server: it passes unchanged SQL and fails the trap."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+from rich.console import Console
+
+from harness.check import CheckSettings
+from harness.commands import CheckRequest, check_command
+from harness.providers import Server
+from tests.conftest import ROOT
+
+PROBES = ROOT / "scenarios/dequeue-check.yaml"
+ROUND_ROBIN = ROOT / "harness/sql/strategies/round_robin.sql"
+
+
+def run_check(
+    server: Server,
+    baseline: Path,
+    strategies_dir: Path | None = None,
+    update: bool = False,
+    samples: int = 50,
+    **outputs: Path,
+) -> tuple[int, str]:
+    out = io.StringIO()
+    request = CheckRequest(
+        baseline=baseline,
+        probes=PROBES,
+        update_baseline=update,
+        settings=CheckSettings(samples=samples),
+        **outputs,
+    )
+    code = check_command(
+        request, None, server.dsn, False, strategies_dir, Console(file=out, width=200)
+    )
+    return code, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def baseline(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("baseline") / "dequeue.json"
+    code, output = run_check(server, path, update=True)
+    assert code == 0 and "Baseline written" in output
+    return path
+
+
+def test_a_baseline_records_every_probe_and_its_provenance(baseline: Path) -> None:
+    document = json.loads(baseline.read_text())
+    assert document["format_version"] == 1
+    assert document["metadata"]["postgres"]["server_version_num"] // 10000 == 17
+    assert {(p["strategy"], p["variant"]) for p in document["probes"]} == {
+        ("fifo", "skewed"),
+        ("round_robin", "skewed"),
+        ("fifo", "active-only"),
+        ("round_robin", "active-only"),
+    }
+    assert all(len(p["claim_ms"]) == 50 for p in document["probes"])
+
+
+def test_unchanged_sql_passes_three_times_in_a_row(server: Server, baseline: Path) -> None:
+    for attempt in range(3):
+        code, output = run_check(server, baseline)
+        assert code == 0, f"attempt {attempt + 1}:\n{output}"
+        assert "harness check: no regression" in output
+
+
+def test_the_trap_fails_naming_the_strategy_figure_and_factor(
+    server: Server, baseline: Path, tmp_path: Path
+) -> None:
+    trap = ROUND_ROBIN.read_text().replace("order by enqueued_at, id", "order by id")
+    (tmp_path / "round_robin.sql").write_text(trap)
+    junit, markdown = tmp_path / "check.xml", tmp_path / "check.md"
+    code, output = run_check(server, baseline, tmp_path, samples=10, junit=junit, markdown=markdown)
+    assert code == 1
+    line = next(
+        line
+        for line in output.splitlines()
+        if line.startswith("REGRESSION: round_robin dequeue on skewed: shared buffers")
+    )
+    factor = float(line.split("(")[1].split("x)")[0])
+    assert factor > 10, line
+    assert "fifo dequeue" not in output
+    suite = ElementTree.parse(junit).getroot()
+    assert int(suite.get("failures", "0")) >= 2
+    assert "REGRESSION: round_robin dequeue on skewed: shared buffers" in markdown.read_text()
+
+
+def test_dropping_the_per_tenant_index_fails(
+    server: Server, baseline: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "round_robin.sql").write_text(
+        "-- extends: round_robin\n-- name: setup\ndrop index jobs_queued_tenant;\n"
+    )
+    code, output = run_check(server, baseline, tmp_path, samples=10)
+    assert code == 1
+    assert "REGRESSION: round_robin dequeue on skewed: jobs scan" in output
+
+
+def test_a_bad_baseline_is_exit_2_before_any_server_starts(tmp_path: Path) -> None:
+    bad = tmp_path / "dequeue.json"
+    bad.write_text("{not json")
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "check", "--baseline", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: {bad}: cannot read the baseline")
+    assert done.stderr.count("\n") == 1

@@ -1,0 +1,117 @@
+"""The comparison of `harness check`, on probes made by hand."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import replace
+from xml.etree import ElementTree
+
+from harness.check import CheckSettings, Probe, compare
+from harness.plans import WALKS_GLOBAL_INDEX
+from harness.report import findings_rows, junit_xml
+from harness.scenario import load_scenario
+from harness.strategies import load_strategies
+from tests.conftest import ROOT
+
+SETTINGS = CheckSettings()
+
+
+def probe(claim_scale: float = 1.0, spread: float = 0.02, seed: int = 1, n: int = 50) -> Probe:
+    rng = random.Random(seed)
+    return Probe(
+        strategy="round_robin",
+        variant="skewed",
+        shared_buffers=400,
+        outer_scan="Index Scan using queue_tenants_last_served_idx on queue_tenants",
+        jobs_scan="Index Scan using jobs_queued_tenant on jobs",
+        rows_removed=0,
+        flags=[],
+        claim_ms=[0.4 * claim_scale * rng.gauss(1, spread) for _ in range(n)],
+        reference_ms=[0.1 * rng.gauss(1, spread) for _ in range(n)],
+    )
+
+
+def verdicts(old: Probe, new: Probe) -> dict[str, str]:
+    return {f.figure: f.verdict for f in compare([old], [new], SETTINGS)}
+
+
+def test_the_same_dequeue_is_no_regression() -> None:
+    assert set(verdicts(probe(seed=1), probe(seed=2)).values()) == {"ok"}
+
+
+def test_more_buffers_than_the_tolerance_is_a_regression() -> None:
+    found = verdicts(probe(), replace(probe(), shared_buffers=441))
+    assert found["shared buffers"] == "regression"
+    assert verdicts(probe(), replace(probe(), shared_buffers=439))["shared buffers"] == "ok"
+
+
+def test_fewer_buffers_is_an_improvement_not_a_failure() -> None:
+    assert verdicts(probe(), replace(probe(), shared_buffers=100))["shared buffers"] == "improved"
+
+
+def test_another_plan_or_a_new_flag_is_a_regression() -> None:
+    trap = replace(
+        probe(),
+        jobs_scan="Index Scan using jobs_queued_fifo on jobs",
+        flags=[WALKS_GLOBAL_INDEX],
+        rows_removed=4_000_000,
+    )
+    found = verdicts(probe(), trap)
+    assert found["jobs scan"] == found["dangerous shapes"] == "regression"
+    assert found["rows removed by filter"] == "regression"
+    assert found["index under the Limit"] == "ok"
+
+
+def test_a_large_significant_slowdown_is_a_regression() -> None:
+    findings = compare([probe(seed=1)], [probe(claim_scale=2.0, seed=2)], SETTINGS)
+    timing = next(f for f in findings if f.figure == "claim latency / reference")
+    assert timing.verdict == "regression"
+    assert 1.9 < timing.factor < 2.1  # type: ignore[operator]
+    assert timing.message.startswith("round_robin dequeue on skewed: claim latency / reference")
+
+
+def test_a_small_slowdown_is_not_a_regression() -> None:
+    found = verdicts(probe(seed=1), probe(claim_scale=1.3, seed=2))
+    assert found["claim latency / reference"] == "ok"
+
+
+def test_a_large_but_insignificant_change_is_noisy() -> None:
+    old = replace(probe(), claim_ms=[1.0, 2.0, 3.0, 4.0, 5.0], reference_ms=[1.0] * 5)
+    new = replace(old, claim_ms=[1.0, 2.0, 6.0, 7.0, 8.0])  # median 3 -> 6, p = 0.2
+    found = compare([old], [new], SETTINGS)[-1]
+    assert found.factor == 2.0
+    assert (found.verdict, found.note.split(";")[0]) == (
+        "noisy",
+        "large but not significant (p=0.2)",
+    )
+
+
+def test_a_probe_missing_from_the_baseline_is_new() -> None:
+    findings = compare([], [probe()], SETTINGS)
+    assert [f.verdict for f in findings] == ["new"]
+
+
+def test_tables_and_junit_name_the_regression() -> None:
+    findings = compare([probe()], [replace(probe(), shared_buffers=41_010)], SETTINGS)
+    headers, rows = findings_rows(findings)
+    assert rows[0][headers.index("buffers")] == "400 -> 41,010 (102.53x)"
+    assert rows[0][-1] == "REGRESSION"
+    suite = ElementTree.fromstring(junit_xml(findings))
+    assert suite.get("failures") == "1"
+    failure = suite.find("testcase/failure")
+    assert failure is not None
+    assert "shared buffers 400 -> 41,010 (102.53x)" in failure.get("message", "")
+
+
+def test_the_committed_baseline_matches_the_probes() -> None:
+    probes = load_scenario(ROOT / "scenarios/dequeue-check.yaml", set(load_strategies()))
+    document = json.loads((ROOT / "baselines/dequeue.json").read_text())
+    assert document["probes_sha256"] == probes.sha256
+    measured = {(p["strategy"], p["variant"]) for p in document["probes"]}
+    expected = {
+        (s, v.name)
+        for s in probes.scenario.explain_strategies
+        for v in probes.scenario.explain.variants
+    }  # type: ignore[union-attr]
+    assert measured == expected
