@@ -6,12 +6,15 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 
 from harness.errors import HarnessError, RunFailed, Terminated
+
+if TYPE_CHECKING:
+    from harness.bench import RunOptions
 
 app = typer.Typer(
     help="Measure how fairly a PostgreSQL job queue serves many tenants.",
@@ -97,22 +100,10 @@ def run(
 ) -> None:
     """Run scenarios on one server: the timed workload, then the plan captures; print each
     one's figures beside the reference."""
-    from harness.bench import RunOptions
-    from harness.commands import run_command  # heavy imports only when needed
+    from harness.bench import RunOptions  # heavy imports only when needed
 
     options = RunOptions(include_slow=include_slow)
-    _guarded(
-        lambda: run_command(
-            scenarios,
-            pg,
-            dsn,
-            allow_version_mismatch,
-            results_dir,
-            strategies_dir,
-            options,
-            console,
-        )
-    )
+    _run(scenarios, pg, dsn, allow_version_mismatch, results_dir, strategies_dir, options)
 
 
 @app.command()
@@ -148,7 +139,6 @@ def explain(
     """Capture dequeue plans (EXPLAIN ANALYZE, BUFFERS) on the scenario's backlog, without
     the timed workload."""
     from harness.bench import RunOptions
-    from harness.commands import run_command
 
     options = RunOptions(
         timed=False,
@@ -157,16 +147,23 @@ def explain(
         explain_variants=variant,
         repeat=repeat,
     )
+    _run(scenarios, pg, dsn, allow_version_mismatch, results_dir, strategies_dir, options)
+
+
+def _run(
+    scenarios: list[Path],
+    pg: str | None,
+    dsn: str | None,
+    allow_mismatch: bool,
+    results_dir: Path,
+    strategies_dir: Path | None,
+    options: RunOptions,
+) -> None:
+    from harness.commands import run_command
+
     _guarded(
         lambda: run_command(
-            scenarios,
-            pg,
-            dsn,
-            allow_version_mismatch,
-            results_dir,
-            strategies_dir,
-            options,
-            console,
+            scenarios, pg, dsn, allow_mismatch, results_dir, strategies_dir, options, console
         )
     )
 

@@ -63,12 +63,9 @@ def capture_all(
     observer: CaptureObserver,
 ) -> Iterator[Capture]:
     """Each request's capture, in order; slow ones come back skipped unless asked for."""
-    assert scenario.explain is not None and scenario.backlog is not None
-    variants = {variant.name: variant for variant in scenario.explain.variants}
     with psycopg.connect(dsn, autocommit=True) as conn:
         for request in chosen:
-            backlog = scenario.backlog.with_tenants(variants[request.variant].tenants)
-            rows = backlog_rows(scenario, backlog)
+            rows = backlog_rows(scenario, scenario.variant_backlog(request.variant))
             if request.slow and not include_slow:
                 yield Capture(
                     request.variant,

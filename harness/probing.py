@@ -33,16 +33,12 @@ def measure(
     observer: CaptureObserver,
 ) -> Iterator[Probe]:
     """Every probe of the probe scenario: plan figures, then timed claims in that state."""
-    assert probes.backlog is not None and probes.explain is not None
-    variants = {variant.name: variant for variant in probes.explain.variants}
     with psycopg.connect(dsn, autocommit=True) as conn:
         for request in requests(probes):
             strategy = strategies[request.strategy]
-            backlog = probes.backlog.with_tenants(variants[request.variant].tenants)
+            rows = backlog_rows(probes, probes.variant_backlog(request.variant))
             observer.capture_started(request, 2)
-            captured = capture(
-                conn, schema, strategy, request.variant, backlog_rows(probes, backlog), 1, observer
-            )
+            captured = capture(conn, schema, strategy, request.variant, rows, 1, observer)
             figures = captured.figures[-1]
             spec = worker_spec(dsn, schema, strategy, 0, {})
             claim_ms, reference_ms = time_claims(

@@ -177,6 +177,12 @@ class Scenario(Model):
             return []
         return self.explain.strategies or self.strategies
 
+    def variant_backlog(self, variant: str) -> Backlog:
+        """The backlog as an explain variant reshapes it."""
+        assert self.backlog is not None and self.explain is not None
+        by_name = {v.name: v for v in self.explain.variants}
+        return self.backlog.with_tenants(by_name[variant].tenants)
+
     @property
     def group_names(self) -> list[str]:
         backlog = [group.name for group in self.backlog.groups] if self.backlog else []
