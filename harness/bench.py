@@ -10,16 +10,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-import pandas as pd
-
-from harness.analysis import plan_runs, plans_summary, reference_table, summarize
 from harness.errors import Terminated
 from harness.explain import CaptureObserver, capture_all, requests
 from harness.metadata import collect_all
 from harness.plans import Capture
 from harness.providers import Server
-from harness.report import plans_plot, summary_markdown, timeline_plot, wait_plot
-from harness.results import RUN_FORMAT_VERSION, RunFolder, point_latest, with_timestamps
+from harness.render import Rendered, render_run
+from harness.results import RUN_FORMAT_VERSION, RunFolder, point_latest
 from harness.runner import Observer, RepetitionResult, own_schema, plan, run_repetition
 from harness.scenario import LoadedScenario, Scenario
 from harness.strategies import Strategy
@@ -39,15 +36,6 @@ class RunOptions:
     repeat: int | None = None  # overrides the scenario's explain.repeat
 
 
-@dataclass(frozen=True)
-class RunOutcome:
-    folder: RunFolder
-    summary: pd.DataFrame | None
-    plans: pd.DataFrame | None
-    reference: pd.DataFrame | None
-    reference_source: str | None
-
-
 @dataclass
 class Measured:
     """What a run has measured so far: kept whatever happens next."""
@@ -63,7 +51,7 @@ def run_scenario(
     root: Path,
     observer: RunObserver,
     options: RunOptions,
-) -> RunOutcome:
+) -> Rendered:
     scenario = loaded.scenario
     folder = RunFolder.create(root, scenario.name)
     folder.write("scenario.yaml", loaded.text)
@@ -83,7 +71,7 @@ def run_scenario(
     except BaseException as error:
         _close_unfinished(folder, document, measured, error)
         raise
-    return _finish(scenario, folder, document, measured)
+    return _finish(folder, document, measured)
 
 
 def _run_timed(
@@ -133,6 +121,7 @@ def _write_capture(folder: RunFolder, capture: Capture, strategy: Strategy) -> N
             "strategy": capture.strategy,
             "backlog": capture.backlog,
             "dequeue": strategy.sql("dequeue"),
+            "load_s": capture.load_s,
             "figures": [figures.as_dict() for figures in capture.figures],
             "plans": capture.plans,
         },
@@ -196,53 +185,25 @@ def _close_unfinished(
 
 
 def _write_raw(folder: RunFolder, document: dict[str, Any], measured: Measured) -> None:
-    files = document["files"]
     if measured.jobs:
-        files["jobs"] = folder.write_jobs(measured.jobs).name
-    if measured.captures:
-        document["plans"] = [
-            {
-                "variant": c.variant,
-                "strategy": c.strategy,
-                "skipped": c.skipped,
-                "repetitions": len(c.plans),
-            }
-            for c in measured.captures
-        ]
-        runs = plan_runs(measured.captures)
-        files["plans"] = folder.write("plans.csv", runs.to_csv(index=False)).name
+        document["files"]["jobs"] = folder.write_jobs(measured.jobs).name
+    document["plans"] = [
+        {
+            "variant": c.variant,
+            "strategy": c.strategy,
+            "backlog": c.backlog,
+            "skipped": c.skipped,
+            "repetitions": len(c.plans),
+        }
+        for c in measured.captures
+    ]
 
 
-def _finish(
-    scenario: Scenario, folder: RunFolder, document: dict[str, Any], measured: Measured
-) -> RunOutcome:
-    files = document["files"]
+def _finish(folder: RunFolder, document: dict[str, Any], measured: Measured) -> Rendered:
     _write_raw(folder, document, measured)
-    summary = plans = runs = None
-    if measured.jobs:
-        jobs = with_timestamps(pd.DataFrame.from_records(measured.jobs))
-        summary = summarize(jobs)
-        files["summary"] = folder.write("summary.csv", summary.to_csv(index=False)).name
-        files["wait_plot"] = folder.write("waits.png", wait_plot(jobs)).name
-        files["timeline_plot"] = folder.write("timeline.png", timeline_plot(jobs)).name
-    if measured.captures:
-        runs = plan_runs(measured.captures)
-        plans = plans_summary(runs, measured.captures)
-        if len(runs):
-            files["plans_plot"] = folder.write("plans.png", plans_plot(plans)).name
-    reference = source = None
-    if scenario.reference is not None:
-        reference = reference_table(scenario.reference.figures, summary, runs)
-        source = scenario.reference.source
-    markdown = summary_markdown(
-        f"{scenario.name}: {folder.run_id}", summary, plans, reference, source
-    )
-    files["summary_md"] = folder.write("summary.md", markdown).name
     document.update(status="complete", finished_at=_utc_now())
     folder.write_json("run.json", document, replace=True)
-    return RunOutcome(
-        folder=folder, summary=summary, plans=plans, reference=reference, reference_source=source
-    )
+    return render_run(folder)
 
 
 def _utc_now() -> str:

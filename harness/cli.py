@@ -233,6 +233,40 @@ def check(
     raise typer.Exit(code)
 
 
+@app.command()
+def report(run: Annotated[Path, typer.Argument(help="A run folder.", show_default=False)]) -> None:
+    """Rebuild a run's tables, plots and report.html from its raw files."""
+    from harness.commands import report_command
+
+    _guarded(lambda: report_command(run, console))
+
+
+@app.command(name="compare")
+def compare_runs(
+    first: Annotated[Path, typer.Argument(help="Run folder A (before).", show_default=False)],
+    second: Annotated[Path, typer.Argument(help="Run folder B (after).", show_default=False)],
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where compare.csv, compare.md and the plot go (default: results/compare/A-vs-B).",
+            show_default=False,
+        ),
+    ] = None,
+    factor: Annotated[
+        float, typer.Option(min=1.0, help="A change is at least this large ...")
+    ] = 1.5,
+    alpha: Annotated[
+        float,
+        typer.Option(min=0.0, max=1.0, help="... and significant at this level (Mann-Whitney U)."),
+    ] = 0.01,
+) -> None:
+    """Compare the waits of two runs per strategy and tenant class."""
+    from harness.commands import compare_command
+
+    target = out or Path("results") / "compare" / f"{first.name}-vs-{second.name}"
+    _guarded(lambda: compare_command(first, second, target, factor, alpha, console))
+
+
 @app.command(name="sql")
 def show_sql(
     strategy: Annotated[str, typer.Argument(help="Strategy name, e.g. fifo or round_robin.")],

@@ -9,9 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from rich.console import Console
 
-from harness.bench import RunOptions, RunOutcome, run_scenario
+from harness.bench import RunOptions, run_scenario
 from harness.check import (
     BASELINE_FORMAT_VERSION,
     CheckSettings,
@@ -21,13 +22,16 @@ from harness.check import (
     compare,
     probes_from,
 )
+from harness.compare import compare_runs, comparison_rows
 from harness.errors import HarnessError
 from harness.explain import requests
 from harness.metadata import collect_all
 from harness.plans import SORTS_TENANTS, WALKS_GLOBAL_INDEX
+from harness.plots import FORMATS, compare_ecdf, encode
 from harness.probing import measure
 from harness.progress import ProgressBars
 from harness.providers import ProviderChoice, choose_provider, open_server
+from harness.render import Rendered, render_run
 from harness.report import (
     console_table,
     findings_rows,
@@ -37,7 +41,7 @@ from harness.report import (
     reference_rows,
     summary_rows,
 )
-from harness.results import atomic_write
+from harness.results import RunFolder, atomic_write, load_jobs
 from harness.runner import own_schema, plan
 from harness.scenario import LoadedScenario, load_scenario
 from harness.strategies import Strategy, load_strategies
@@ -78,7 +82,7 @@ def run_command(
     strategies_dir: Path | None,
     options: RunOptions,
     console: Console,
-) -> list[RunOutcome]:
+) -> list[Rendered]:
     strategies = load_strategies(strategies_dir)
     scenarios = [load_scenario(path, set(strategies)) for path in paths]
     for loaded in scenarios:
@@ -94,6 +98,10 @@ def run_command(
                 outcome = run_scenario(loaded, strategies, server, results_dir, bars, options)
             show_outcome(outcome, console)
             outcomes.append(outcome)
+    if len(outcomes) > 1:
+        console.rule("Reports")
+        for outcome in outcomes:
+            console.print(f"{outcome.report}", highlight=False)
     return outcomes
 
 
@@ -123,7 +131,7 @@ def _steps(loaded: LoadedScenario, options: RunOptions) -> int:
     return timed + plans
 
 
-def show_outcome(outcome: RunOutcome, console: Console) -> None:
+def show_outcome(outcome: Rendered, console: Console) -> None:
     if outcome.reference is not None:
         title = f"Beside the reference ({outcome.reference_source})"
         console.print(console_table(title, *reference_rows(outcome.reference)))
@@ -141,6 +149,46 @@ def show_outcome(outcome: RunOutcome, console: Console) -> None:
         )
         console.print(console_table(title, *plans_rows(outcome.plans, compact=True)))
     console.print(f"Results: {outcome.folder.path}", highlight=False)
+    console.print(f"Report: {outcome.report}", highlight=False)
+
+
+def report_command(run: Path, console: Console) -> Rendered:
+    """Rebuild every derived file of a run folder from its raw files."""
+    if not (run / "run.json").is_file():
+        raise HarnessError(f"{run}: not a run folder (no run.json)")
+    try:
+        rendered = render_run(RunFolder(path=run, run_id=run.name))
+    except (ValueError, KeyError, OSError) as error:
+        raise HarnessError(f"{run}: cannot render: {error}") from error
+    show_outcome(rendered, console)
+    return rendered
+
+
+def compare_command(
+    first: Path, second: Path, out: Path, factor: float, alpha: float, console: Console
+) -> None:
+    """Two runs side by side: medians and p95 per strategy and class, flagged changes."""
+    runs = [_jobs_of(run) for run in (first, second)]
+    table = compare_runs(runs[0], runs[1], factor, alpha)
+    headers, rows = comparison_rows(table)
+    title = f"Waits, A = {first} -> B = {second}"
+    console.print(console_table(title, headers, rows))
+    try:
+        out.mkdir(parents=True, exist_ok=False)
+    except FileExistsError as error:
+        raise HarnessError(f"{out} exists; results are never overwritten: pass --out") from error
+    atomic_write(out / "compare.csv", table.to_csv(index=False).encode())
+    atomic_write(out / "compare.md", f"# {title}\n\n{markdown_table(headers, rows)}".encode())
+    figure = compare_ecdf(runs[0], runs[1], (f"A {first.name}", f"B {second.name}"))
+    for form in FORMATS:
+        atomic_write(out / f"waits.{form}", encode(figure, form))
+    console.print(f"Comparison: {out}", highlight=False)
+
+
+def _jobs_of(run: Path) -> pd.DataFrame:
+    if not (run / "jobs.csv").is_file():
+        raise HarnessError(f"{run}: no jobs.csv; compare needs two runs with timed workloads")
+    return load_jobs(run)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,7 @@
-"""Tables and plots from analysis frames: markdown, console (rich) and PNG."""
+"""Tables from analysis frames: markdown, console (rich) and JUnit XML."""
 
 from __future__ import annotations
 
-import io
 import math
 import re
 from collections.abc import Sequence
@@ -10,10 +9,9 @@ from typing import Any
 from xml.etree import ElementTree
 
 import pandas as pd
-from matplotlib.figure import Figure
 from rich.table import Table
 
-from harness.analysis import ranges, with_waits
+from harness.analysis import ranges
 from harness.check import Finding
 from harness.plans import SORTS_TENANTS, WALKS_GLOBAL_INDEX
 
@@ -226,81 +224,6 @@ def summary_markdown(
             markdown_table(*plans_rows(plans)),
         ]
     return "\n".join(parts)
-
-
-def _png(figure: Figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
-    return buffer.getvalue()
-
-
-def wait_plot(jobs: pd.DataFrame) -> bytes:
-    """ECDF of waits, one panel per tenant class, one line per strategy and worker count."""
-    jobs = with_waits(jobs)
-    classes = list(dict.fromkeys(jobs["tenant_class"]))
-    figure = Figure(figsize=(5.5 * len(classes), 4))
-    for index, tenant_class in enumerate(classes):
-        axis = figure.add_subplot(1, len(classes), index + 1)
-        of_class = jobs[jobs["tenant_class"] == tenant_class]
-        for (strategy, workers), group in of_class.groupby(["strategy", "workers"], sort=False):
-            waits = group["wait_s"].clip(lower=1e-4).sort_values()
-            share = [(rank + 1) / len(waits) for rank in range(len(waits))]
-            axis.step(waits, share, where="post", label=f"{strategy}, {workers} workers")
-        axis.set_xscale("log")
-        axis.set_xlabel("wait from enqueue to start (s, log scale)")
-        axis.set_ylabel("share of jobs")
-        axis.set_title(f"tenant class: {tenant_class} (all repetitions)")
-        axis.grid(True, which="both", alpha=0.3)
-        axis.legend(loc="lower right", fontsize="small")
-    return _png(figure)
-
-
-def timeline_plot(jobs: pd.DataFrame) -> bytes:
-    """Which tenant class each worker served, over time: repetition 1 of each strategy."""
-    jobs = with_waits(jobs[jobs["repetition"] == 1])
-    panels = list(jobs.groupby(["strategy", "workers"], sort=False))
-    colours = {c: f"C{i}" for i, c in enumerate(dict.fromkeys(jobs["tenant_class"]))}
-    figure = Figure(figsize=(11, 1.2 + 0.9 * sum(g["worker"].nunique() for _, g in panels)))
-    for index, ((strategy, workers), group) in enumerate(panels):
-        axis = figure.add_subplot(len(panels), 1, index + 1)
-        for (_, tenant_class), bars in group.groupby(["worker", "tenant_class"]):
-            spans = list(zip(bars["start_s"], bars["finish_s"] - bars["start_s"], strict=True))
-            row = (bars["worker"].iloc[0] - 0.4, 0.8)
-            axis.broken_barh(spans, row, color=colours[tenant_class], label=tenant_class)
-        axis.set_title(f"{strategy}, {workers} workers, repetition 1")
-        axis.set_ylabel("worker")
-        axis.set_yticks(sorted(group["worker"].unique()))
-        axis.set_xlabel("seconds since the first job was enqueued")
-        handles, labels = axis.get_legend_handles_labels()
-        unique = dict(zip(labels, handles, strict=True))
-        axis.legend(unique.values(), unique.keys(), loc="upper right", fontsize="small")
-    figure.subplots_adjust(hspace=0.6)
-    return _png(figure)
-
-
-def plans_plot(plans: pd.DataFrame) -> bytes:
-    """Per variant, each strategy's dequeue time and buffers, on log scales."""
-    captured = plans[plans["skipped"] == ""]
-    variants = list(dict.fromkeys(captured["variant"]))
-    strategies = list(dict.fromkeys(captured["strategy"]))
-    figure = Figure(figsize=(12, 4.5))
-    width = 0.8 / max(len(strategies), 1)
-    for panel, (column, label) in enumerate(
-        [("total_ms", "planning + execution (ms)"), ("shared_buffers", "shared buffers")]
-    ):
-        axis = figure.add_subplot(1, 2, panel + 1)
-        for index, strategy in enumerate(strategies):
-            mine = captured[captured["strategy"] == strategy].set_index("variant")
-            heights = [mine[column].get(variant, float("nan")) for variant in variants]
-            spots = [v + (index - (len(strategies) - 1) / 2) * width for v in range(len(variants))]
-            axis.bar(spots, heights, width=width, label=strategy)
-        axis.set_yscale("log")
-        axis.set_xticks(range(len(variants)), variants)
-        axis.set_ylabel(f"{label}, log scale")
-        axis.set_title(f"one dequeue: {label}")
-        axis.grid(True, axis="y", which="both", alpha=0.3)
-    figure.axes[0].legend(fontsize="small")
-    return _png(figure)
 
 
 _PROBE_COLUMNS = {

@@ -5,9 +5,14 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
+from harness.bench import RunOptions, run_scenario
+from harness.explain import CaptureRequest
 from harness.providers import Server, choose_provider, open_server
-from harness.runner import reset_schema
+from harness.render import Rendered
+from harness.runner import Repetition, RepetitionResult, reset_schema
+from harness.scenario import load_scenario
 from harness.strategies import Strategy, load_strategies
+from tests.conftest import SHORT_NOISY
 
 pytestmark = pytest.mark.integration
 
@@ -32,3 +37,28 @@ def queue(server: Server, strategies: dict[str, Strategy]) -> Iterator[psycopg.C
         reset_schema(conn, "queue_test", strategies["round_robin"])
         yield conn
         conn.execute("drop schema queue_test cascade")
+
+
+class Quiet:
+    """An observer that shows nothing."""
+
+    def repetition_started(self, repetition: Repetition, jobs: int) -> None: ...
+
+    def jobs_done(self, done: int) -> None: ...
+
+    def repetition_finished(self, result: RepetitionResult) -> None: ...
+
+    def capture_started(self, request: CaptureRequest, executions: int) -> None: ...
+
+    def capture_step(self) -> None: ...
+
+
+@pytest.fixture(scope="session")
+def short_run(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Rendered:
+    """The noisy neighbour in small, both strategies, one repetition: a real run folder."""
+    tmp = tmp_path_factory.mktemp("short")
+    path = tmp / "short-noisy.yaml"
+    path.write_text(SHORT_NOISY)
+    strategies = load_strategies()
+    loaded = load_scenario(path, set(strategies))
+    return run_scenario(loaded, strategies, server, tmp / "results", Quiet(), RunOptions())

@@ -9,15 +9,16 @@ import psycopg
 import pytest
 import yaml
 
-from harness.bench import RunOptions, RunOutcome, run_scenario
+from harness.bench import RunOptions, run_scenario
 from harness.explain import explain_dequeue, requests
 from harness.plans import WALKS_GLOBAL_INDEX, PlanFigures
 from harness.providers import Server
+from harness.render import Rendered
 from harness.runner import load_backlog, reset_schema
 from harness.scenario import Scenario, load_scenario
 from harness.strategies import Strategy, load_strategies
 from harness.workload import backlog_rows
-from tests.integration.test_run import Quiet
+from tests.integration.conftest import Quiet
 
 SMALL_SKEW = """\
 name: small-skew
@@ -46,7 +47,7 @@ reference:
 
 
 @pytest.fixture(scope="module")
-def outcome(server: Server, tmp_path_factory: pytest.TempPathFactory) -> RunOutcome:
+def outcome(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Rendered:
     tmp = tmp_path_factory.mktemp("skew")
     path = tmp / "small-skew.yaml"
     path.write_text(SMALL_SKEW)
@@ -56,7 +57,7 @@ def outcome(server: Server, tmp_path_factory: pytest.TempPathFactory) -> RunOutc
     return run_scenario(loaded, strategies, server, tmp / "results", Quiet(), options)
 
 
-def figures(outcome: RunOutcome, variant: str, strategy: str) -> PlanFigures:
+def figures(outcome: Rendered, variant: str, strategy: str) -> PlanFigures:
     path = outcome.folder.path / "explain" / variant / f"{strategy}.json"
     document = json.loads(path.read_text())
     assert len(document["plans"]) == 2
@@ -120,6 +121,9 @@ def test_the_run_folder_has_text_plans_a_table_and_a_plot(outcome) -> None:
     assert "Buffers: shared hit=" in text
     assert (folder / "plans.png").stat().st_size > 10_000
     assert "## Dequeue plans" in (folder / "summary.md").read_text()
+    page = outcome.report.read_text()
+    assert "id='explain'" in page and page.count("<details><summary>idle-200 / ") == 4
+    assert page.count("src='data:image/png;base64,") == 1  # the plans chart
     assert not (folder / "jobs.csv").exists()
     reference = outcome.reference.iloc[0]
     assert reference["measured_low"] >= 50

@@ -9,37 +9,14 @@ import pandas as pd
 import psycopg
 import pytest
 
-from harness.bench import RunOptions, RunOutcome, run_scenario
+from harness.bench import RunOptions, run_scenario
 from harness.errors import RunFailed
-from harness.explain import CaptureRequest
 from harness.providers import Server
 from harness.results import JOB_COLUMNS, load_jobs
-from harness.runner import Repetition, RepetitionResult
 from harness.scenario import load_scenario
 from harness.strategies import load_strategies
 from tests.conftest import SHORT_NOISY
-
-
-class Quiet:
-    def repetition_started(self, repetition: Repetition, jobs: int) -> None: ...
-
-    def jobs_done(self, done: int) -> None: ...
-
-    def repetition_finished(self, result: RepetitionResult) -> None: ...
-
-    def capture_started(self, request: CaptureRequest, executions: int) -> None: ...
-
-    def capture_step(self) -> None: ...
-
-
-@pytest.fixture(scope="module")
-def short_run(server: Server, tmp_path_factory: pytest.TempPathFactory) -> RunOutcome:
-    tmp = tmp_path_factory.mktemp("short")
-    path = tmp / "short-noisy.yaml"
-    path.write_text(SHORT_NOISY)
-    strategies = load_strategies()
-    loaded = load_scenario(path, set(strategies))
-    return run_scenario(loaded, strategies, server, tmp / "results", Quiet(), RunOptions())
+from tests.integration.conftest import Quiet
 
 
 def small_median(summary: pd.DataFrame, strategy: str) -> float:

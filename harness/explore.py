@@ -1,0 +1,64 @@
+"""Loading a run folder for notebooks and your own analysis.
+
+from harness.explore import open_run
+run = open_run("results/latest")
+run.jobs        # jobs.csv, timestamps parsed (UTC): one row per job
+run.waits       # the same with wait_s, start_s and finish_s (seconds from t0)
+run.summary     # per strategy, workers, repetition and class, as in summary.csv
+run.plans       # one row per captured EXPLAIN execution, as in plans.csv
+run.document    # run.json: status, provenance, repetitions
+run.scenario    # the scenario the run was made from
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+from harness.analysis import plan_runs, summarize, with_waits
+from harness.render import load_captures
+from harness.results import load_jobs, load_run
+from harness.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class RunData:
+    path: Path
+
+    @cached_property
+    def document(self) -> dict[str, Any]:
+        return load_run(self.path)
+
+    @cached_property
+    def scenario(self) -> Scenario:
+        return Scenario.model_validate(yaml.safe_load((self.path / "scenario.yaml").read_text()))
+
+    @cached_property
+    def jobs(self) -> pd.DataFrame | None:
+        return load_jobs(self.path) if (self.path / "jobs.csv").exists() else None
+
+    @property
+    def waits(self) -> pd.DataFrame | None:
+        return with_waits(self.jobs) if self.jobs is not None else None
+
+    @cached_property
+    def summary(self) -> pd.DataFrame | None:
+        return summarize(self.jobs) if self.jobs is not None else None
+
+    @cached_property
+    def plans(self) -> pd.DataFrame | None:
+        captures = load_captures(self.path, self.document)
+        return plan_runs(captures) if captures else None
+
+
+def open_run(path: str | Path = "results/latest") -> RunData:
+    """A run folder (or the `latest` link), read lazily from its raw files."""
+    folder = Path(path).resolve()
+    if not (folder / "run.json").is_file():
+        raise FileNotFoundError(f"{folder}: not a run folder (no run.json)")
+    return RunData(folder)

@@ -1,0 +1,123 @@
+"""Every derived file of a run folder, rebuilt from its raw files alone.
+
+Raw: run.json, scenario.yaml, jobs.csv, explain/<variant>/<strategy>.json and .txt.
+Derived: summary.csv, plans.csv, summary.md, the plots (PNG and SVG) and report.html.
+A run folder made by an older harness can be rendered again by a newer one
+(`harness report RUN_DIR`); the same raw files give the same tables.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+from matplotlib.figure import Figure
+
+from harness.analysis import plan_runs, plans_summary, reference_table, summarize
+from harness.html_report import report_html
+from harness.plans import Capture
+from harness.plots import FORMATS, encode, plans_chart, tenant_share, timeline, wait_ecdf
+from harness.report import summary_markdown
+from harness.results import RunFolder, load_jobs, load_run
+from harness.scenario import Scenario
+
+
+@dataclass(frozen=True)
+class Rendered:
+    folder: RunFolder
+    document: dict[str, Any]
+    summary: pd.DataFrame | None
+    plans: pd.DataFrame | None
+    reference: pd.DataFrame | None
+    reference_source: str | None
+
+    @property
+    def report(self) -> Path:
+        return self.folder.path / "report.html"
+
+
+def render_run(folder: RunFolder) -> Rendered:
+    """Read the raw files, write every derived one (replacing what a render made before)."""
+    document = load_run(folder.path)
+    scenario = Scenario.model_validate(yaml.safe_load((folder.path / "scenario.yaml").read_text()))
+    jobs = load_jobs(folder.path) if (folder.path / "jobs.csv").exists() else None
+    captures = load_captures(folder.path, document)
+    summary = summarize(jobs) if jobs is not None and len(jobs) else None
+    runs = plan_runs(captures) if captures else None
+    plans = plans_summary(runs, captures) if runs is not None else None
+    reference = source = None
+    if scenario.reference is not None:
+        reference = reference_table(scenario.reference.figures, summary, runs)
+        source = scenario.reference.source
+    write = _writer(folder, document["files"])
+    if summary is not None:
+        write("summary", "summary.csv", summary.to_csv(index=False))
+    if runs is not None:
+        write("plans", "plans.csv", runs.to_csv(index=False))
+    title = f"{scenario.name}: {folder.run_id}"
+    write("summary_md", "summary.md", summary_markdown(title, summary, plans, reference, source))
+    plots = _plots(jobs, plans)
+    for name, figure in plots.items():
+        for form in FORMATS:
+            write(f"{name}_{form}", f"{name}.{form}", encode(figure, form))
+    html = report_html(
+        folder.path,
+        document,
+        scenario,
+        summary,
+        plans,
+        reference,
+        source,
+        {name: encode(figure, "png") for name, figure in plots.items()},
+    )
+    write("report", "report.html", html)
+    folder.write_json("run.json", document, replace=True)
+    return Rendered(folder, document, summary, plans, reference, source)
+
+
+def _writer(folder: RunFolder, files: dict[str, str]):  # type: ignore[no-untyped-def]
+    def write(key: str, name: str, data: str | bytes) -> None:
+        files[key] = folder.write(name, data, replace=True).name
+
+    return write
+
+
+def _plots(jobs: pd.DataFrame | None, plans: pd.DataFrame | None) -> dict[str, Figure]:
+    plots = {}
+    if jobs is not None and len(jobs):
+        plots["waits"] = wait_ecdf(jobs)
+        plots["timeline"] = timeline(jobs)
+        plots["tenant_share"] = tenant_share(jobs)
+    if plans is not None and (plans["skipped"] == "").any():
+        plots["plans"] = plans_chart(plans)
+    return plots
+
+
+def load_captures(run: Path, document: dict[str, Any]) -> list[Capture]:
+    """The plan captures of a run folder: explain/*.json, and run.json for skipped ones."""
+    captures = []
+    for entry in document.get("plans", []):
+        if entry.get("skipped"):
+            captures.append(
+                Capture(
+                    entry["variant"], entry["strategy"], entry["backlog"], skipped=entry["skipped"]
+                )
+            )
+            continue
+        stem = run / "explain" / entry["variant"] / entry["strategy"]
+        saved = json.loads(stem.with_suffix(".json").read_text())
+        captures.append(
+            Capture(
+                saved["variant"],
+                saved["strategy"],
+                saved["backlog"],
+                plans=saved["plans"],
+                text=stem.with_suffix(".txt").read_text(),
+                load_s=saved.get("load_s"),
+            )
+        )
+    return captures

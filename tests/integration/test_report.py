@@ -1,0 +1,103 @@
+"""report.html, `harness report` and the notebook, on real run folders."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from harness.render import Rendered
+from tests.conftest import ROOT
+
+DERIVED = [
+    "summary.csv",
+    "summary.md",
+    "report.html",
+    "waits.png",
+    "waits.svg",
+    "timeline.png",
+    "timeline.svg",
+    "tenant_share.png",
+    "tenant_share.svg",
+]
+
+
+def test_the_report_has_every_table_and_plot(short_run: Rendered) -> None:
+    page = short_run.report.read_text()
+    assert page.startswith("<!doctype html>")
+    for section in ("id='waits'", "id='plots'", "id='provenance'", "id='scenario'"):
+        assert section in page
+    assert page.count("src='data:image/png;base64,") == 3
+    assert "http://" not in page and "https://" not in page  # nothing to fetch
+    for strategy in ("fifo", "round_robin"):
+        assert f"<td class='text'>{strategy}</td>" in page
+    assert "PostgreSQL 17.10" in page
+    for name in DERIVED:
+        assert (short_run.folder.path / name).stat().st_size > 0, name
+
+
+def test_harness_report_rebuilds_identical_tables_from_raw_files(
+    short_run: Rendered, tmp_path: Path
+) -> None:
+    copy = tmp_path / short_run.folder.path.name
+    shutil.copytree(short_run.folder.path, copy)
+    for name in DERIVED:
+        (copy / name).unlink()
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "report", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"Report: {copy / 'report.html'}" in done.stdout
+    for name in ("summary.csv", "summary.md"):
+        assert (copy / name).read_text() == (short_run.folder.path / name).read_text(), name
+    assert (copy / "report.html").exists()
+
+
+def test_harness_report_refuses_a_folder_that_is_no_run(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "report", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stderr.strip()) == (
+        2,
+        f"error: {tmp_path}: not a run folder (no run.json)",
+    )
+
+
+def test_the_notebook_is_stored_without_outputs() -> None:
+    for path in (ROOT / "notebooks").glob("*.ipynb"):
+        notebook = nbformat.read(path, as_version=4)
+        for cell in notebook.cells:
+            if cell.cell_type == "code":
+                assert cell.outputs == [] and cell.execution_count is None, path
+
+
+def test_the_notebook_runs_top_to_bottom(
+    short_run: Rendered, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HARNESS_RUN", str(short_run.folder.path))
+    notebook = nbformat.read(ROOT / "notebooks/explore-run.ipynb", as_version=4)
+    began = time.monotonic()
+    NotebookClient(
+        notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    ).execute()
+    assert time.monotonic() - began < 60
+    outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in outputs if o.output_type == "error"]
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert len(images) == 3  # waits, timeline, tenant share
+    text = "".join(o.get("text", "") for o in outputs)
+    assert f"{short_run.folder.path}" in text and "status: complete" in text
