@@ -26,13 +26,13 @@ from harness.compare import compare_runs, comparison_rows
 from harness.errors import HarnessError
 from harness.explain import requests
 from harness.metadata import collect_all
-from harness.plans import SORTS_TENANTS, WALKS_GLOBAL_INDEX
 from harness.plots import FORMATS, compare_ecdf, encode
 from harness.probing import measure
 from harness.progress import ProgressBars
 from harness.providers import ProviderChoice, choose_provider, open_server
 from harness.render import Rendered, render_run
 from harness.report import (
+    FLAG_LEGEND,
     console_table,
     findings_rows,
     junit_xml,
@@ -143,10 +143,7 @@ def show_outcome(outcome: Rendered, console: Console) -> None:
             )
         )
     if outcome.plans is not None:
-        title = (
-            "Dequeue plans: EXPLAIN (ANALYZE, BUFFERS), medians. GLOBAL WALK: "
-            f"{WALKS_GLOBAL_INDEX}; SORTS TENANTS: {SORTS_TENANTS}"
-        )
+        title = f"Dequeue plans: EXPLAIN (ANALYZE, BUFFERS), medians. {FLAG_LEGEND}"
         console.print(console_table(title, *plans_rows(outcome.plans, compact=True)))
     console.print(f"Results: {outcome.folder.path}", highlight=False)
     console.print(f"Report: {outcome.report}", highlight=False)

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.report import plans_rows, reference_rows, summary_rows
+from harness.report import FLAG_LEGEND, plans_rows, reference_rows, summary_rows
 from harness.scenario import Scenario
 
 _STYLE = """
@@ -20,11 +20,11 @@ h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 1.8em; }
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.92em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
-td.text { text-align: left; } .status { font-weight: bold; }
+td.text, th.text { text-align: left; white-space: nowrap; } .status { font-weight: bold; }
 .complete { color: #17702a; } .failed, .interrupted, .running { color: #a11; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
 pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
-details { margin: 0.4em 0; } summary { cursor: pointer; }
+details { margin: 0.4em 0; } .wide { overflow-x: auto; } summary { cursor: pointer; }
 """
 _PLOT_TITLES = {
     "waits": "Waits: distribution per tenant class (ECDF)",
@@ -66,8 +66,8 @@ def report_html(
     if plans is not None:
         parts += [
             "<h2 id='plans'>Dequeue plans</h2><p>EXPLAIN (ANALYZE, BUFFERS) inside "
-            "BEGIN … ROLLBACK; medians over the JSON executions.</p>",
-            _table(*plans_rows(plans)),
+            f"BEGIN … ROLLBACK; medians over the JSON executions. {_e(FLAG_LEGEND)}.</p>",
+            _table(*plans_rows(plans, short_flags=True)),
         ]
     parts += [
         _plots(pngs),
@@ -99,16 +99,26 @@ def _status(document: dict[str, Any]) -> str:
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    text = [any(_is_text(row[index]) for row in rows) for index in range(len(headers))]
+    head = "".join(f"<th{_class(t)}>{_e(h)}</th>" for h, t in zip(headers, text, strict=True))
     body = "".join(
-        "<tr>" + "".join(f"<td{_align(cell)}>{_e(cell)}</td>" for cell in row) + "</tr>"
+        "<tr>"
+        + "".join(f"<td{_class(t)}>{_e(cell)}</td>" for cell, t in zip(row, text, strict=True))
+        + "</tr>"
         for row in rows
     )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return (
+        f"<div class='wide'><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
+        "</table></div>"
+    )
 
 
-def _align(cell: str) -> str:
-    return " class='text'" if any(c.isalpha() for c in cell.replace("x", "")) else ""
+def _is_text(cell: str) -> bool:
+    return any(c.isalpha() for c in cell.replace("x", ""))
+
+
+def _class(is_text: bool) -> str:
+    return " class='text'" if is_text else ""
 
 
 def _plots(pngs: dict[str, bytes]) -> str:

@@ -114,27 +114,31 @@ _COMPACT_PLAN_COLUMNS = [
 ]
 
 
-def plans_rows(plans: pd.DataFrame, compact: bool = False) -> tuple[list[str], list[list[str]]]:
+def plans_rows(
+    plans: pd.DataFrame, compact: bool = False, short_flags: bool | None = None
+) -> tuple[list[str], list[list[str]]]:
     """Per variant and strategy: medians over repetitions, the plan's shape, its flags.
 
-    `compact` (for terminals) keeps the columns that fit, with flags by short names.
+    `compact` (for terminals) keeps the columns that fit; `short_flags` (default: as
+    compact) names flags by their short names (SHORT_FLAGS, with a legend beside).
     """
-    records = [_plan_cells(record, compact) for record in plans.to_dict("records")]
+    short = compact if short_flags is None else short_flags
+    records = [_plan_cells(record, short) for record in plans.to_dict("records")]
     headers = _COMPACT_PLAN_COLUMNS if compact else list(records[0]) if records else []
     return headers, [[record[column] for column in headers] for record in records]
 
 
-def _plan_cells(r: dict[Any, Any], compact: bool) -> dict[str, str]:
+def _plan_cells(r: dict[Any, Any], short: bool) -> dict[str, str]:
     cells = {
         "variant": r["variant"],
         "strategy": r["strategy"],
         "tenants (idle)": f"{r['registered_tenants']:,} ({r['idle_tenants']:,})",
     }
     if r["skipped"]:
-        skipped = "skipped: slow (--include-slow)" if compact else r["skipped"]
+        skipped = "skipped (slow)" if short else r["skipped"]
         return {**cells, **dict.fromkeys(_FIGURE_COLUMNS, "-"), "flags": skipped}
     flags = r["flags"] or "-"
-    if compact:
+    if short:
         flags = ", ".join(SHORT_FLAGS.get(flag, flag) for flag in flags.split("; "))
     return {
         **cells,
@@ -150,6 +154,9 @@ def _plan_cells(r: dict[Any, Any], compact: bool) -> dict[str, str]:
         "rows removed": whole(r["rows_removed"]),
         "flags": flags,
     }
+
+
+FLAG_LEGEND = "; ".join(f"{short}: {flag}" for flag, short in SHORT_FLAGS.items() if flag != "-")
 
 
 _FIGURE_COLUMNS = [
