@@ -18,7 +18,7 @@ import psycopg
 from psycopg import sql
 
 from harness.plans import Capture
-from harness.runner import load_backlog, reset_schema
+from harness.runner import load_backlog, reset_schema, scenario_params
 from harness.scenario import Scenario
 from harness.strategies import Strategy
 from harness.workload import BacklogRows, backlog_rows
@@ -76,7 +76,14 @@ def capture_all(
                 continue
             observer.capture_started(request, repeat + 1)
             yield capture(
-                conn, schema, strategies[request.strategy], request.variant, rows, repeat, observer
+                conn,
+                schema,
+                strategies[request.strategy],
+                request.variant,
+                rows,
+                repeat,
+                observer,
+                scenario_params(scenario),
             )
 
 
@@ -88,30 +95,37 @@ def capture(
     rows: BacklogRows,
     repeat: int,
     observer: CaptureObserver,
+    params: dict[str, Any] | None = None,
 ) -> Capture:
+    """Build the schema, load the backlog, EXPLAIN the dequeue: text once, JSON `repeat`."""
     began = time.perf_counter()
     reset_schema(conn, schema, strategy)
-    load_backlog(conn, strategy, rows)
+    load_backlog(conn, strategy, rows, params)
     result = Capture(
         variant, strategy.name, _backlog_shape(rows), load_s=round(time.perf_counter() - began, 3)
     )
     # The text form is the first execution, which also warms up: one execution of a trap
     # variant takes ten seconds, and the backlog has just been loaded, so caches are warm.
-    result.text = explain_dequeue(conn, strategy, "text")
+    result.text = explain_dequeue(conn, strategy, "text", params)
     observer.capture_step()
     for _ in range(repeat):
-        result.plans.append(explain_dequeue(conn, strategy, "json"))
+        result.plans.append(explain_dequeue(conn, strategy, "json", params))
         observer.capture_step()
     return result
 
 
-def explain_dequeue(conn: psycopg.Connection, strategy: Strategy, form: str) -> Any:
+def explain_dequeue(
+    conn: psycopg.Connection,
+    strategy: Strategy,
+    form: str,
+    params: dict[str, Any] | None = None,
+) -> Any:
     """The dequeue, exactly as the workers run it, under EXPLAIN; rolled back."""
     query = sql.SQL("explain (analyze, buffers, format {}) ").format(sql.SQL(form)) + sql.SQL(
         strategy.sql("dequeue")
     )  # type: ignore[arg-type]
     with conn.transaction(force_rollback=True):
-        rows = conn.execute(query).fetchall()
+        rows = conn.execute(query, params or {}).fetchall()
     if form == "json":
         return rows[0][0]
     return "\n".join(row[0] for row in rows) + "\n"

@@ -11,7 +11,7 @@ import psycopg
 
 from harness.check import Probe
 from harness.explain import CaptureObserver, capture, requests
-from harness.runner import worker_spec
+from harness.runner import scenario_params, worker_spec
 from harness.scenario import Scenario
 from harness.sqlfiles import parse_blocks
 from harness.strategies import Strategy
@@ -38,9 +38,10 @@ def measure(
             strategy = strategies[request.strategy]
             rows = backlog_rows(probes, probes.variant_backlog(request.variant))
             observer.capture_started(request, 2)
-            captured = capture(conn, schema, strategy, request.variant, rows, 1, observer)
+            params = scenario_params(probes)
+            captured = capture(conn, schema, strategy, request.variant, rows, 1, observer, params)
             figures = captured.figures[-1]
-            spec = worker_spec(dsn, schema, strategy, 0, {})
+            spec = worker_spec(dsn, schema, strategy, 0, {}, params)
             claim_ms, reference_ms = time_claims(
                 conn, partial(claim_statements, conn, spec), samples
             )

@@ -12,7 +12,7 @@ import queue
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -23,7 +23,14 @@ from harness.books import JobRow, check_books
 from harness.errors import HarnessError, RunFailed
 from harness.scenario import Scenario
 from harness.strategies import Strategy, schema_blocks
-from harness.workers import WorkerReport, WorkerSignals, WorkerSpec, worker_main
+from harness.workers import (
+    EnqueuerSpec,
+    WorkerReport,
+    WorkerSignals,
+    WorkerSpec,
+    enqueuer_main,
+    worker_main,
+)
 from harness.workload import (
     BacklogRows,
     Batch,
@@ -35,6 +42,7 @@ from harness.workload import (
 
 _SPAWN = multiprocessing.get_context("spawn")
 READY_TIMEOUT_S = 60
+MONITOR_INTERVAL_S = 0.02
 STOP_TIMEOUT_S = 60
 
 
@@ -56,6 +64,8 @@ class RepetitionResult:
     empty_polls: int
     started_at: datetime
     finished_at: datetime
+    lost_races: int = 0
+    monitor: list[tuple[float, int, float]] = field(default_factory=list)  # s, stranded, age s
 
 
 class Observer(Protocol):
@@ -108,17 +118,16 @@ def reset_schema(conn: psycopg.Connection, schema: str, strategy: Strategy) -> N
         conn.execute(strategy.sql("setup"))  # type: ignore[arg-type]
 
 
-def load_backlog(conn: psycopg.Connection, strategy: Strategy, rows: BacklogRows) -> None:
+def load_backlog(
+    conn: psycopg.Connection,
+    strategy: Strategy,
+    rows: BacklogRows,
+    params: dict[str, Any] | None = None,
+) -> None:
     """The pre-loaded queue, set-based in three statements, then statistics."""
-    conn.execute(
-        strategy.sql("backlog_tenants"),  # type: ignore[arg-type]
-        {"tenant_ids": rows.tenant_ids, "rotation": rows.rotation},
-    )
-    conn.execute(
-        strategy.sql("backlog_jobs"),  # type: ignore[arg-type]
-        {"tenant_ids": rows.tenant_ids, "jobs": rows.jobs},
-    )
-    conn.execute(strategy.sql("after_load"))  # type: ignore[arg-type]
+    values = {**(params or {}), **rows.params()}
+    for block in ("backlog_tenants", "backlog_jobs", "after_load"):
+        conn.execute(strategy.sql(block), values)  # type: ignore[arg-type]
 
 
 def run_repetition(
@@ -132,24 +141,27 @@ def run_repetition(
     with psycopg.connect(dsn, autocommit=True, options="-c TimeZone=UTC") as conn:
         reset_schema(conn, schema, strategy)
         if scenario.backlog is not None:
-            load_backlog(conn, strategy, backlog_rows(scenario, scenario.backlog))
+            load_backlog(
+                conn, strategy, backlog_rows(scenario, scenario.backlog), scenario_params(scenario)
+            )
         observer.repetition_started(repetition, scenario.total_jobs)
-        spec = worker_spec(dsn, schema, strategy, scenario.poll_interval_ms, durations_ms(scenario))
         started_at = _now(conn)
-        reports = _run_workers(conn, spec, repetition.workers, scenario, strategy, observer)
+        crew = Crew.for_repetition(dsn, schema, scenario, strategy, repetition.workers)
+        reports, samples = crew.run(conn, scenario, strategy, observer)
         finished_at = _now(conn)
         rows = read_books(conn, strategy)
     claims = [claim for report in reports for claim in report.claims]
     problems = check_books(scenario.total_jobs, rows, [job for job, _, _ in claims])
     if problems:
         raise RunFailed(f"{repetition.label}: the books do not balance: " + "; ".join(problems))
-    jobs = _job_records(scenario, repetition, rows, reports)
     result = RepetitionResult(
         repetition=repetition,
-        jobs=jobs,
+        jobs=_job_records(scenario, repetition, rows, reports),
         started_at=started_at,
         finished_at=finished_at,
         empty_polls=sum(report.empty_polls for report in reports),
+        lost_races=sum(report.lost_races for report in reports),
+        monitor=samples,
     )
     observer.repetition_finished(result)
     return result
@@ -167,124 +179,184 @@ def worker_spec(
     strategy: Strategy,
     poll_interval_ms: float,
     durations: dict[int, float],
+    params: dict[str, Any] | None = None,
 ) -> WorkerSpec:
     """What a worker process needs: where to connect and the strategy's claim statements."""
+
+    def optional(block: str) -> str | None:
+        return strategy.sql(block) if strategy.has(block) else None
+
     return WorkerSpec(
         dsn=dsn,
         schema=schema,
         dequeue=strategy.sql("dequeue"),
         start=strategy.sql("start"),
         complete=strategy.sql("complete"),
-        served=strategy.sql("served") if strategy.has("served") else None,
+        served=optional("served"),
+        retire=optional("retire"),
+        hold_lock=strategy.hold_lock,
         poll_interval_s=poll_interval_ms / 1000,
         durations_ms=durations,
+        params=params or {},
     )
 
 
-def _run_workers(
-    conn: psycopg.Connection,
-    spec: WorkerSpec,
-    count: int,
-    scenario: Scenario,
-    strategy: Strategy,
-    observer: Observer,
-) -> list[WorkerReport]:
-    signals = WorkerSignals(
-        ready=_SPAWN.Array("b", count, lock=False),
-        done=_SPAWN.Array("q", count, lock=False),
-        stop=_SPAWN.Event(),
-        reports=_SPAWN.Queue(),
-    )
-    processes = [
-        _SPAWN.Process(
-            target=worker_main,
-            args=(index, spec, signals),
-            daemon=True,
-            name=f"harness-worker-{index}",
+def scenario_params(scenario: Scenario) -> dict[str, Any]:
+    """Parameters every statement of a run may use, beside its own."""
+    return {"tenant_cap": scenario.tenant_cap or 2**31 - 1}
+
+
+@dataclass
+class Crew:
+    """The processes of one repetition: workers, then enqueuers, sharing their signals."""
+
+    signals: WorkerSignals
+    processes: list[Any]
+
+    @classmethod
+    def for_repetition(
+        cls, dsn: str, schema: str, scenario: Scenario, strategy: Strategy, workers: int
+    ) -> Crew:
+        spec = worker_spec(
+            dsn,
+            schema,
+            strategy,
+            scenario.poll_interval_ms,
+            durations_ms(scenario),
+            scenario_params(scenario),
         )
-        for index in range(count)
-    ]
-    try:
-        for process in processes:
-            process.start()
-        _wait_ready(signals, processes)
-        _feed_and_watch(conn, strategy, scenario, signals, processes, observer)
-        signals.stop.set()
-        reports = _collect_reports(signals, processes)
-    finally:
-        signals.stop.set()
-        _end_processes(processes)
-    return reports
-
-
-def _wait_ready(signals: WorkerSignals, processes: list[Any]) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    while sum(signals.ready) < len(processes):
-        _fail_if_a_worker_died(signals, processes)
-        if time.monotonic() > deadline:
-            raise RunFailed(f"workers not connected after {READY_TIMEOUT_S} s")
-        time.sleep(0.01)
-
-
-def _feed_and_watch(
-    conn: psycopg.Connection,
-    strategy: Strategy,
-    scenario: Scenario,
-    signals: WorkerSignals,
-    processes: list[Any],
-    observer: Observer,
-) -> None:
-    """Enqueue each batch at its offset; return when every job is done."""
-    pending = build_batches(scenario)
-    total = scenario.total_jobs
-    start = time.monotonic()
-    while True:
-        elapsed = time.monotonic() - start
-        while pending and pending[0].at_s <= elapsed:
-            enqueue(conn, strategy, pending.pop(0))
-        done = sum(signals.done)
-        observer.jobs_done(done)
-        if done >= total and not pending:
-            return
-        _fail_if_a_worker_died(signals, processes)
-        if elapsed > scenario.timeout_s:
-            raise RunFailed(
-                f"only {done} of {total} jobs done after the scenario's "
-                f"timeout_s={scenario.timeout_s:g}"
+        schedules = enqueuer_schedules(scenario, strategy)
+        count = workers + len(schedules)
+        signals = WorkerSignals(
+            ready=_SPAWN.Array("b", count, lock=False),
+            done=_SPAWN.Array("q", count, lock=False),
+            start=_SPAWN.Event(),
+            stop=_SPAWN.Event(),
+            reports=_SPAWN.Queue(),
+        )
+        processes = [
+            _SPAWN.Process(
+                target=worker_main,
+                args=(index, spec, signals),
+                daemon=True,
+                name=f"harness-worker-{index}",
             )
-        until_next = pending[0].at_s - elapsed if pending else 0.05
-        time.sleep(max(0.0, min(0.05, until_next)))
+            for index in range(workers)
+        ]
+        processes += [
+            _SPAWN.Process(
+                target=enqueuer_main,
+                args=(
+                    workers + index,
+                    EnqueuerSpec(dsn, schema, strategy.sql("enqueue"), batches),
+                    signals,
+                ),
+                daemon=True,
+                name=f"harness-enqueuer-{index}",
+            )
+            for index, batches in enumerate(schedules)
+        ]
+        return cls(signals, processes)
 
-
-def enqueue(conn: psycopg.Connection, strategy: Strategy, batch: Batch) -> None:
-    conn.execute(strategy.sql("enqueue"), {"tenant_ids": batch.tenant_ids})  # type: ignore[arg-type]
-
-
-def _fail_if_a_worker_died(signals: WorkerSignals, processes: list[Any]) -> None:
-    dead = [process for process in processes if process.exitcode is not None]
-    if not dead:
-        return
-    try:
-        report: WorkerReport = signals.reports.get(timeout=1)
-        reason = report.error or "stopped early"
-    except queue.Empty:
-        reason = f"exit code {dead[0].exitcode}"
-    raise RunFailed(f"a worker failed: {reason.strip().splitlines()[-1]}")
-
-
-def _collect_reports(signals: WorkerSignals, processes: list[Any]) -> list[WorkerReport]:
-    reports = []
-    for _ in processes:
+    def run(
+        self,
+        conn: psycopg.Connection,
+        scenario: Scenario,
+        strategy: Strategy,
+        observer: Observer,
+    ) -> tuple[list[WorkerReport], list[tuple[float, int, float]]]:
         try:
-            reports.append(signals.reports.get(timeout=STOP_TIMEOUT_S))
-        except queue.Empty as error:
-            raise RunFailed(f"a worker did not stop within {STOP_TIMEOUT_S} s") from error
-    failed = [report for report in reports if report.error]
-    if failed:
-        raise RunFailed(
-            f"worker {failed[0].worker} failed: {failed[0].error.strip().splitlines()[-1]}"
-        )  # type: ignore[union-attr]
-    return reports
+            for process in self.processes:
+                process.start()
+            self._wait_ready()
+            self.signals.start.set()
+            samples = self._watch(conn, scenario, strategy, observer)
+            self.signals.stop.set()
+            return self._collect_reports(), samples
+        finally:
+            self.signals.stop.set()
+            _end_processes(self.processes)
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while sum(self.signals.ready) < len(self.processes):
+            self._fail_if_one_died()
+            if time.monotonic() > deadline:
+                raise RunFailed(f"workers not connected after {READY_TIMEOUT_S} s")
+            time.sleep(0.01)
+
+    def _watch(
+        self,
+        conn: psycopg.Connection,
+        scenario: Scenario,
+        strategy: Strategy,
+        observer: Observer,
+    ) -> list[tuple[float, int, float]]:
+        """Progress until every job is done; the strategy's monitor sampled meanwhile."""
+        total, start, samples = scenario.total_jobs, time.monotonic(), []
+        monitor = strategy.sql("monitor") if strategy.has("monitor") else None
+        while True:
+            elapsed = time.monotonic() - start
+            if monitor is not None:
+                row = conn.execute(monitor).fetchone()  # type: ignore[arg-type]
+                samples.append((round(elapsed, 4), int(row[0]), float(row[1] or 0)))  # type: ignore[index]
+            done = sum(self.signals.done)
+            observer.jobs_done(done)
+            if done >= total:
+                return samples
+            self._fail_if_one_died()
+            if elapsed > scenario.timeout_s:
+                raise RunFailed(
+                    f"only {done} of {total} jobs done after the scenario's "
+                    f"timeout_s={scenario.timeout_s:g}"
+                )
+            time.sleep(MONITOR_INTERVAL_S)
+
+    def _fail_if_one_died(self) -> None:
+        dead = [process for process in self.processes if process.exitcode is not None]
+        if not dead:
+            return
+        try:
+            report: WorkerReport = self.signals.reports.get(timeout=1)
+            reason = report.error or "stopped early"
+        except queue.Empty:
+            reason = f"exit code {dead[0].exitcode}"
+        raise RunFailed(f"{dead[0].name} failed: {reason.strip().splitlines()[-1]}")
+
+    def _collect_reports(self) -> list[WorkerReport]:
+        reports = []
+        for _ in self.processes:
+            try:
+                reports.append(self.signals.reports.get(timeout=STOP_TIMEOUT_S))
+            except queue.Empty as error:
+                raise RunFailed(f"a worker did not stop within {STOP_TIMEOUT_S} s") from error
+        failed = [report for report in reports if report.error]
+        if failed:
+            reason = (failed[0].error or "").strip().splitlines()[-1]
+            raise RunFailed(f"process {failed[0].worker} failed: {reason}")
+        return reports
+
+
+def enqueuer_schedules(
+    scenario: Scenario, strategy: Strategy
+) -> list[list[tuple[float, dict[str, Any]]]]:
+    """The batches dealt round-robin to the scenario's enqueuers, each list by offset."""
+    batches = build_batches(scenario)
+    schedules: list[list[tuple[float, dict[str, Any]]]] = [
+        [] for _ in range(min(scenario.enqueuers, max(len(batches), 1)))
+    ]
+    for index, batch in enumerate(batches):
+        schedules[index % len(schedules)].append((batch.at_s, batch_params(scenario, batch)))
+    return schedules
+
+
+def batch_params(scenario: Scenario, batch: Batch) -> dict[str, Any]:
+    return {
+        **scenario_params(scenario),
+        "tenant_ids": batch.tenant_ids,
+        "weights": batch.weights,
+        "priorities": batch.priorities,
+    }
 
 
 def _end_processes(processes: list[Any]) -> None:

@@ -27,6 +27,7 @@ MAX_BACKLOG_JOBS = 10_000_000
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 WaitMetric = Literal["wait_p50_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "makespan_s"]
 PlanMetric = Literal["plan_total_ms", "plan_execution_ms", "plan_shared_buffers"]
+Check = Literal["never_stranded", "weighted_share", "tenant_cap", "priority_order"]
 
 
 class Model(BaseModel):
@@ -34,13 +35,22 @@ class Model(BaseModel):
 
 
 class TenantGroup(Model):
-    """`tenants` tenants that each queue `jobs_per_tenant` jobs at `enqueue_at_s`."""
+    """`tenants` tenants that each queue `jobs_per_tenant` jobs at `enqueue_at_s`, and again
+    every `every_s` seconds, `repeat` times in all."""
 
     name: Name
     tenants: int = Field(ge=1, le=100_000)
     jobs_per_tenant: int = Field(ge=1, le=1_000_000)
     duration_ms: float = Field(ge=0, le=600_000)
     enqueue_at_s: float = Field(default=0, ge=0, le=86_400)
+    repeat: int = Field(default=1, ge=1, le=100_000)
+    every_s: float = Field(default=0, ge=0, le=86_400)
+    weight: int = Field(default=1, ge=1, le=1000)  # for the weighted strategy
+    priority: int = Field(default=0, ge=-1000, le=1000)  # for the priority strategy
+
+    @property
+    def total_jobs(self) -> int:
+        return self.tenants * self.jobs_per_tenant * self.repeat
 
 
 class BacklogGroup(Model):
@@ -53,6 +63,8 @@ class BacklogGroup(Model):
     tenants: int = Field(ge=0, le=1_000_000)
     jobs_per_tenant: int = Field(ge=0, le=MAX_BACKLOG_JOBS)
     duration_ms: float = Field(default=0, ge=0, le=600_000)  # if workers drain it
+    weight: int = Field(default=1, ge=1, le=1000)
+    priority: int = Field(default=0, ge=-1000, le=1000)
 
 
 class Backlog(Model):
@@ -151,6 +163,9 @@ class Scenario(Model):
     repetitions: int = Field(default=2, ge=1, le=100)
     poll_interval_ms: float = Field(default=10, gt=0, le=10_000)
     timeout_s: float = Field(default=300, gt=0, le=86_400)
+    enqueuers: int = Field(default=1, ge=1, le=32)  # processes sharing the batches
+    tenant_cap: int | None = Field(default=None, ge=1, le=10_000)  # for the capped strategy
+    checks: list[Check] = Field(default_factory=list)  # properties checked from the data
     backlog: Backlog | None = None
     tenant_groups: list[TenantGroup] = Field(default_factory=list)
     explain: Explain | None = None
@@ -169,7 +184,7 @@ class Scenario(Model):
     @property
     def total_jobs(self) -> int:
         backlog = self.backlog.total_jobs if self.backlog else 0
-        return backlog + sum(group.tenants * group.jobs_per_tenant for group in self.tenant_groups)
+        return backlog + sum(group.total_jobs for group in self.tenant_groups)
 
     @property
     def explain_strategies(self) -> list[str]:

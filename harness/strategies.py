@@ -27,15 +27,17 @@ REQUIRED_BLOCKS = (
     "backlog_jobs",
     "after_load",
 )
-OPTIONAL_BLOCKS = ("served", "setup")
+OPTIONAL_BLOCKS = ("served", "retire", "setup", "monitor")
 _SQL = resources.files("harness") / "sql"
-_EXTENDS = re.compile(r"^--\s*extends:\s*(?P<parent>[a-z0-9_]+)\s*$")
+_EXTENDS = re.compile(r"^--\s*extends:\s*(?P<value>[a-z0-9_]+)\s*$")
+_CLAIM = re.compile(r"^--\s*claim:\s*(?P<value>hold|short)\s*$")
 
 
 @dataclass(frozen=True)
 class Strategy:
     name: str
     blocks: dict[str, SqlBlock]
+    hold_lock: bool = False  # `-- claim: hold`: the work runs inside the claim transaction
 
     def sql(self, block: str) -> str:
         return self.blocks[block].sql
@@ -54,8 +56,10 @@ class Strategy:
             "dequeue",
             "start",
             "served",
+            "retire",
             "complete",
             "books",
+            "monitor",
         ]
         ordered = sorted(self.blocks.values(), key=lambda block: order.index(block.name))
         return "\n".join(block.shown() for block in ordered)
@@ -112,9 +116,13 @@ def load_strategies(extra_dir: Path | None = None) -> dict[str, Strategy]:
     strategies = {}
     for name in sorted(files):
         blocks: dict[str, SqlBlock] = dict(shared)
-        for ancestor in reversed(_lineage(name, files, builtins)):
+        lineage = _lineage(name, files, builtins)
+        for ancestor in reversed(lineage):
             blocks.update(parse_blocks(ancestor.text, ancestor.source))
-        strategies[name] = _checked(Strategy(name=name, blocks=blocks), files[name].source)
+        modes = [mode for file in lineage if (mode := _header(file.text, _CLAIM))]
+        hold = bool(modes) and modes[0] == "hold"
+        strategy = Strategy(name=name, blocks=blocks, hold_lock=hold)
+        strategies[name] = _checked(strategy, files[name].source)
     return strategies
 
 
@@ -138,12 +146,17 @@ def _lineage(name: str, files: dict[str, _File], builtins: dict[str, _File]) -> 
 
 
 def _extends(text: str) -> str | None:
+    return _header(text, _EXTENDS)
+
+
+def _header(text: str, directive: re.Pattern[str]) -> str | None:
+    """A `-- key: value` directive of the file's header (before its first block)."""
     for line in text.splitlines():
         if line.startswith("-- name:"):
             return None
-        found = _EXTENDS.match(line)
+        found = directive.match(line)
         if found:
-            return found["parent"]
+            return found["value"]
     return None
 
 

@@ -6,10 +6,9 @@ import psycopg
 import pytest
 
 from harness.providers import Server
-from harness.runner import enqueue, worker_spec
+from harness.runner import worker_spec
 from harness.strategies import Strategy
 from harness.workers import WorkerSpec, claim, complete
-from harness.workload import Batch
 
 
 def spec(server: Server, strategy: Strategy) -> WorkerSpec:
@@ -17,7 +16,12 @@ def spec(server: Server, strategy: Strategy) -> WorkerSpec:
 
 
 def fill(queue: psycopg.Connection, strategy: Strategy, tenants: list[int]) -> None:
-    enqueue(queue, strategy, Batch(0, tenants))
+    params = {
+        "tenant_ids": tenants,
+        "weights": [1] * len(tenants),
+        "priorities": [0] * len(tenants),
+    }
+    queue.execute(strategy.sql("enqueue"), params)
 
 
 def test_enqueue_registers_each_tenant_once(queue, strategies) -> None:
