@@ -13,7 +13,9 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.plans import Capture
-from harness.scenario import ReferenceFigure
+from harness.properties import CHECKS
+from harness.scenario import ReferenceFigure, Scenario
+from harness.workload import tenant_ranges
 
 REPETITION_KEYS = ["scenario", "strategy", "workers", "repetition"]
 SUMMARY_KEYS = [*REPETITION_KEYS, "tenant_class"]
@@ -183,3 +185,68 @@ def reference_table(
             }
         )
     return pd.DataFrame(rows)
+
+
+MONITOR_COLUMNS = ["strategy", "workers", "repetition", "elapsed_s", "stranded", "oldest_age_s"]
+
+
+def property_table(jobs: pd.DataFrame, monitor: pd.DataFrame, scenario: Scenario) -> pd.DataFrame:
+    """The scenario's checks, per strategy and worker count: the worst repetition's value,
+    the bound, and whether every repetition held."""
+    groups = [r.group for r in tenant_ranges(scenario)]
+    weights = {group.name: group.weight for group in groups}
+    priorities = {group.name: group.priority for group in groups}
+    rows = []
+    for (strategy, workers, repetition), run in jobs.groupby(
+        ["strategy", "workers", "repetition"], sort=False
+    ):
+        samples = monitor[
+            (monitor["strategy"] == strategy)
+            & (monitor["workers"] == workers)
+            & (monitor["repetition"] == repetition)
+        ]
+        arguments = {
+            "never_stranded": (samples,),
+            "weighted_share": (run, weights),
+            "tenant_cap": (run, scenario.tenant_cap),
+            "priority_order": (run, priorities, workers),
+        }
+        for check in scenario.checks:
+            verdict = CHECKS[check](*arguments[check])
+            rows.append(
+                {
+                    "check": check,
+                    "strategy": strategy,
+                    "workers": workers,
+                    "repetition": repetition,
+                    "measured": verdict.measured,
+                    "bound": verdict.bound,
+                    "held": verdict.held,
+                    "detail": verdict.detail,
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "check",
+            "strategy",
+            "workers",
+            "repetition",
+            "measured",
+            "bound",
+            "held",
+            "detail",
+        ],
+    )
+
+
+def property_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per check, strategy and workers: worst measured value, and held in every repetition."""
+    grouped = table.groupby(["check", "strategy", "workers"], sort=False)
+    return grouped.agg(
+        repetitions=("repetition", "size"),
+        measured=("measured", "max"),
+        bound=("bound", "first"),
+        held=("held", lambda held: None if held.isna().all() else bool(held.dropna().all())),
+        detail=("detail", "last"),
+    ).reset_index()

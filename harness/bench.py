@@ -10,6 +10,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+import pandas as pd
+
+from harness.analysis import MONITOR_COLUMNS
 from harness.errors import Terminated
 from harness.explain import CaptureObserver, capture_all, requests
 from harness.metadata import collect_all
@@ -42,6 +45,7 @@ class Measured:
 
     jobs: list[dict[str, Any]] = field(default_factory=list)
     captures: list[Capture] = field(default_factory=list)
+    monitor: list[dict[str, Any]] = field(default_factory=list)
 
 
 def run_scenario(
@@ -88,6 +92,7 @@ def _run_timed(
             dsn, schema, scenario, strategies[repetition.strategy], repetition, observer
         )
         measured.jobs += result.jobs
+        measured.monitor += monitor_records(result)
         document["repetitions"].append(_repetition_entry(result))
 
 
@@ -166,6 +171,7 @@ def _repetition_entry(result: RepetitionResult) -> dict[str, Any]:
         "repetition": repetition.index,
         "jobs": len(result.jobs),
         "empty_polls": result.empty_polls,
+        "lost_races": result.lost_races,
         "books": "balanced",
         "started_at": result.started_at.isoformat(),
         "finished_at": result.finished_at.isoformat(),
@@ -187,6 +193,9 @@ def _close_unfinished(
 def _write_raw(folder: RunFolder, document: dict[str, Any], measured: Measured) -> None:
     if measured.jobs:
         document["files"]["jobs"] = folder.write_jobs(measured.jobs).name
+    if measured.monitor:
+        monitor = pd.DataFrame.from_records(measured.monitor, columns=MONITOR_COLUMNS)
+        document["files"]["monitor"] = folder.write("monitor.csv", monitor.to_csv(index=False)).name
     document["plans"] = [
         {
             "variant": c.variant,
@@ -204,6 +213,21 @@ def _finish(folder: RunFolder, document: dict[str, Any], measured: Measured) -> 
     document.update(status="complete", finished_at=_utc_now())
     folder.write_json("run.json", document, replace=True)
     return render_run(folder)
+
+
+def monitor_records(result: RepetitionResult) -> list[dict[str, Any]]:
+    repetition = result.repetition
+    return [
+        {
+            "strategy": repetition.strategy,
+            "workers": repetition.workers,
+            "repetition": repetition.index,
+            "elapsed_s": elapsed,
+            "stranded": stranded,
+            "oldest_age_s": age,
+        }
+        for elapsed, stranded, age in result.monitor
+    ]
 
 
 def _utc_now() -> str:

@@ -38,6 +38,7 @@ from harness.report import (
     junit_xml,
     markdown_table,
     plans_rows,
+    property_rows,
     reference_rows,
     summary_rows,
 )
@@ -133,7 +134,7 @@ def _steps(loaded: LoadedScenario, options: RunOptions) -> int:
 
 def show_outcome(outcome: Rendered, console: Console) -> None:
     if outcome.reference is not None:
-        title = f"Beside the reference ({outcome.reference_source})"
+        title = f"Beside the reference ({outcome.tables.reference_source})"
         console.print(console_table(title, *reference_rows(outcome.reference)))
     if outcome.summary is not None:
         console.print(
@@ -145,6 +146,13 @@ def show_outcome(outcome: Rendered, console: Console) -> None:
     if outcome.plans is not None:
         title = f"Dequeue plans: EXPLAIN (ANALYZE, BUFFERS), medians. {FLAG_LEGEND}"
         console.print(console_table(title, *plans_rows(outcome.plans, compact=True)))
+    if outcome.tables.properties is not None:
+        console.print(
+            console_table(
+                "Properties checked from the recorded data",
+                *property_rows(outcome.tables.properties),
+            )
+        )
     console.print(f"Results: {outcome.folder.path}", highlight=False)
     console.print(f"Report: {outcome.report}", highlight=False)
 

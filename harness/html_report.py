@@ -8,9 +8,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
-from harness.report import FLAG_LEGEND, plans_rows, reference_rows, summary_rows
+from harness.report import (
+    FLAG_LEGEND,
+    RunTables,
+    plans_rows,
+    property_rows,
+    reference_rows,
+    summary_rows,
+)
 from harness.scenario import Scenario
 
 _STYLE = """
@@ -38,10 +43,7 @@ def report_html(
     run: Path,
     document: dict[str, Any],
     scenario: Scenario,
-    summary: pd.DataFrame | None,
-    plans: pd.DataFrame | None,
-    reference: pd.DataFrame | None,
-    source: str | None,
+    tables: RunTables,
     pngs: dict[str, bytes],
 ) -> str:
     title = f"{scenario.name} — {document['run_id']}"
@@ -49,27 +51,7 @@ def report_html(
         f"<h1>{_e(title)}</h1>",
         _status(document),
         f"<p>{_e(scenario.description)}</p>" if scenario.description else "",
-    ]
-    if reference is not None and len(reference):
-        parts += [
-            f"<h2 id='reference'>Beside the reference</h2><p>Reference: {_e(source)}. "
-            "Measured: the range over repetitions.</p>",
-            _table(*reference_rows(reference)),
-        ]
-    if summary is not None:
-        parts += [
-            "<h2 id='waits'>Waits and makespan</h2><p>Seconds; the range over "
-            "repetitions. Wait: enqueued_at to started_at. Last done: the class's last "
-            "job finished, from the repetition's first enqueue.</p>",
-            _table(*summary_rows(summary)),
-        ]
-    if plans is not None:
-        parts += [
-            "<h2 id='plans'>Dequeue plans</h2><p>EXPLAIN (ANALYZE, BUFFERS) inside "
-            f"BEGIN … ROLLBACK; medians over the JSON executions. {_e(FLAG_LEGEND)}.</p>",
-            _table(*plans_rows(plans, short_flags=True)),
-        ]
-    parts += [
+        *_sections(tables),
         _plots(pngs),
         _captures(run, document),
         _provenance(document),
@@ -83,6 +65,36 @@ def report_html(
         f"<title>{_e(title)}</title><style>{_STYLE}</style></head>\n<body>\n{body}\n"
         "</body></html>\n"
     )
+
+
+def _sections(tables: RunTables) -> list[str]:
+    parts = []
+    if tables.reference is not None and len(tables.reference):
+        parts += [
+            f"<h2 id='reference'>Beside the reference</h2><p>Reference: "
+            f"{_e(tables.reference_source)}. Measured: the range over repetitions.</p>",
+            _table(*reference_rows(tables.reference)),
+        ]
+    if tables.summary is not None:
+        parts += [
+            "<h2 id='waits'>Waits and makespan</h2><p>Seconds; the range over "
+            "repetitions. Wait: enqueued_at to started_at. Last done: the class's last "
+            "job finished, from the repetition's first enqueue.</p>",
+            _table(*summary_rows(tables.summary)),
+        ]
+    if tables.properties is not None:
+        parts += [
+            "<h2 id='properties'>Properties checked</h2><p>From the recorded data; "
+            "measured is the worst repetition.</p>",
+            _table(*property_rows(tables.properties)),
+        ]
+    if tables.plans is not None:
+        parts += [
+            "<h2 id='plans'>Dequeue plans</h2><p>EXPLAIN (ANALYZE, BUFFERS) inside "
+            f"BEGIN … ROLLBACK; medians over the JSON executions. {_e(FLAG_LEGEND)}.</p>",
+            _table(*plans_rows(tables.plans, short_flags=True)),
+        ]
+    return parts
 
 
 def _e(text: object) -> str:

@@ -17,11 +17,19 @@ import pandas as pd
 import yaml
 from matplotlib.figure import Figure
 
-from harness.analysis import plan_runs, plans_summary, reference_table, summarize
+from harness.analysis import (
+    MONITOR_COLUMNS,
+    plan_runs,
+    plans_summary,
+    property_summary,
+    property_table,
+    reference_table,
+    summarize,
+)
 from harness.html_report import report_html
 from harness.plans import Capture
 from harness.plots import FORMATS, encode, plans_chart, tenant_share, timeline, wait_ecdf
-from harness.report import summary_markdown
+from harness.report import RunTables, summary_markdown
 from harness.results import RunFolder, load_jobs, load_run
 from harness.scenario import Scenario
 
@@ -30,14 +38,23 @@ from harness.scenario import Scenario
 class Rendered:
     folder: RunFolder
     document: dict[str, Any]
-    summary: pd.DataFrame | None
-    plans: pd.DataFrame | None
-    reference: pd.DataFrame | None
-    reference_source: str | None
+    tables: RunTables
 
     @property
     def report(self) -> Path:
         return self.folder.path / "report.html"
+
+    @property
+    def summary(self) -> pd.DataFrame | None:
+        return self.tables.summary
+
+    @property
+    def plans(self) -> pd.DataFrame | None:
+        return self.tables.plans
+
+    @property
+    def reference(self) -> pd.DataFrame | None:
+        return self.tables.reference
 
 
 def render_run(folder: RunFolder) -> Rendered:
@@ -47,6 +64,7 @@ def render_run(folder: RunFolder) -> Rendered:
     jobs = load_jobs(folder.path) if (folder.path / "jobs.csv").exists() else None
     captures = load_captures(folder.path, document)
     summary = summarize(jobs) if jobs is not None and len(jobs) else None
+    properties = _properties(folder.path, jobs, scenario)
     runs = plan_runs(captures) if captures else None
     plans = plans_summary(runs, captures) if runs is not None else None
     reference = source = None
@@ -58,25 +76,33 @@ def render_run(folder: RunFolder) -> Rendered:
         write("summary", "summary.csv", summary.to_csv(index=False))
     if runs is not None:
         write("plans", "plans.csv", runs.to_csv(index=False))
-    title = f"{scenario.name}: {folder.run_id}"
-    write("summary_md", "summary.md", summary_markdown(title, summary, plans, reference, source))
-    plots = _plots(jobs, plans)
-    for name, figure in plots.items():
-        for form in FORMATS:
-            write(f"{name}_{form}", f"{name}.{form}", encode(figure, form))
-    html = report_html(
-        folder.path,
-        document,
-        scenario,
+    if properties is not None:
+        write("properties", "properties.csv", properties.to_csv(index=False))
+    tables = RunTables(
         summary,
         plans,
         reference,
         source,
-        {name: encode(figure, "png") for name, figure in plots.items()},
+        property_summary(properties) if properties is not None else None,
     )
+    write("summary_md", "summary.md", summary_markdown(f"{scenario.name}: {folder.run_id}", tables))
+    plots = _plots(jobs, plans)
+    for name, figure in plots.items():
+        for form in FORMATS:
+            write(f"{name}_{form}", f"{name}.{form}", encode(figure, form))
+    pngs = {name: encode(figure, "png") for name, figure in plots.items()}
+    html = report_html(folder.path, document, scenario, tables, pngs)
     write("report", "report.html", html)
     folder.write_json("run.json", document, replace=True)
-    return Rendered(folder, document, summary, plans, reference, source)
+    return Rendered(folder, document, tables)
+
+
+def _properties(run: Path, jobs: pd.DataFrame | None, scenario: Scenario) -> pd.DataFrame | None:
+    if not scenario.checks or jobs is None or jobs.empty:
+        return None
+    path = run / "monitor.csv"
+    monitor = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=MONITOR_COLUMNS)
+    return property_table(jobs, monitor, scenario)
 
 
 def _writer(folder: RunFolder, files: dict[str, str]):  # type: ignore[no-untyped-def]

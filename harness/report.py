@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 from xml.etree import ElementTree
 
@@ -201,13 +202,51 @@ def console_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[st
     return table
 
 
-def summary_markdown(
-    title: str,
-    summary: pd.DataFrame | None,
-    plans: pd.DataFrame | None,
-    reference: pd.DataFrame | None,
-    source: str | None,
-) -> str:
+@dataclass(frozen=True)
+class RunTables:
+    """The analysed tables of a run, for markdown, HTML and the console alike."""
+
+    summary: pd.DataFrame | None = None
+    plans: pd.DataFrame | None = None
+    reference: pd.DataFrame | None = None
+    reference_source: str | None = None
+    properties: pd.DataFrame | None = None
+
+
+def property_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    headers = [
+        "property",
+        "strategy",
+        "workers",
+        "reps",
+        "measured (worst)",
+        "bound",
+        "held",
+        "detail",
+    ]
+    rows = [
+        [
+            r["check"],
+            r["strategy"],
+            str(r["workers"]),
+            str(r["repetitions"]),
+            number(r["measured"]),
+            number(r["bound"]),
+            "n/a" if r["held"] is None or r["held"] != r["held"] else "yes" if r["held"] else "NO",
+            r["detail"],
+        ]
+        for r in table.to_dict("records")
+    ]
+    return headers, rows
+
+
+def summary_markdown(title: str, tables: RunTables) -> str:
+    summary, plans, reference, source = (
+        tables.summary,
+        tables.plans,
+        tables.reference,
+        tables.reference_source,
+    )
     parts = [f"# {title}\n"]
     if reference is not None and len(reference):
         parts += [
@@ -229,6 +268,12 @@ def summary_markdown(
             "the backlog, inside BEGIN ... ROLLBACK; medians over the JSON repetitions "
             "(plans.csv has each). Total = planning + execution. Raw plans: explain/.\n",
             markdown_table(*plans_rows(plans)),
+        ]
+    if tables.properties is not None:
+        parts += [
+            "## Properties checked\n\nFrom the recorded data (harness/properties.py); "
+            "measured is the worst repetition.\n",
+            markdown_table(*property_rows(tables.properties)),
         ]
     return "\n".join(parts)
 

@@ -216,6 +216,10 @@ class Scenario(Model):
             )
         if self.total_jobs > MAX_TOTAL_JOBS and self.timed:
             raise ValueError(f"{self.total_jobs:,} jobs in all; at most {MAX_TOTAL_JOBS:,}")
+        if "tenant_cap" in self.checks and self.tenant_cap is None:
+            raise ValueError("checks: tenant_cap needs the scenario's tenant_cap (e.g. 2)")
+        if self.checks and not self.timed:
+            raise ValueError("checks need a timed run (tenant_groups): they read its data")
         if self.explain is not None:
             self._check_explain(self.explain)
         if self.reference is not None:

@@ -1,9 +1,9 @@
 """Worker and enqueuer processes.
 
 Workers use the article's claim pattern. One OS process and one connection per worker.
-The claim is one short transaction: `dequeue` (SELECT ... FOR UPDATE SKIP LOCKED),
-`start` (the job is running, started_at = clock_timestamp()) and, for strategies that
-have them, `served` (the tenant's turn is used) and `retire` (its upkeep). The work is a
+The claim is one short transaction: `dequeue` (SELECT ... FOR UPDATE SKIP LOCKED), then,
+for strategies that have it, `served` (the tenant's turn is used), `start` (the job is
+running, started_at = clock_timestamp()) and `retire` (the tenant's upkeep). The work is a
 sleep of the job's duration, outside the transaction; `complete` marks it done. A
 strategy whose header says `-- claim: hold` instead keeps the transaction, and so the
 job's row lock, open for the work and completes inside it.
@@ -167,10 +167,12 @@ def claim_statements(conn: psycopg.Connection, spec: WorkerSpec) -> tuple[int, i
         return None
     job_id, tenant_id = row
     params = {**spec.params, "job_id": job_id, "tenant_id": tenant_id}
-    if conn.execute(spec.start, params).rowcount != 1:
-        raise RuntimeError(f"job {job_id} was dequeued but could not be started")
+    # `served` before `start`: a guard there (a cap) decides before the job's started_at
+    # is taken, so recorded intervals never overlap more than the guard allowed.
     if spec.served is not None and conn.execute(spec.served, params).rowcount == 0:
         raise LostRace()
+    if conn.execute(spec.start, params).rowcount != 1:
+        raise RuntimeError(f"job {job_id} was dequeued but could not be started")
     if spec.retire is not None:
         conn.execute(spec.retire, params)
     return job_id, tenant_id

@@ -56,10 +56,9 @@ def test_a_baseline_records_every_probe_and_its_provenance(baseline: Path) -> No
     assert document["format_version"] == 1
     assert document["metadata"]["postgres"]["server_version_num"] // 10000 == 17
     assert {(p["strategy"], p["variant"]) for p in document["probes"]} == {
-        ("fifo", "skewed"),
-        ("round_robin", "skewed"),
-        ("fifo", "active-only"),
-        ("round_robin", "active-only"),
+        (strategy, variant)
+        for strategy in ("fifo", "round_robin", "round_robin_active")
+        for variant in ("skewed", "active-only")
     }
     assert all(len(p["claim_ms"]) == 50 for p in document["probes"])
 

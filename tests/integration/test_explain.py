@@ -22,7 +22,8 @@ from tests.integration.conftest import Quiet
 
 SMALL_SKEW = """\
 name: small-skew
-strategies: [round_robin_by_id, round_robin_by_id_no_fifo_index, round_robin, fifo]
+strategies: [round_robin_by_id, round_robin_by_id_no_fifo_index, round_robin, fifo,
+  round_robin_active]
 backlog:
   groups:
     - {name: large, tenants: 1, jobs_per_tenant: 20000}
@@ -104,6 +105,13 @@ def test_idle_tenants_cost_one_probe_each(outcome) -> None:
     assert busy.shared_buffers < 20
 
 
+def test_round_robin_active_probes_only_tenants_with_work(outcome) -> None:
+    active = figures(outcome, "idle-200", "round_robin_active")
+    assert active.jobs_loops == 1
+    assert active.shared_buffers < 20
+    assert figures(outcome, "idle-200", "round_robin").shared_buffers > 20 * active.shared_buffers
+
+
 def test_slow_captures_are_skipped_and_said_so(outcome) -> None:
     plans = outcome.plans.set_index(["variant", "strategy"])
     assert plans.loc[("large-first", "round_robin_by_id_no_fifo_index"), "skipped"].startswith(
@@ -122,7 +130,7 @@ def test_the_run_folder_has_text_plans_a_table_and_a_plot(outcome) -> None:
     assert (folder / "plans.png").stat().st_size > 10_000
     assert "## Dequeue plans" in (folder / "summary.md").read_text()
     page = outcome.report.read_text()
-    assert "id='explain'" in page and page.count("<details><summary>idle-200 / ") == 4
+    assert "id='explain'" in page and page.count("<details><summary>idle-200 / ") == 5
     assert page.count("src='data:image/png;base64,") == 1  # the plans chart
     assert not (folder / "jobs.csv").exists()
     reference = outcome.reference.iloc[0]
@@ -162,7 +170,7 @@ def _state(conn: psycopg.Connection) -> tuple:
 
 def test_requests_cover_every_variant_and_strategy() -> None:
     chosen = requests(_scenario())
-    assert len(chosen) == 12
+    assert len(chosen) == 15
     assert [r for r in chosen if r.slow] == [
         r
         for r in chosen

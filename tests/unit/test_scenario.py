@@ -190,3 +190,13 @@ def test_a_plan_figure_must_name_an_explain_variant(write_yaml) -> None:
 """
     )
     assert "variant must be one of the explain variants ['more']" in error_for(write_yaml, text)
+
+
+def test_a_cap_check_needs_a_cap(write_yaml) -> None:
+    message = error_for(write_yaml, SHORT_NOISY + "checks: [tenant_cap]\n")
+    assert message == "1: checks: tenant_cap needs the scenario's tenant_cap (e.g. 2)"
+
+
+def test_an_unknown_check_lists_the_known_ones(write_yaml) -> None:
+    message = error_for(write_yaml, SHORT_NOISY + "checks: [fairness]\n")
+    assert message.startswith("17: checks[0]: Input should be 'never_stranded', ")

@@ -1,0 +1,7 @@
+-- extends: fifo
+-- claim: hold
+-- FIFO with the row lock held for the job's duration: one transaction around dequeue,
+-- the work and completion, instead of claim-then-complete. SKIP LOCKED still spreads the
+-- jobs over the workers, but every job keeps a transaction (and a connection) open for
+-- its whole run, and a crash mid-job rolls the job back to queued instead of leaving it
+-- running forever.

@@ -1,0 +1,8 @@
+-- extends: round_robin
+-- claim: hold
+-- Round-robin with the row lock held for the job's duration. The claim's `served` update
+-- locks the tenant's queue_tenants row, and holding the transaction open for the work
+-- holds that lock too: a second worker that picks a job of the same tenant waits in its
+-- own `served` until the first job is done. The tenant is throttled to about one job at
+-- a time, which is what the article warns of ("locking the tenant row instead of the
+-- job would have limited it to one job at a time").
