@@ -15,6 +15,8 @@ from rich.console import Console
 from harness.check import CheckSettings
 from harness.commands import CheckRequest, check_command
 from harness.providers import Server
+from harness.scenario import load_scenario
+from harness.strategies import load_strategies
 from tests.conftest import ROOT
 
 PROBES = ROOT / "scenarios/dequeue-check.yaml"
@@ -55,11 +57,11 @@ def test_a_baseline_records_every_probe_and_its_provenance(baseline: Path) -> No
     document = json.loads(baseline.read_text())
     assert document["format_version"] == 1
     assert document["metadata"]["postgres"]["server_version_num"] // 10000 == 17
-    assert {(p["strategy"], p["variant"]) for p in document["probes"]} == {
-        (strategy, variant)
-        for strategy in ("fifo", "round_robin", "round_robin_active")
-        for variant in ("skewed", "active-only")
-    }
+    probes = load_scenario(PROBES, set(load_strategies())).scenario
+    assert probes.explain is not None
+    expected = {(s, v.name) for s in probes.explain_strategies for v in probes.explain.variants}
+    assert {(p["strategy"], p["variant"]) for p in document["probes"]} == expected
+    assert len(expected) == 12
     assert all(len(p["claim_ms"]) == 50 for p in document["probes"])
 
 
