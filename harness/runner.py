@@ -1,8 +1,9 @@
 """Scenario -> repetitions -> workers -> the books checked -> one row per job.
 
 For every repetition the run's own schema is dropped and created afresh, so each starts
-from the article's empty tables. Worker processes connect first; the clock starts when
-all of them are ready, and the batches go in at their offsets from the main process.
+from the article's empty tables. Worker and enqueuer processes connect first; then the
+backlog, if any, is loaded, the clock starts, workers begin to claim and enqueuers insert
+their batches at their offsets.
 """
 
 from __future__ import annotations
@@ -140,10 +141,6 @@ def run_repetition(
 ) -> RepetitionResult:
     with psycopg.connect(dsn, autocommit=True, options="-c TimeZone=UTC") as conn:
         reset_schema(conn, schema, strategy)
-        if scenario.backlog is not None:
-            load_backlog(
-                conn, strategy, backlog_rows(scenario, scenario.backlog), scenario_params(scenario)
-            )
         observer.repetition_started(repetition, scenario.total_jobs)
         started_at = _now(conn)
         crew = Crew.for_repetition(dsn, schema, scenario, strategy, repetition.workers)
@@ -269,12 +266,22 @@ class Crew:
             for process in self.processes:
                 process.start()
             self._wait_ready()
+            # The backlog goes in once every process is connected, just before the clock
+            # starts, so that its waits do not include the processes' start-up.
+            if scenario.backlog is not None:
+                load_backlog(
+                    conn,
+                    strategy,
+                    backlog_rows(scenario, scenario.backlog),
+                    scenario_params(scenario),
+                )
             self.signals.start.set()
             samples = self._watch(conn, scenario, strategy, observer)
             self.signals.stop.set()
             return self._collect_reports(), samples
         finally:
             self.signals.stop.set()
+            self.signals.start.set()  # lets a process still waiting for the start see stop
             _end_processes(self.processes)
 
     def _wait_ready(self) -> None:

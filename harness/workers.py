@@ -113,6 +113,7 @@ def _work(
     signals: WorkerSignals,
     report: WorkerReport,
 ) -> None:
+    signals.start.wait()
     while not signals.stop.is_set():
         began = time.perf_counter()
         try:
