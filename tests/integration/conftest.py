@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -53,12 +54,24 @@ class Quiet:
     def capture_step(self) -> None: ...
 
 
+def run_yaml(
+    server: Server,
+    directory: Path,
+    text: str,
+    options: RunOptions | None = None,
+    strategies_dir: Path | None = None,
+) -> Rendered:
+    """Write a scenario into `directory` and run it there on the test server."""
+    path = directory / "scenario.yaml"
+    path.write_text(text)
+    strategies = load_strategies(strategies_dir)
+    loaded = load_scenario(path, set(strategies))
+    return run_scenario(
+        loaded, strategies, server, directory / "results", Quiet(), options or RunOptions()
+    )
+
+
 @pytest.fixture(scope="session")
 def short_run(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Rendered:
     """The noisy neighbour in small, both strategies, one repetition: a real run folder."""
-    tmp = tmp_path_factory.mktemp("short")
-    path = tmp / "short-noisy.yaml"
-    path.write_text(SHORT_NOISY)
-    strategies = load_strategies()
-    loaded = load_scenario(path, set(strategies))
-    return run_scenario(loaded, strategies, server, tmp / "results", Quiet(), RunOptions())
+    return run_yaml(server, tmp_path_factory.mktemp("short"), SHORT_NOISY)

@@ -9,16 +9,16 @@ import psycopg
 import pytest
 import yaml
 
-from harness.bench import RunOptions, run_scenario
+from harness.bench import RunOptions
 from harness.explain import explain_dequeue, requests
 from harness.plans import WALKS_GLOBAL_INDEX, PlanFigures
 from harness.providers import Server
 from harness.render import Rendered
 from harness.runner import load_backlog, reset_schema
-from harness.scenario import Scenario, load_scenario
+from harness.scenario import Scenario
 from harness.strategies import Strategy, load_strategies
 from harness.workload import backlog_rows
-from tests.integration.conftest import Quiet
+from tests.integration.conftest import run_yaml
 
 SMALL_SKEW = """\
 name: small-skew
@@ -49,13 +49,7 @@ reference:
 
 @pytest.fixture(scope="module")
 def outcome(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Rendered:
-    tmp = tmp_path_factory.mktemp("skew")
-    path = tmp / "small-skew.yaml"
-    path.write_text(SMALL_SKEW)
-    strategies = load_strategies()
-    loaded = load_scenario(path, set(strategies))
-    options = RunOptions(timed=False)
-    return run_scenario(loaded, strategies, server, tmp / "results", Quiet(), options)
+    return run_yaml(server, tmp_path_factory.mktemp("skew"), SMALL_SKEW, RunOptions(timed=False))
 
 
 def figures(outcome: Rendered, variant: str, strategy: str) -> PlanFigures:

@@ -9,14 +9,11 @@ import pandas as pd
 import psycopg
 import pytest
 
-from harness.bench import RunOptions, run_scenario
 from harness.errors import RunFailed
 from harness.providers import Server
 from harness.results import JOB_COLUMNS, load_jobs
-from harness.scenario import load_scenario
-from harness.strategies import load_strategies
 from tests.conftest import SHORT_NOISY
-from tests.integration.conftest import Quiet
+from tests.integration.conftest import run_yaml
 
 
 def small_median(summary: pd.DataFrame, strategy: str) -> float:
@@ -94,12 +91,9 @@ def test_the_books_catch_a_lost_job(server: Server, tmp_path: Path) -> None:
         + "\n-- name: books\nselect id, tenant_id, status, enqueued_at, started_at, "
         "finished_at from jobs where id <> 1 order by id;\n"
     )
-    scenario = tmp_path / "s.yaml"
-    scenario.write_text(SHORT_NOISY.replace("[fifo, round_robin]", "[lossy]"))
-    strategies = load_strategies(tmp_path)
-    loaded = load_scenario(scenario, set(strategies))
+    lossy = SHORT_NOISY.replace("[fifo, round_robin]", "[lossy]")
     with pytest.raises(RunFailed, match="the books do not balance: 210 jobs enqueued but 209"):
-        run_scenario(loaded, strategies, server, tmp_path / "results", Quiet(), RunOptions())
+        run_yaml(server, tmp_path, lossy, strategies_dir=tmp_path)
     run_json = next((tmp_path / "results" / "short-noisy").iterdir()) / "run.json"
     run = json.loads(run_json.read_text())
     assert run["status"] == "failed"

@@ -6,20 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.bench import RunOptions, run_scenario
 from harness.providers import Server
 from harness.render import Rendered
-from harness.scenario import load_scenario
-from harness.strategies import load_strategies
-from tests.integration.conftest import Quiet
+from tests.integration.conftest import run_yaml
 
 
 def run(server: Server, tmp_path: Path, text: str) -> Rendered:
-    path = tmp_path / "scenario.yaml"
-    path.write_text(text)
-    strategies = load_strategies()
-    loaded = load_scenario(path, set(strategies))
-    return run_scenario(loaded, strategies, server, tmp_path / "results", Quiet(), RunOptions())
+    return run_yaml(server, tmp_path, text)
 
 
 def verdicts(outcome: Rendered) -> dict[str, bool | None]:
