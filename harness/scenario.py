@@ -300,8 +300,7 @@ def load_scenario(path: Path, strategies: set[str]) -> LoadedScenario:
         data = yaml.safe_load(text)
     except yaml.YAMLError as error:
         raise HarnessError(
-            f"{path}:{_yaml_error_line(error)}: not valid YAML: "
-            f"{getattr(error, 'problem', None) or error}"
+            f"{path}:{_yaml_error_line(error, text)}: not valid YAML: {_yaml_problem(error)}"
         ) from error
     if not isinstance(data, dict):
         raise HarnessError(
@@ -325,9 +324,18 @@ def load_scenario(path: Path, strategies: set[str]) -> LoadedScenario:
     return LoadedScenario(scenario=scenario, path=str(path), text=text)
 
 
-def _yaml_error_line(error: yaml.YAMLError) -> int:
+def _yaml_problem(error: yaml.YAMLError) -> str:
+    """What PyYAML says is wrong, on one line (its own text spans several)."""
+    problem = getattr(error, "problem", None) or (str(error).splitlines() or [""])[0]
+    return " ".join(str(problem).split())
+
+
+def _yaml_error_line(error: yaml.YAMLError, text: str) -> int:
     mark = getattr(error, "problem_mark", None)
-    return mark.line + 1 if mark is not None else 1
+    if mark is not None:
+        return int(mark.line) + 1
+    position = getattr(error, "position", None)  # a character the reader refused
+    return text[:position].count("\n") + 1 if isinstance(position, int) else 1
 
 
 def _first_error(path: Path, node: yaml.Node | None, error: ValidationError) -> str:
