@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 
 import harness
+from harness.providers import redact
 
 # Settings that shape queue performance, recorded even when they are at their default.
 KEY_SETTINGS = (
@@ -120,6 +121,27 @@ def collect_postgres(dsn: str) -> dict[str, Any]:
         }
 
 
+def redacted_command(argv: list[str]) -> list[str]:
+    """The command line with the password of any --dsn taken out."""
+    command, hide_next = [], False
+    for arg in argv:
+        if hide_next:
+            command.append(_redacted(arg))
+        elif arg.startswith("--dsn="):
+            command.append("--dsn=" + _redacted(arg.removeprefix("--dsn=")))
+        else:
+            command.append(arg)
+        hide_next = arg == "--dsn"
+    return command
+
+
+def _redacted(dsn: str) -> str:
+    try:
+        return redact(dsn)
+    except psycopg.Error:
+        return "(a DSN that could not be parsed, left out)"
+
+
 def collect_all(dsn: str, provider: dict[str, Any]) -> dict[str, Any]:
     return {
         "harness": collect_harness(),
@@ -127,5 +149,5 @@ def collect_all(dsn: str, provider: dict[str, Any]) -> dict[str, Any]:
         "host": collect_host(),
         "postgres": collect_postgres(dsn),
         "provider": provider,
-        "command": sys.argv,
+        "command": redacted_command(sys.argv),
     }

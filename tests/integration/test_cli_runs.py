@@ -26,6 +26,8 @@ def test_external_works_only_in_its_own_schema(server: Server, tmp_path: Path) -
         conn.execute("insert into public.precious values (42)")
     scenario = tmp_path / "s.yaml"
     scenario.write_text(ONE_STRATEGY)
+    # The embedded server trusts local connections, so any password is accepted: it
+    # stands for a real one that must not reach the results.
     done = subprocess.run(
         [
             sys.executable,
@@ -34,7 +36,7 @@ def test_external_works_only_in_its_own_schema(server: Server, tmp_path: Path) -
             "run",
             str(scenario),
             "--dsn",
-            server.dsn,
+            server.dsn + " password=s3cret-pw",
             "--results-dir",
             str(tmp_path / "results"),
         ],
@@ -52,6 +54,11 @@ def test_external_works_only_in_its_own_schema(server: Server, tmp_path: Path) -
         conn.execute("drop table public.precious")
     run = json.loads((tmp_path / "results" / "latest" / "run.json").read_text())
     assert run["metadata"]["provider"]["kind"] == "external"
+    folder = (tmp_path / "results" / "latest").resolve()
+    for path in folder.rglob("*"):
+        if path.is_file() and path.suffix in (".json", ".md", ".html", ".csv", ".yaml"):
+            assert "s3cret-pw" not in path.read_text(), path
+    assert "s3cret-pw" not in done.stdout + done.stderr
 
 
 def start_run(tmp_path: Path, text: str) -> subprocess.Popen[str]:

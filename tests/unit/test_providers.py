@@ -92,3 +92,24 @@ def test_the_docker_probe_reads_a_ping_answer(tmp_path: Path) -> None:
         thread.join(timeout=5)
         server.close()
     assert not docker_engine_answers({"DOCKER_HOST": f"unix://{tmp_path}/absent.sock"})
+
+
+def test_the_recorded_command_hides_dsn_passwords() -> None:
+    from harness.metadata import redacted_command
+
+    command = redacted_command(
+        [
+            "harness",
+            "run",
+            "s.yaml",
+            "--dsn",
+            "postgresql://u:hunter2@h/db",
+            "--dsn=host=h password=pw2",
+            "--dsn",
+            "postgresql://u:pw3@[bad",
+        ]
+    )
+    text = " ".join(command)
+    assert "hunter2" not in text and "pw2" not in text and "pw3" not in text
+    assert command[:3] == ["harness", "run", "s.yaml"]
+    assert "user=u" in command[4]
