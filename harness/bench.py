@@ -153,6 +153,7 @@ def _run_document(
             "name": loaded.scenario.name,
             "path": loaded.path,
             "sha256": loaded.sha256,
+            "seed": loaded.scenario.seed,  # durations, sizes and arrivals drawn from it
             "copy": "scenario.yaml",
         },
         "options": options.__dict__,

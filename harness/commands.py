@@ -46,6 +46,7 @@ from harness.results import RunFolder, atomic_write, load_jobs
 from harness.runner import own_schema, plan
 from harness.scenario import LoadedScenario, load_scenario
 from harness.strategies import Strategy, load_strategies
+from harness.workload import generate
 
 
 def load_all(paths: list[Path], strategies_dir: Path | None) -> list[LoadedScenario]:
@@ -60,7 +61,8 @@ def validate_command(paths: list[Path], strategies_dir: Path | None, console: Co
         parts = []
         if scenario.timed:
             parts.append(
-                f"{scenario.total_jobs:,} jobs per repetition, {len(plan(scenario))} repetitions"
+                f"{generate(scenario).total_jobs:,} jobs per repetition, "
+                f"{len(plan(scenario))} repetitions"
             )
         if scenario.explain is not None:
             parts.append(f"{len(requests(scenario))} plan captures")

@@ -41,7 +41,7 @@ def measure(
             params = scenario_params(probes)
             captured = capture(conn, schema, strategy, request.variant, rows, 1, observer, params)
             figures = captured.figures[-1]
-            spec = worker_spec(dsn, schema, strategy, 0, {}, params)
+            spec = worker_spec(dsn, schema, strategy, 0, 0, {}, params)
             claim_ms, reference_ms = time_claims(
                 conn, partial(claim_statements, conn, spec), samples
             )

@@ -21,6 +21,7 @@ import psycopg
 from psycopg import sql
 
 from harness.books import JobRow, check_books
+from harness.distributions import Duration, job_duration_ms
 from harness.errors import HarnessError, RunFailed
 from harness.scenario import Scenario
 from harness.strategies import Strategy, schema_blocks
@@ -35,10 +36,12 @@ from harness.workers import (
 from harness.workload import (
     BacklogRows,
     Batch,
+    Workload,
     backlog_rows,
     build_batches,
-    durations_ms,
+    generate,
     tenant_classes,
+    tenant_durations,
 )
 
 _SPAWN = multiprocessing.get_context("spawn")
@@ -141,14 +144,15 @@ def run_repetition(
 ) -> RepetitionResult:
     with psycopg.connect(dsn, autocommit=True, options="-c TimeZone=UTC") as conn:
         reset_schema(conn, schema, strategy)
-        observer.repetition_started(repetition, scenario.total_jobs)
+        workload = generate(scenario)
+        observer.repetition_started(repetition, workload.total_jobs)
         started_at = _now(conn)
         crew = Crew.for_repetition(dsn, schema, scenario, strategy, repetition.workers)
-        reports, samples = crew.run(conn, scenario, strategy, observer)
+        reports, samples = crew.run(conn, scenario, workload, strategy, observer)
         finished_at = _now(conn)
         rows = read_books(conn, strategy)
     claims = [claim for report in reports for claim in report.claims]
-    problems = check_books(scenario.total_jobs, rows, [job for job, _, _ in claims])
+    problems = check_books(workload.total_jobs, rows, [job for job, _, _ in claims])
     if problems:
         raise RunFailed(f"{repetition.label}: the books do not balance: " + "; ".join(problems))
     result = RepetitionResult(
@@ -175,7 +179,8 @@ def worker_spec(
     schema: str,
     strategy: Strategy,
     poll_interval_ms: float,
-    durations: dict[int, float],
+    seed: int,
+    durations: dict[int, Duration],
     params: dict[str, Any] | None = None,
 ) -> WorkerSpec:
     """What a worker process needs: where to connect and the strategy's claim statements."""
@@ -193,7 +198,8 @@ def worker_spec(
         retire=optional("retire"),
         hold_lock=strategy.hold_lock,
         poll_interval_s=poll_interval_ms / 1000,
-        durations_ms=durations,
+        seed=seed,
+        durations=durations,
         params=params or {},
     )
 
@@ -219,7 +225,8 @@ class Crew:
             schema,
             strategy,
             scenario.poll_interval_ms,
-            durations_ms(scenario),
+            scenario.seed,
+            tenant_durations(scenario),
             scenario_params(scenario),
         )
         schedules = enqueuer_schedules(scenario, strategy)
@@ -259,6 +266,7 @@ class Crew:
         self,
         conn: psycopg.Connection,
         scenario: Scenario,
+        workload: Workload,
         strategy: Strategy,
         observer: Observer,
     ) -> tuple[list[WorkerReport], list[tuple[float, int, float]]]:
@@ -276,7 +284,7 @@ class Crew:
                     scenario_params(scenario),
                 )
             self.signals.start.set()
-            samples = self._watch(conn, scenario, strategy, observer)
+            samples = self._watch(conn, scenario, workload.total_jobs, strategy, observer)
             self.signals.stop.set()
             return self._collect_reports(), samples
         finally:
@@ -296,11 +304,12 @@ class Crew:
         self,
         conn: psycopg.Connection,
         scenario: Scenario,
+        total: int,
         strategy: Strategy,
         observer: Observer,
     ) -> list[tuple[float, int, float]]:
         """Progress until every job is done; the strategy's monitor sampled meanwhile."""
-        total, start, samples = scenario.total_jobs, time.monotonic(), []
+        start, samples = time.monotonic(), []
         monitor = strategy.sql("monitor") if strategy.has("monitor") else None
         while True:
             elapsed = time.monotonic() - start
@@ -386,7 +395,7 @@ def _job_records(
         job: (report.worker, claim_ms) for report in reports for job, _, claim_ms in report.claims
     }
     classes = tenant_classes(scenario)
-    durations = durations_ms(scenario)
+    durations = tenant_durations(scenario)
     return [
         {
             "scenario": scenario.name,
@@ -400,7 +409,7 @@ def _job_records(
             "started_at": _iso(row.started_at),
             "finished_at": _iso(row.finished_at),
             "worker": by_job[row.job_id][0],
-            "duration_ms": durations[row.tenant_id],
+            "duration_ms": job_duration_ms(scenario.seed, row.job_id, durations[row.tenant_id]),
             "claim_ms": round(by_job[row.job_id][1], 4),
         }
         for row in rows

@@ -7,8 +7,9 @@ worker counts, strategies and repetitions, and the article's figures it reproduc
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -20,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from harness.distributions import MAX_DURATION_MS, Duration
 from harness.errors import HarnessError
 
 MAX_TOTAL_JOBS = 5_000_000
@@ -34,14 +36,97 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class TenantGroup(Model):
-    """`tenants` tenants that each queue `jobs_per_tenant` jobs at `enqueue_at_s`, and again
-    every `every_s` seconds, `repeat` times in all."""
+class Constant(Model):
+    distribution: Literal["constant"]
+    ms: float = Field(ge=0, le=MAX_DURATION_MS)
+
+    def spec(self) -> Duration:
+        return Duration("constant", self.ms)
+
+
+class Uniform(Model):
+    distribution: Literal["uniform"]
+    low_ms: float = Field(ge=0, le=MAX_DURATION_MS)
+    high_ms: float = Field(ge=0, le=MAX_DURATION_MS)
+
+    def spec(self) -> Duration:
+        return Duration("uniform", self.low_ms, self.high_ms)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Uniform:
+        if self.high_ms < self.low_ms:
+            raise ValueError(f"high_ms {self.high_ms:g} is below low_ms {self.low_ms:g}")
+        return self
+
+
+class Exponential(Model):
+    distribution: Literal["exponential"]
+    mean_ms: float = Field(gt=0, le=MAX_DURATION_MS)
+
+    def spec(self) -> Duration:
+        return Duration("exponential", self.mean_ms)
+
+
+class LogNormal(Model):
+    """Median `median_ms`; `sigma` is the spread of the log (1.0: a tenth of jobs take over
+    3.6 times the median)."""
+
+    distribution: Literal["lognormal"]
+    median_ms: float = Field(gt=0, le=MAX_DURATION_MS)
+    sigma: float = Field(gt=0, le=4)
+
+    def spec(self) -> Duration:
+        return Duration("lognormal", self.median_ms, self.sigma)
+
+
+DurationModel = Annotated[
+    Constant | Uniform | Exponential | LogNormal, Field(discriminator="distribution")
+]
+
+
+class Durations:
+    """`duration_ms: 20` for constant jobs, or `duration: {distribution: ..., ...}`; the
+    draws are seeded by the scenario's seed and the job's id (harness/distributions.py)."""
+
+    if TYPE_CHECKING:  # the fields themselves are declared by each model, in its order
+        duration_ms: float | None
+        duration: Constant | Uniform | Exponential | LogNormal | None
+
+    def duration_spec(self) -> Duration:
+        if self.duration is not None:
+            return self.duration.spec()
+        return Duration("constant", self.duration_ms or 0.0)
+
+    def _check_durations(self, required: bool) -> None:
+        if self.duration_ms is not None and self.duration is not None:
+            raise ValueError("give duration_ms (constant) or duration (a distribution), not both")
+        if required and self.duration_ms is None and self.duration is None:
+            raise ValueError(
+                "each job needs a duration: duration_ms: 20, or duration: "
+                "{distribution: exponential, mean_ms: 20} (also constant, uniform, lognormal)"
+            )
+
+
+class TenantGroup(Durations, Model):
+    """`tenants` tenants whose jobs arrive during the run.
+
+    Arrival `burst` (default): at `enqueue_at_s`, and again every `every_s` seconds,
+    `repeat` times in all; each tenant queues `jobs_per_tenant` jobs, or the group's `jobs`
+    are spread over its tenants with Zipf sizes (`zipf_s`: tenant k of n gets a share
+    proportional to 1/k^s). Arrival `poisson`: single jobs at `rate_per_s` for `window_s`
+    seconds from `enqueue_at_s`, each for a tenant drawn uniformly, or by `zipf_s`.
+    """
 
     name: Name
     tenants: int = Field(ge=1, le=100_000)
-    jobs_per_tenant: int = Field(ge=1, le=1_000_000)
-    duration_ms: float = Field(ge=0, le=600_000)
+    jobs_per_tenant: int | None = Field(default=None, ge=1, le=1_000_000)
+    jobs: int | None = Field(default=None, ge=1, le=MAX_TOTAL_JOBS)
+    zipf_s: float | None = Field(default=None, gt=0, le=10)
+    duration_ms: float | None = Field(default=None, ge=0, le=MAX_DURATION_MS)
+    duration: DurationModel | None = None
+    arrival: Literal["burst", "poisson"] = "burst"
+    rate_per_s: float | None = Field(default=None, gt=0, le=100_000)
+    window_s: float | None = Field(default=None, gt=0, le=86_400)
     enqueue_at_s: float = Field(default=0, ge=0, le=86_400)
     repeat: int = Field(default=1, ge=1, le=100_000)
     every_s: float = Field(default=0, ge=0, le=86_400)
@@ -49,11 +134,42 @@ class TenantGroup(Model):
     priority: int = Field(default=0, ge=-1000, le=1000)  # for the priority strategy
 
     @property
-    def total_jobs(self) -> int:
-        return self.tenants * self.jobs_per_tenant * self.repeat
+    def expected_jobs(self) -> int:
+        """Exact for bursts; the mean count (rate x window) for Poisson arrivals."""
+        if self.arrival == "poisson":
+            return math.ceil((self.rate_per_s or 0) * (self.window_s or 0))
+        per_round = self.jobs or self.tenants * (self.jobs_per_tenant or 0)
+        return per_round * self.repeat
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TenantGroup:
+        self._check_durations(required=True)
+        if self.arrival == "poisson":
+            self._check_poisson()
+        elif (self.jobs_per_tenant is None) == (self.jobs is None):
+            raise ValueError(
+                "a burst needs jobs_per_tenant (every tenant alike) or jobs with zipf_s "
+                "(a total spread over the tenants), one of them"
+            )
+        elif self.jobs is not None and self.zipf_s is None:
+            raise ValueError("jobs spreads a total over the tenants by zipf_s; give zipf_s")
+        elif self.rate_per_s is not None or self.window_s is not None:
+            raise ValueError("rate_per_s and window_s are for arrival: poisson")
+        return self
+
+    def _check_poisson(self) -> None:
+        if self.rate_per_s is None or self.window_s is None:
+            raise ValueError("arrival: poisson needs rate_per_s and window_s")
+        if self.jobs_per_tenant is not None or self.jobs is not None:
+            raise ValueError(
+                "arrival: poisson draws its jobs from rate_per_s x window_s; "
+                "jobs_per_tenant and jobs are for bursts"
+            )
+        if self.repeat != 1 or self.every_s:
+            raise ValueError("repeat and every_s are for bursts; a Poisson stream runs window_s")
 
 
-class BacklogGroup(Model):
+class BacklogGroup(Durations, Model):
     """Tenants registered before the clock starts, each with `jobs_per_tenant` queued jobs.
 
     `jobs_per_tenant: 0` makes idle tenants: in queue_tenants with nothing queued.
@@ -62,9 +178,15 @@ class BacklogGroup(Model):
     name: Name
     tenants: int = Field(ge=0, le=1_000_000)
     jobs_per_tenant: int = Field(ge=0, le=MAX_BACKLOG_JOBS)
-    duration_ms: float = Field(default=0, ge=0, le=600_000)  # if workers drain it
+    duration_ms: float | None = Field(default=None, ge=0, le=MAX_DURATION_MS)  # if drained
+    duration: DurationModel | None = None
     weight: int = Field(default=1, ge=1, le=1000)
     priority: int = Field(default=0, ge=-1000, le=1000)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BacklogGroup:
+        self._check_durations(required=False)  # 0 ms if not given: plans only
+        return self
 
 
 class Backlog(Model):
@@ -158,6 +280,7 @@ class Reference(Model):
 class Scenario(Model):
     name: Name
     description: str = ""
+    seed: int = Field(default=1, ge=0, le=2**63 - 1)  # durations, arrivals and sizes drawn
     strategies: list[Name] = Field(min_length=1)
     workers: list[Annotated[int, Field(ge=1, le=256)]] = Field(default_factory=list)
     repetitions: int = Field(default=2, ge=1, le=100)
@@ -182,9 +305,10 @@ class Scenario(Model):
         return bool(self.tenant_groups)
 
     @property
-    def total_jobs(self) -> int:
+    def expected_jobs(self) -> int:
+        """Jobs per repetition: exact, but for Poisson streams' mean counts (see workload)."""
         backlog = self.backlog.total_jobs if self.backlog else 0
-        return backlog + sum(group.total_jobs for group in self.tenant_groups)
+        return backlog + sum(group.expected_jobs for group in self.tenant_groups)
 
     @property
     def explain_strategies(self) -> list[str]:
@@ -214,8 +338,8 @@ class Scenario(Model):
             raise ValueError(
                 "nothing to run: give tenant_groups (a timed run), explain (plan captures), or both"
             )
-        if self.total_jobs > MAX_TOTAL_JOBS and self.timed:
-            raise ValueError(f"{self.total_jobs:,} jobs in all; at most {MAX_TOTAL_JOBS:,}")
+        if self.expected_jobs > MAX_TOTAL_JOBS and self.timed:
+            raise ValueError(f"{self.expected_jobs:,} jobs in all; at most {MAX_TOTAL_JOBS:,}")
         if "tenant_cap" in self.checks and self.tenant_cap is None:
             raise ValueError("checks: tenant_cap needs the scenario's tenant_cap (e.g. 2)")
         if self.checks and not self.timed:

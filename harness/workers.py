@@ -30,6 +30,8 @@ from typing import Any
 
 import psycopg
 
+from harness.distributions import Duration, job_duration_ms
+
 
 @dataclass(frozen=True)
 class WorkerSpec:
@@ -42,7 +44,8 @@ class WorkerSpec:
     retire: str | None
     hold_lock: bool  # one transaction around claim, work and completion
     poll_interval_s: float
-    durations_ms: dict[int, float]  # tenant id -> the sleep that simulates each job's work
+    seed: int  # with the job's id, draws the sleep that simulates its work
+    durations: dict[int, Duration]  # tenant id -> its jobs' duration distribution
     params: dict[str, Any] = field(default_factory=dict)  # the scenario's, for every statement
 
 
@@ -151,7 +154,7 @@ def _record(report: WorkerReport, job: tuple[int, int], began: float) -> None:
 
 def _do_work(conn: psycopg.Connection, spec: WorkerSpec, job: tuple[int, int]) -> None:
     job_id, tenant_id = job
-    time.sleep(spec.durations_ms[tenant_id] / 1000)
+    time.sleep(job_duration_ms(spec.seed, job_id, spec.durations[tenant_id]) / 1000)
     complete(conn, spec, job_id)
 
 

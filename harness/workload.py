@@ -1,14 +1,25 @@
 """The jobs a scenario queues: tenant ids, classes, durations, the backlog and the batches.
 
 Tenant ids are numbered from 1: the backlog's groups first, in list order, then the
-timed tenant groups. A job's duration, weight and priority are its tenant group's.
+timed tenant groups. A job's weight and priority are its tenant group's; its duration is
+drawn from the group's distribution by the scenario's seed and the job's id.
+
+Everything drawn (Zipf sizes, Poisson arrival times, durations) comes from the seed, so
+a scenario generates the same workload on every run and machine. Job ids follow the
+order of insertion: the backlog tenant by tenant, then the batches by time, each in its
+tenants' order. With one enqueuer the server hands out exactly these ids (a fresh
+identity per repetition); with several, batches race and ids may interleave, which
+changes which job gets which drawn duration, not the distribution.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import accumulate
 
+from harness.distributions import Duration, job_duration_ms, splitmix64
 from harness.scenario import Backlog, BacklogGroup, Scenario, TenantGroup
 
 
@@ -57,9 +68,9 @@ def tenant_classes(scenario: Scenario, backlog: Backlog | None = None) -> dict[i
     return {tenant: r.group.name for r in tenant_ranges(scenario, backlog) for tenant in r.ids}
 
 
-def durations_ms(scenario: Scenario) -> dict[int, float]:
-    """Tenant id -> how long each of its jobs takes: what a worker sleeps for."""
-    return {tenant: r.group.duration_ms for r in tenant_ranges(scenario) for tenant in r.ids}
+def tenant_durations(scenario: Scenario) -> dict[int, Duration]:
+    """Tenant id -> the distribution its jobs' durations are drawn from."""
+    return {tenant: r.group.duration_spec() for r in tenant_ranges(scenario) for tenant in r.ids}
 
 
 @dataclass(frozen=True)
@@ -96,7 +107,7 @@ def backlog_rows(scenario: Scenario, backlog: Backlog) -> BacklogRows:
     tenants = [(tenant, r.group) for r in ranges for tenant in r.ids]
     return BacklogRows(
         tenant_ids=[tenant for tenant, _ in tenants],
-        jobs=[group.jobs_per_tenant for _, group in tenants],
+        jobs=[group.jobs_per_tenant or 0 for _, group in tenants],
         rotation=[position[tenant] for tenant, _ in tenants],
         weights=[group.weight for _, group in tenants],
         priorities=[group.priority for _, group in tenants],
@@ -104,17 +115,109 @@ def backlog_rows(scenario: Scenario, backlog: Backlog) -> BacklogRows:
 
 
 def build_batches(scenario: Scenario) -> list[Batch]:
-    """One batch per distinct enqueue time; within it, each tenant's jobs in a row."""
+    """One batch per distinct enqueue time; within it, groups in list order and each
+    tenant's jobs in a row."""
     by_time: dict[float, Batch] = {}
-    for r in tenant_ranges(scenario):
-        group = r.group
-        if not isinstance(group, TenantGroup):
+    for index, r in enumerate(tenant_ranges(scenario)):
+        if not isinstance(r.group, TenantGroup):
             continue
-        for round_ in range(group.repeat):
-            at_s = round(group.enqueue_at_s + round_ * group.every_s, 6)
+        for at_s, tenant, count in group_arrivals(scenario.seed, index, r.group, r.first):
             batch = by_time.setdefault(at_s, Batch(at_s))
-            for tenant in r.ids:
-                batch.tenant_ids.extend([tenant] * group.jobs_per_tenant)
-                batch.weights.extend([group.weight] * group.jobs_per_tenant)
-                batch.priorities.extend([group.priority] * group.jobs_per_tenant)
+            batch.tenant_ids.extend([tenant] * count)
+            batch.weights.extend([r.group.weight] * count)
+            batch.priorities.extend([r.group.priority] * count)
     return sorted(by_time.values(), key=lambda batch: batch.at_s)
+
+
+def group_arrivals(
+    seed: int, index: int, group: TenantGroup, first: int
+) -> Iterator[tuple[float, int, int]]:
+    """(offset s, tenant id, jobs) of a group: its bursts, or its Poisson stream."""
+    rng = random.Random(splitmix64(seed ^ splitmix64(index)))
+    if group.arrival == "poisson":
+        yield from _poisson(rng, group, first)
+        return
+    sizes = burst_sizes(rng, group)
+    for round_ in range(group.repeat):
+        at_s = round(group.enqueue_at_s + round_ * group.every_s, 6)
+        for offset, count in enumerate(sizes):
+            if count:
+                yield at_s, first + offset, count
+
+
+def burst_sizes(rng: random.Random, group: TenantGroup) -> list[int]:
+    """Jobs per tenant in one burst: all alike, or `jobs` drawn one by one by Zipf weight."""
+    if group.jobs_per_tenant is not None:
+        return [group.jobs_per_tenant] * group.tenants
+    sizes = [0] * group.tenants
+    cumulative = _zipf_cumulative(group)
+    for tenant in rng.choices(range(group.tenants), cum_weights=cumulative, k=group.jobs or 0):
+        sizes[tenant] += 1
+    return sizes
+
+
+def _zipf_cumulative(group: TenantGroup) -> list[float] | None:
+    if group.zipf_s is None:
+        return None  # uniform
+    s = group.zipf_s
+    return list(accumulate(1 / rank**s for rank in range(1, group.tenants + 1)))
+
+
+def _poisson(
+    rng: random.Random, group: TenantGroup, first: int
+) -> Iterator[tuple[float, int, int]]:
+    assert group.rate_per_s is not None and group.window_s is not None
+    end = group.enqueue_at_s + group.window_s
+    cumulative = _zipf_cumulative(group)
+    at_s = group.enqueue_at_s + rng.expovariate(group.rate_per_s)
+    while at_s < end:
+        offset = rng.choices(range(group.tenants), cum_weights=cumulative)[0]
+        yield round(at_s, 6), first + offset, 1
+        at_s += rng.expovariate(group.rate_per_s)
+
+
+@dataclass(frozen=True)
+class TenantInfo:
+    group: str
+    duration: Duration
+    weight: int
+    priority: int
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Every job of a repetition in id order (ids from 1): the backlog, queued before the
+    clock starts (offset 0), then the batches. What the simulator schedules."""
+
+    seed: int
+    backlog_jobs: int
+    tenant_ids: list[int]  # per job
+    at_s: list[float]  # per job: when it is enqueued, from the start
+    tenants: dict[int, TenantInfo]
+
+    @property
+    def total_jobs(self) -> int:
+        return len(self.tenant_ids)
+
+    def duration_ms(self, job_id: int) -> float:
+        tenant = self.tenant_ids[job_id - 1]
+        return job_duration_ms(self.seed, job_id, self.tenants[tenant].duration)
+
+
+def generate(scenario: Scenario) -> Workload:
+    tenant_ids: list[int] = []
+    if scenario.backlog is not None:
+        rows = backlog_rows(scenario, scenario.backlog)
+        for tenant, jobs in zip(rows.tenant_ids, rows.jobs, strict=True):
+            tenant_ids.extend([tenant] * jobs)
+    backlog_jobs = len(tenant_ids)
+    at_s = [0.0] * backlog_jobs
+    for batch in build_batches(scenario):
+        tenant_ids.extend(batch.tenant_ids)
+        at_s.extend([batch.at_s] * batch.size)
+    tenants = {
+        tenant: TenantInfo(r.group.name, r.group.duration_spec(), r.group.weight, r.group.priority)
+        for r in tenant_ranges(scenario)
+        for tenant in r.ids
+    }
+    return Workload(scenario.seed, backlog_jobs, tenant_ids, at_s, tenants)

@@ -12,7 +12,7 @@ from harness.workers import WorkerSpec, claim, complete
 
 
 def spec(server: Server, strategy: Strategy) -> WorkerSpec:
-    return worker_spec(server.dsn, "queue_test", strategy, 10, {})
+    return worker_spec(server.dsn, "queue_test", strategy, 10, 0, {})
 
 
 def fill(queue: psycopg.Connection, strategy: Strategy, tenants: list[int]) -> None:

@@ -200,3 +200,57 @@ def test_a_cap_check_needs_a_cap(write_yaml) -> None:
 def test_an_unknown_check_lists_the_known_ones(write_yaml) -> None:
     message = error_for(write_yaml, SHORT_NOISY + "checks: [fairness]\n")
     assert message.startswith("17: checks[0]: Input should be 'never_stranded', ")
+
+
+GROUP = "name: w\nworkers: 2\nstrategies: [fifo]\ntenant_groups:\n  - {name: g, tenants: 3, "
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ("jobs_per_tenant: 2}", "each job needs a duration"),
+        (
+            "jobs_per_tenant: 2, duration_ms: 1, duration: {distribution: exponential, mean_ms: 5}}",
+            "not both",
+        ),
+        (
+            "jobs_per_tenant: 2, duration: {distribution: gamma, mean_ms: 5}}",
+            "tenant_groups[0].duration: Input tag 'gamma'",
+        ),
+        (
+            "jobs_per_tenant: 2, duration: {distribution: uniform, low_ms: 5, high_ms: 1}}",
+            "high_ms 1 is below low_ms 5",
+        ),
+        (
+            "jobs_per_tenant: 2, duration: {distribution: lognormal, median_ms: 5, sigma: 9}}",
+            "tenant_groups[0].duration.lognormal.sigma: Input should be less than or equal to 4",
+        ),
+        ("duration_ms: 1}", "a burst needs jobs_per_tenant"),
+        ("jobs: 100, duration_ms: 1}", "give zipf_s"),
+        ("jobs_per_tenant: 2, jobs: 5, zipf_s: 1, duration_ms: 1}", "one of them"),
+        ("arrival: poisson, rate_per_s: 10, duration_ms: 1}", "needs rate_per_s and window_s"),
+        (
+            "arrival: poisson, rate_per_s: 10, window_s: 2, jobs_per_tenant: 1, duration_ms: 1}",
+            "jobs_per_tenant and jobs are for bursts",
+        ),
+        (
+            "arrival: fast, jobs_per_tenant: 1, duration_ms: 1}",
+            "Input should be 'burst' or 'poisson'",
+        ),
+        (
+            "arrival: poisson, rate_per_s: 100000, window_s: 86400, duration_ms: 1}",
+            "8,640,000,000 jobs in all; at most 5,000,000",
+        ),
+    ],
+)
+def test_workload_fields_are_refused_with_what_is_allowed(
+    write_yaml, fields: str, expected: str
+) -> None:
+    assert expected in error_for(write_yaml, GROUP + fields + "\n")
+
+
+def test_a_seed_must_be_a_non_negative_integer(write_yaml) -> None:
+    text = GROUP + "jobs_per_tenant: 2, duration_ms: 1}\nseed: -3\n"
+    assert "seed: Input should be greater than or equal to 0 (got -3)" in error_for(
+        write_yaml, text
+    )

@@ -1,7 +1,21 @@
 from __future__ import annotations
 
-from harness.scenario import Scenario
-from harness.workload import backlog_rows, build_batches, durations_ms, tenant_classes
+import itertools
+import statistics
+
+import pytest
+
+from harness.distributions import Duration, job_duration_ms
+from harness.scenario import Scenario, TenantGroup
+from harness.workload import (
+    backlog_rows,
+    build_batches,
+    burst_sizes,
+    generate,
+    group_arrivals,
+    tenant_classes,
+    tenant_durations,
+)
 
 
 def timed() -> Scenario:
@@ -45,14 +59,19 @@ def skewed() -> Scenario:
 
 def test_tenant_ids_are_numbered_from_one_in_group_order() -> None:
     assert tenant_classes(timed()) == {1: "large", 2: "small", 3: "small", 4: "also-now"}
-    assert durations_ms(timed()) == {1: 20, 2: 5, 3: 5, 4: 1}
+    assert {tenant: d.a for tenant, d in tenant_durations(timed()).items()} == {
+        1: 20,
+        2: 5,
+        3: 5,
+        4: 1,
+    }
 
 
 def test_batches_group_by_time_and_keep_each_tenants_jobs_together() -> None:
     first, second = build_batches(timed())
     assert (first.at_s, first.tenant_ids) == (0, [1, 1, 1, 4])
     assert (second.at_s, second.tenant_ids) == (1.0, [2, 2, 3, 3])
-    assert first.size + second.size == timed().total_jobs
+    assert first.size + second.size == timed().expected_jobs == generate(timed()).total_jobs
 
 
 def test_backlog_rows_follow_insertion_order_and_the_rotation() -> None:
@@ -63,7 +82,7 @@ def test_backlog_rows_follow_insertion_order_and_the_rotation() -> None:
     assert rows.jobs == [5, 1, 1, 0, 0, 0]
     # idle tenants (4-6) were served longest ago, then the small ones, the large one last
     assert rows.rotation == [6, 4, 5, 1, 2, 3]
-    assert rows.total_jobs == 7 == scenario.total_jobs
+    assert rows.total_jobs == 7 == scenario.expected_jobs
     assert build_batches(scenario) == []
 
 
@@ -75,3 +94,84 @@ def test_an_explain_variant_replaces_tenant_counts() -> None:
     assert rows.tenant_ids == list(range(1, 9))
     assert rows.rotation[:3] == [8, 6, 7]
     assert tenant_classes(scenario, variant)[8] == "idle"
+
+
+def test_job_ids_follow_insertion_order_backlog_first() -> None:
+    scenario = Scenario.model_validate(
+        {
+            **skewed().model_dump(exclude={"explain"}),
+            "workers": 2,
+            "tenant_groups": [
+                {
+                    "name": "later",
+                    "tenants": 2,
+                    "jobs_per_tenant": 2,
+                    "duration_ms": 3,
+                    "enqueue_at_s": 0.5,
+                }
+            ],
+        }
+    )
+    workload = generate(scenario)
+    assert workload.backlog_jobs == 7
+    assert workload.tenant_ids == [1, 1, 1, 1, 1, 2, 3, 7, 7, 8, 8]
+    assert workload.at_s == [0.0] * 7 + [0.5] * 4
+    assert workload.duration_ms(8) == 3
+
+
+def poisson(**fields: object) -> TenantGroup:
+    base = {
+        "name": "stream",
+        "tenants": 50,
+        "arrival": "poisson",
+        "rate_per_s": 200,
+        "window_s": 10,
+        "duration_ms": 1,
+    }
+    return TenantGroup.model_validate({**base, **fields})
+
+
+def test_poisson_arrivals_are_seeded_and_have_the_rate() -> None:
+    arrivals = list(group_arrivals(7, 0, poisson(enqueue_at_s=2), first=1))
+    assert arrivals == list(group_arrivals(7, 0, poisson(enqueue_at_s=2), first=1))
+    assert arrivals != list(group_arrivals(8, 0, poisson(enqueue_at_s=2), first=1))
+    times = [at for at, _, _ in arrivals]
+    assert times == sorted(times) and times[0] >= 2 and times[-1] < 12
+    # 2,000 expected; a Poisson count is within 4 standard deviations (~179) of it
+    assert abs(len(arrivals) - 2000) < 180
+    gaps = [b - a for a, b in itertools.pairwise(times)]
+    assert statistics.mean(gaps) == pytest.approx(1 / 200, rel=0.1)
+    assert {tenant for _, tenant, _ in arrivals} == set(range(1, 51))
+
+
+def test_zipf_sizes_sum_to_the_total_and_fall_with_rank() -> None:
+    import random
+
+    group = TenantGroup.model_validate(
+        {"name": "z", "tenants": 1000, "jobs": 20000, "zipf_s": 1.1, "duration_ms": 1}
+    )
+    sizes = burst_sizes(random.Random(1), group)
+    assert sum(sizes) == 20000 and len(sizes) == 1000
+    harmonic = sum(1 / k**1.1 for k in range(1, 1001))
+    assert sizes[0] == pytest.approx(20000 / harmonic, rel=0.1)  # ~3,500 for the largest
+    assert sizes[0] > sizes[9] > statistics.mean(sizes[900:])
+    assert statistics.median(sizes) <= 6  # most tenants tiny: rank 500 expects ~4 jobs
+
+
+@pytest.mark.parametrize(
+    ("duration", "mean", "median"),
+    [
+        (Duration("uniform", 10, 30), 20, 20),
+        (Duration("exponential", 20), 20, 20 * 0.6931),
+        (Duration("lognormal", 20, 1.0), 20 * 1.6487, 20),
+    ],
+)
+def test_durations_are_seeded_draws_with_the_distributions_moments(
+    duration: Duration, mean: float, median: float
+) -> None:
+    draws = [job_duration_ms(3, job, duration) for job in range(1, 40001)]
+    assert draws == [job_duration_ms(3, job, duration) for job in range(1, 40001)]
+    assert draws != [job_duration_ms(4, job, duration) for job in range(1, 40001)]
+    assert statistics.mean(draws) == pytest.approx(mean, rel=0.05)
+    assert statistics.median(draws) == pytest.approx(median, rel=0.05)
+    assert min(draws) >= 0
