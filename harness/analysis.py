@@ -6,12 +6,15 @@ Every figure here is recomputable from jobs.csv alone:
   t0        = the first enqueued_at of the repetition
   makespan  = last finished_at of the class - t0
   throughput = jobs of the repetition / (last finished_at - t0)
+and, per tenant class, the fairness figures of harness/fairness.py: the median and
+largest head wait (a tenant's first job) and slowdown (makespan / alone) of its tenants.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 
+from harness.fairness import class_fairness, tenant_table
 from harness.plans import Capture
 from harness.properties import CHECKS
 from harness.scenario import ReferenceFigure, Scenario
@@ -32,8 +35,10 @@ def with_waits(jobs: pd.DataFrame) -> pd.DataFrame:
     return jobs
 
 
-def summarize(jobs: pd.DataFrame) -> pd.DataFrame:
-    """One row per repetition and tenant class, plus an `all` row where there are several."""
+def summarize(jobs: pd.DataFrame, tenants: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per repetition and tenant class, plus an `all` row where there are several.
+
+    `tenants` is tenant_table's result, if the caller has it already."""
     jobs = with_waits(jobs)
     if jobs["tenant_class"].nunique() > 1:
         jobs_and_everyone = pd.concat([jobs, jobs.assign(tenant_class=ALL_TENANTS)])
@@ -54,6 +59,8 @@ def summarize(jobs: pd.DataFrame) -> pd.DataFrame:
     )
     throughput = (per_repetition["n"] / per_repetition["span"]).rename("throughput_jobs_s")
     summary = summary.merge(throughput.reset_index(), on=REPETITION_KEYS)
+    tenants = tenant_table(jobs) if tenants is None else tenants
+    summary = summary.merge(class_fairness(tenants, ALL_TENANTS), on=SUMMARY_KEYS, how="left")
     return _in_reading_order(summary, jobs)
 
 

@@ -60,6 +60,8 @@ def run_scenario(
     folder = RunFolder.create(root, scenario.name)
     folder.write("scenario.yaml", loaded.text)
     document = _run_document(loaded, folder, server, options)
+    # Each strategy's simulator policy, so that a later render simulates the same ideal.
+    document["simulation"] = {name: strategies[name].simulate_as for name in scenario.strategies}
     folder.write_json("run.json", document)
     point_latest(root, folder.path)
     measured = Measured()

@@ -267,6 +267,33 @@ def compare_runs(
     _guarded(lambda: compare_command(first, second, target, factor, alpha, console))
 
 
+@app.command(name="simulate")
+def simulate_scenario(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.", show_default=False)],
+    workers: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--workers",
+            min=1,
+            max=1_000_000,
+            help="Worker count(s) to simulate instead of the scenario's (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    strategies_dir: StrategiesDirOption = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            help="Write the summary as CSV there (never overwritten).", show_default=False
+        ),
+    ] = None,
+) -> None:
+    """The ideal schedule of a scenario, simulated without a database."""
+    from harness.commands import simulate_command
+
+    _guarded(lambda: simulate_command(scenario, workers, strategies_dir, out, console))
+
+
 @app.command(name="sql")
 def show_sql(
     strategy: Annotated[str, typer.Argument(help="Strategy name, e.g. fifo or round_robin.")],

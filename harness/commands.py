@@ -12,6 +12,7 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
+from harness.analysis import summarize, with_waits
 from harness.bench import RunOptions, run_scenario
 from harness.check import (
     BASELINE_FORMAT_VERSION,
@@ -25,6 +26,8 @@ from harness.check import (
 from harness.compare import compare_runs, comparison_rows
 from harness.errors import HarnessError
 from harness.explain import requests
+from harness.fairness import repetition_fairness, tenant_table
+from harness.ideal import simulated_jobs
 from harness.metadata import collect_all
 from harness.plots import FORMATS, compare_ecdf, encode
 from harness.probing import measure
@@ -34,7 +37,9 @@ from harness.render import Rendered, render_run
 from harness.report import (
     FLAG_LEGEND,
     console_table,
+    fairness_rows,
     findings_rows,
+    jain_rows,
     junit_xml,
     markdown_table,
     plans_rows,
@@ -319,3 +324,44 @@ def _show_findings(
         atomic_write(request.markdown, text.encode())
     if request.junit is not None:
         atomic_write(request.junit, junit_xml(findings))
+
+
+def simulate_command(
+    path: Path,
+    workers: list[int] | None,
+    strategies_dir: Path | None,
+    out: Path | None,
+    console: Console,
+) -> pd.DataFrame:
+    """The ideal schedule of a scenario, without a database: summary, fairness, timing."""
+    strategies = load_strategies(strategies_dir)
+    scenario = load_scenario(path, set(strategies)).scenario
+    if not scenario.timed:
+        raise HarnessError(f"{path}: nothing to simulate: the scenario has no tenant_groups")
+    policies = {name: strategies[name].simulate_as for name in scenario.strategies}
+    unsimulated = [name for name, policy in policies.items() if policy is None]
+    if unsimulated:
+        raise HarnessError(
+            f"strategies {unsimulated} have no simulation policy; add a `-- simulate: "
+            "POLICY` header to their file (fifo, round_robin, round_robin_active, ...)"
+        )
+    if out is not None and out.exists():
+        raise HarnessError(f"{out} exists; results are never overwritten")
+    began = time.perf_counter()
+    workload = generate(scenario)
+    jobs = simulated_jobs(scenario, workload, policies, workers or scenario.workers)
+    tenants = tenant_table(with_waits(jobs))
+    summary = summarize(jobs, tenants)
+    elapsed = time.perf_counter() - began
+    console.print(console_table(f"Ideal schedule: {scenario.name}", *summary_rows(summary)))
+    console.print(console_table("Fairness", *fairness_rows(summary)))
+    console.print(console_table("Fairness", *jain_rows(repetition_fairness(tenants))))
+    console.print(
+        f"{workload.total_jobs:,} jobs of {len(workload.tenants):,} tenants, "
+        f"{len(summary.groupby(['strategy', 'workers']))} schedules, in {elapsed:.1f} s",
+        highlight=False,
+    )
+    if out is not None:
+        atomic_write(out, summary.to_csv(index=False).encode())
+        console.print(f"Summary: {out}", highlight=False)
+    return summary

@@ -9,8 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.report import (
+    FAIRNESS_NOTE,
     FLAG_LEGEND,
+    IDEAL_NOTE,
     RunTables,
+    fairness_rows,
+    ideal_rows,
+    jain_rows,
     plans_rows,
     property_rows,
     reference_rows,
@@ -81,6 +86,18 @@ def _sections(tables: RunTables) -> list[str]:
             "repetitions. Wait: enqueued_at to started_at. Last done: the class's last "
             "job finished, from the repetition's first enqueue.</p>",
             _table(*summary_rows(tables.summary)),
+        ]
+    if tables.summary is not None and "slowdown_p50" in tables.summary:
+        parts += [
+            f"<h2 id='fairness'>Fairness across tenants</h2><p>{_e(FAIRNESS_NOTE)}</p>",
+            _table(*fairness_rows(tables.summary)),
+        ]
+        if tables.fairness is not None and len(tables.fairness):
+            parts += [_table(*jain_rows(tables.fairness))]
+    if tables.ideal is not None and len(tables.ideal):
+        parts += [
+            f"<h2 id='ideal'>Against the ideal schedule</h2><p>{_e(IDEAL_NOTE)}</p>",
+            _table(*ideal_rows(tables.ideal)),
         ]
     if tables.properties is not None:
         parts += [

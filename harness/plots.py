@@ -37,8 +37,11 @@ def wait_ecdf(jobs: pd.DataFrame) -> Figure:
 
 
 def timeline(jobs: pd.DataFrame) -> Figure:
-    """Which tenant class each worker served, over time: repetition 1 of each strategy."""
-    jobs = with_waits(jobs[jobs["repetition"] == 1])
+    """Which tenant class each worker served, over time: repetition 1 of each strategy;
+    in a sweep, one worker count (the largest up to 8) so the rows stay readable."""
+    counts = sorted(jobs["workers"].unique())
+    shown = max((count for count in counts if count <= 8), default=counts[0])
+    jobs = with_waits(jobs[(jobs["repetition"] == 1) & (jobs["workers"] == shown)])
     panels = list(jobs.groupby(["strategy", "workers"], sort=False))
     colours = {c: f"C{i}" for i, c in enumerate(dict.fromkeys(jobs["tenant_class"]))}
     figure = Figure(figsize=(11, 1.2 + 0.9 * sum(g["worker"].nunique() for _, g in panels)))
@@ -144,3 +147,38 @@ def _wait_axis(axis: Axes, title: str) -> None:
     axis.set_title(title)
     axis.grid(True, which="both", alpha=0.3)
     axis.legend(loc="lower right", fontsize="small")
+
+
+def scaling(summary: pd.DataFrame) -> Figure:
+    """A worker sweep: p50 and p95 wait per class, and throughput, against the worker
+    count; one line per strategy (and class), medians over repetitions."""
+    typical = summary.groupby(["strategy", "tenant_class", "workers"], sort=False).median(
+        numeric_only=True
+    )
+    figure = Figure(figsize=(16, 4.2))
+    panels = [("wait_p50_s", "p50 wait (s)"), ("wait_p95_s", "p95 wait (s)")]
+    for index, (metric, label) in enumerate(panels):
+        axis = figure.add_subplot(1, 3, index + 1)
+        for (strategy, tenant_class), group in typical.groupby(level=[0, 1], sort=False):
+            if tenant_class == "all":
+                continue
+            counts = group.index.get_level_values("workers")
+            axis.plot(counts, group[metric], marker="o", label=f"{strategy}, {tenant_class}")
+        _workers_axis(axis, label)
+        axis.set_yscale("log")
+    axis = figure.add_subplot(1, 3, 3)
+    for strategy, group in typical.groupby(level=0, sort=False):
+        first_class = group.index.get_level_values("tenant_class")[0]
+        per_count = group.xs(first_class, level="tenant_class")
+        axis.plot(per_count.index, per_count["throughput_jobs_s"], marker="o", label=strategy)
+    _workers_axis(axis, "throughput (jobs/s)")
+    figure.subplots_adjust(wspace=0.3)
+    return figure
+
+
+def _workers_axis(axis: Axes, label: str) -> None:
+    axis.set_xscale("log", base=2)
+    axis.set_xlabel("workers")
+    axis.set_ylabel(label)
+    axis.grid(True, alpha=0.3)
+    axis.legend(fontsize="small")

@@ -1,7 +1,9 @@
 """Every derived file of a run folder, rebuilt from its raw files alone.
 
 Raw: run.json, scenario.yaml, jobs.csv, explain/<variant>/<strategy>.json and .txt.
-Derived: summary.csv, plans.csv, summary.md, the plots (PNG and SVG) and report.html.
+Derived: summary.csv, tenants.csv, fairness.csv, ideal.csv, plans.csv, summary.md, the
+plots (PNG and SVG) and report.html. The ideal schedule is simulated again from the
+scenario (its seed) and the strategies' policies recorded in run.json.
 A run folder made by an older harness can be rendered again by a newer one
 (`harness report RUN_DIR`); the same raw files give the same tables.
 """
@@ -25,10 +27,21 @@ from harness.analysis import (
     property_table,
     reference_table,
     summarize,
+    with_waits,
 )
+from harness.fairness import repetition_fairness, tenant_table
 from harness.html_report import report_html
+from harness.ideal import ideal_summary, measured_claim_ms, versus_ideal
 from harness.plans import Capture
-from harness.plots import FORMATS, encode, plans_chart, tenant_share, timeline, wait_ecdf
+from harness.plots import (
+    FORMATS,
+    encode,
+    plans_chart,
+    scaling,
+    tenant_share,
+    timeline,
+    wait_ecdf,
+)
 from harness.report import RunTables, summary_markdown
 from harness.results import RunFolder, load_jobs, load_run
 from harness.scenario import Scenario
@@ -63,7 +76,10 @@ def render_run(folder: RunFolder) -> Rendered:
     scenario = Scenario.model_validate(yaml.safe_load((folder.path / "scenario.yaml").read_text()))
     jobs = load_jobs(folder.path) if (folder.path / "jobs.csv").exists() else None
     captures = load_captures(folder.path, document)
-    summary = summarize(jobs) if jobs is not None and len(jobs) else None
+    tenants = tenant_table(with_waits(jobs)) if jobs is not None and len(jobs) else None
+    summary = summarize(jobs, tenants) if jobs is not None and tenants is not None else None
+    fairness = repetition_fairness(tenants) if tenants is not None else None
+    ideal = _versus_ideal(scenario, document, jobs, summary)
     properties = _properties(folder.path, jobs, scenario)
     runs = plan_runs(captures) if captures else None
     plans = plans_summary(runs, captures) if runs is not None else None
@@ -72,8 +88,12 @@ def render_run(folder: RunFolder) -> Rendered:
         reference = reference_table(scenario.reference.figures, summary, runs)
         source = scenario.reference.source
     write = _writer(folder, document["files"])
-    if summary is not None:
+    if summary is not None and tenants is not None and fairness is not None:
         write("summary", "summary.csv", summary.to_csv(index=False))
+        write("tenants", "tenants.csv", tenants.to_csv(index=False))
+        write("fairness", "fairness.csv", fairness.to_csv(index=False))
+    if ideal is not None:
+        write("ideal", "ideal.csv", ideal.to_csv(index=False))
     if runs is not None:
         write("plans", "plans.csv", runs.to_csv(index=False))
     if properties is not None:
@@ -84,9 +104,11 @@ def render_run(folder: RunFolder) -> Rendered:
         reference,
         source,
         property_summary(properties) if properties is not None else None,
+        fairness,
+        ideal,
     )
     write("summary_md", "summary.md", summary_markdown(f"{scenario.name}: {folder.run_id}", tables))
-    plots = _plots(jobs, plans)
+    plots = _plots(jobs, plans, summary)
     for name, figure in plots.items():
         for form in FORMATS:
             write(f"{name}_{form}", f"{name}.{form}", encode(figure, form))
@@ -95,6 +117,23 @@ def render_run(folder: RunFolder) -> Rendered:
     write("report", "report.html", html)
     folder.write_json("run.json", document, replace=True)
     return Rendered(folder, document, tables)
+
+
+def _versus_ideal(
+    scenario: Scenario,
+    document: dict[str, Any],
+    jobs: pd.DataFrame | None,
+    summary: pd.DataFrame | None,
+) -> pd.DataFrame | None:
+    """Measured / ideal, if the run recorded its strategies' simulation policies."""
+    policies = document.get("simulation")
+    if not policies or jobs is None or summary is None:
+        return None
+    ideal = ideal_summary(scenario, policies)
+    if ideal.empty:
+        return None
+    costed = ideal_summary(scenario, policies, measured_claim_ms(jobs))
+    return versus_ideal(summary, ideal, costed)
 
 
 def _properties(run: Path, jobs: pd.DataFrame | None, scenario: Scenario) -> pd.DataFrame | None:
@@ -112,12 +151,16 @@ def _writer(folder: RunFolder, files: dict[str, str]):  # type: ignore[no-untype
     return write
 
 
-def _plots(jobs: pd.DataFrame | None, plans: pd.DataFrame | None) -> dict[str, Figure]:
+def _plots(
+    jobs: pd.DataFrame | None, plans: pd.DataFrame | None, summary: pd.DataFrame | None
+) -> dict[str, Figure]:
     plots = {}
     if jobs is not None and len(jobs):
         plots["waits"] = wait_ecdf(jobs)
         plots["timeline"] = timeline(jobs)
         plots["tenant_share"] = tenant_share(jobs)
+    if summary is not None and summary["workers"].nunique() > 1:
+        plots["scaling"] = scaling(summary)
     if plans is not None and (plans["skipped"] == "").any():
         plots["plans"] = plans_chart(plans)
     return plots

@@ -211,6 +211,80 @@ class RunTables:
     reference: pd.DataFrame | None = None
     reference_source: str | None = None
     properties: pd.DataFrame | None = None
+    fairness: pd.DataFrame | None = None  # per repetition: Jain's index, worst tenant
+    ideal: pd.DataFrame | None = None  # measured against the simulated ideal
+
+
+FAIRNESS_METRICS = ["head_wait_p50_s", "head_wait_max_s", "slowdown_p50", "slowdown_max"]
+_FAIRNESS_HEADERS = ["head wait p50", "head wait max", "slowdown p50", "slowdown max"]
+FAIRNESS_NOTE = (
+    "Head wait: the wait of a tenant's first job. Slowdown: a tenant's makespan (first "
+    "enqueue to last finish) over the same jobs' ideal makespan with the workers to "
+    "itself. Jain's index over tenants' slowdowns: 1 = all slowed alike, 1/n = one "
+    "tenant bears it all. Ranges over repetitions; per tenant: tenants.csv."
+)
+IDEAL_NOTE = (
+    "Ideal: the simulator's schedule of the same jobs under the strategy's policy, "
+    "workers never idle while a job is free, zero claim cost (harness/simulate.py); "
+    "costed: every claim charged the run's median claim_ms. Measured: median over "
+    "repetitions. Ratios are left out where the ideal is 0."
+)
+
+
+def fairness_rows(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    spans = ranges(summary, FAIRNESS_METRICS)
+    headers = ["strategy", "workers", "tenants", *_FAIRNESS_HEADERS]
+    rows = [
+        [
+            record["strategy"],
+            str(record["workers"]),
+            record["tenant_class"],
+            *(span(record[f"{m}_min"], record[f"{m}_max"]) for m in FAIRNESS_METRICS),
+        ]
+        for record in spans.to_dict("records")
+    ]
+    return headers, rows
+
+
+def jain_rows(fairness: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Per strategy and workers: Jain's index range, and the worst-served tenant of the
+    repetition where it fared worst."""
+    headers = ["strategy", "workers", "reps", "Jain's index", "worst-served tenant", "slowdown"]
+    rows = []
+    for (strategy, workers), group in fairness.groupby(["strategy", "workers"], sort=False):
+        worst = group.sort_values("worst_slowdown").iloc[-1]
+        rows.append(
+            [
+                str(strategy),
+                str(workers),
+                str(len(group)),
+                span(group["jain_index"].min(), group["jain_index"].max()),
+                f"{worst['worst_class']} #{worst['worst_tenant']}",
+                number(worst["worst_slowdown"]),
+            ]
+        )
+    return headers, rows
+
+
+def ideal_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    costed = "ideal_costed" in table
+    headers = ["strategy", "workers", "tenants", "figure", "measured", "ideal", "measured/ideal"]
+    headers += ["ideal, costed", "measured/costed"] if costed else []
+    rows = []
+    for record in table.to_dict("records"):
+        row = [
+            record["strategy"],
+            str(record["workers"]),
+            record["tenant_class"],
+            record["figure"],
+            number(record["measured"]),
+            number(record["ideal"]),
+            number(record["ratio"]),
+        ]
+        if costed:
+            row += [number(record["ideal_costed"]), number(record["ratio_costed"])]
+        rows.append(row)
+    return headers, rows
 
 
 def property_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
@@ -261,6 +335,16 @@ def summary_markdown(title: str, tables: RunTables) -> str:
             "repetition's first enqueue. `all` pools every tenant. Every figure is recomputable "
             "from jobs.csv (harness/analysis.py says how).\n",
             markdown_table(*summary_rows(summary)),
+        ]
+    if summary is not None and "slowdown_p50" in summary:
+        parts += [f"## Fairness across tenants\n\n{FAIRNESS_NOTE}\n"]
+        parts += [markdown_table(*fairness_rows(summary))]
+        if tables.fairness is not None and len(tables.fairness):
+            parts += ["", markdown_table(*jain_rows(tables.fairness))]
+    if tables.ideal is not None and len(tables.ideal):
+        parts += [
+            f"## Against the ideal schedule\n\n{IDEAL_NOTE}\n",
+            markdown_table(*ideal_rows(tables.ideal)),
         ]
     if plans is not None:
         parts += [

@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.simulate import POLICIES
 from harness.sqlfiles import SqlBlock, parse_blocks
 
 REQUIRED_BLOCKS = (
@@ -31,6 +32,7 @@ OPTIONAL_BLOCKS = ("served", "retire", "setup", "monitor")
 _SQL = resources.files("harness") / "sql"
 _EXTENDS = re.compile(r"^--\s*extends:\s*(?P<value>[a-z0-9_]+)\s*$")
 _CLAIM = re.compile(r"^--\s*claim:\s*(?P<value>hold|short)\s*$")
+_SIMULATE = re.compile(r"^--\s*simulate:\s*(?P<value>[a-z0-9_]+)\s*$")
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,9 @@ class Strategy:
     name: str
     blocks: dict[str, SqlBlock]
     hold_lock: bool = False  # `-- claim: hold`: the work runs inside the claim transaction
+    # The simulator's policy for it: `-- simulate: NAME`, else the first of the strategy
+    # and its ancestors (`-- extends:`) that is a policy (harness/simulate.py).
+    simulate_as: str | None = None
 
     def sql(self, block: str) -> str:
         return self.blocks[block].sql
@@ -121,7 +126,7 @@ def load_strategies(extra_dir: Path | None = None) -> dict[str, Strategy]:
             blocks.update(parse_blocks(ancestor.text, ancestor.source))
         modes = [mode for file in lineage if (mode := _header(file.text, _CLAIM))]
         hold = bool(modes) and modes[0] == "hold"
-        strategy = Strategy(name=name, blocks=blocks, hold_lock=hold)
+        strategy = Strategy(name, blocks, hold, _simulation_policy(name, lineage))
         strategies[name] = _checked(strategy, files[name].source)
     return strategies
 
@@ -143,6 +148,19 @@ def _lineage(name: str, files: dict[str, _File], builtins: dict[str, _File]) -> 
         chain.append(files[parent])
         names.append(parent)
     return chain
+
+
+def _simulation_policy(name: str, lineage: list[_File]) -> str | None:
+    for file in lineage:
+        if (explicit := _header(file.text, _SIMULATE)) is not None:
+            if explicit not in POLICIES:
+                raise HarnessError(
+                    f"{file.source}: simulate: '{explicit}' is not a policy; "
+                    f"known: {', '.join(POLICIES)}"
+                )
+            return explicit
+    names = [name, *filter(None, (_extends(file.text) for file in lineage))]
+    return next((candidate for candidate in names if candidate in POLICIES), None)
 
 
 def _extends(text: str) -> str | None:

@@ -15,8 +15,10 @@ changes which job gets which drawn duration, not the distribution.
 from __future__ import annotations
 
 import random
+from bisect import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import accumulate
 
 from harness.distributions import Duration, job_duration_ms, splitmix64
@@ -171,7 +173,10 @@ def _poisson(
     cumulative = _zipf_cumulative(group)
     at_s = group.enqueue_at_s + rng.expovariate(group.rate_per_s)
     while at_s < end:
-        offset = rng.choices(range(group.tenants), cum_weights=cumulative)[0]
+        if cumulative is None:
+            offset = rng.randrange(group.tenants)
+        else:
+            offset = min(bisect(cumulative, rng.random() * cumulative[-1]), group.tenants - 1)
         yield round(at_s, 6), first + offset, 1
         at_s += rng.expovariate(group.rate_per_s)
 
@@ -194,6 +199,7 @@ class Workload:
     tenant_ids: list[int]  # per job
     at_s: list[float]  # per job: when it is enqueued, from the start
     tenants: dict[int, TenantInfo]
+    rotation: dict[int, int] = field(default_factory=dict)  # backlog tenant -> position
 
     @property
     def total_jobs(self) -> int:
@@ -203,13 +209,20 @@ class Workload:
         tenant = self.tenant_ids[job_id - 1]
         return job_duration_ms(self.seed, job_id, self.tenants[tenant].duration)
 
+    @cached_property
+    def durations_ms(self) -> list[float]:
+        """Every job's duration, in id order (drawn once: a million take a few seconds)."""
+        return [self.duration_ms(job) for job in range(1, self.total_jobs + 1)]
+
 
 def generate(scenario: Scenario) -> Workload:
     tenant_ids: list[int] = []
+    rotation: dict[int, int] = {}
     if scenario.backlog is not None:
         rows = backlog_rows(scenario, scenario.backlog)
         for tenant, jobs in zip(rows.tenant_ids, rows.jobs, strict=True):
             tenant_ids.extend([tenant] * jobs)
+        rotation = dict(zip(rows.tenant_ids, rows.rotation, strict=True))
     backlog_jobs = len(tenant_ids)
     at_s = [0.0] * backlog_jobs
     for batch in build_batches(scenario):
@@ -220,4 +233,4 @@ def generate(scenario: Scenario) -> Workload:
         for r in tenant_ranges(scenario)
         for tenant in r.ids
     }
-    return Workload(scenario.seed, backlog_jobs, tenant_ids, at_s, tenants)
+    return Workload(scenario.seed, backlog_jobs, tenant_ids, at_s, tenants, rotation)
