@@ -61,3 +61,16 @@ def test_sql_of_an_unknown_strategy_is_exit_2() -> None:
     assert done.stderr.strip() == (
         f"error: unknown strategy 'lifo'; available: {sorted(load_strategies())}"
     )
+
+
+def test_simulate_prints_the_ideal_and_never_overwrites_its_csv(tmp_path: Path) -> None:
+    out = tmp_path / "ideal.csv"
+    scenario = str(SCENARIOS / "noisy-neighbour.yaml")
+    done = harness("simulate", scenario, "--workers", "4", "--workers", "8", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "1,050 jobs of 11 tenants, 4 schedules" in done.stdout
+    lines = out.read_text().splitlines()
+    assert len(lines) == 1 + 2 * 2 * 3  # header; 2 strategies x 2 counts x 3 classes
+    again = harness("simulate", scenario, "--out", str(out))
+    assert again.returncode == 2
+    assert again.stderr.strip() == f"error: {out} exists; results are never overwritten"

@@ -1,0 +1,136 @@
+"""The simulator against schedules worked out by hand, and its consistency checks."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.scenario import load_scenario
+from harness.simulate import SimJobs, alone_makespan, sim_jobs, simulate
+from harness.strategies import load_strategies
+from harness.workload import generate
+from tests.conftest import SCENARIOS
+
+# Tenant 1 queues three 10 ms jobs at 0; tenant 2 two 10 ms jobs at 0.005 s.
+TWO_TENANTS = SimJobs(
+    tenant_ids=[1, 1, 1, 2, 2],
+    at_s=[0, 0, 0, 0.005, 0.005],
+    duration_s=[0.010] * 5,
+)
+
+
+def starts(jobs: SimJobs, policy: str, workers: int, **options: float) -> list[float]:
+    return [round(s, 9) for s in simulate(jobs, policy, workers, **options).start_s]  # type: ignore[arg-type]
+
+
+def test_fifo_with_one_worker_runs_jobs_back_to_back_in_id_order() -> None:
+    #   job:   1     2     3     4     5
+    assert starts(TWO_TENANTS, "fifo", 1) == [0, 0.01, 0.02, 0.03, 0.04]
+
+
+def test_round_robin_serves_the_tenant_served_longest_ago() -> None:
+    # 0: job 1 (tenant 1; tenant 2 not queued yet). 0.01: tenant 2 has never been served
+    # (-infinity) and goes first: job 4. 0.02: tenant 1 (served at 0) before tenant 2
+    # (served at 0.01): job 2. 0.03: tenant 2's job 5. 0.04: job 3.
+    assert starts(TWO_TENANTS, "round_robin", 1) == [0, 0.02, 0.04, 0.01, 0.03]
+
+
+def test_two_workers_and_a_claim_cost() -> None:
+    # Workers 0 and 1 claim jobs 1 and 2 at 0 (start 0.001, end 0.011). At 0.011 both
+    # are free: tenant 2 (never served) gets job 4 at 0.012, then tenant 1 job 3.
+    got = starts(TWO_TENANTS, "round_robin", 2, claim_ms=1)
+    assert got == [0.001, 0.001, 0.012, 0.012, 0.023]
+
+
+def test_capped_never_runs_more_than_the_cap_of_one_tenant() -> None:
+    jobs = SimJobs(tenant_ids=[1, 1, 1, 1, 2], at_s=[0] * 5, duration_s=[0.01] * 5)
+    # Cap 1 with 3 workers: tenant 1 one job at a time, tenant 2's job alongside.
+    assert starts(jobs, "capped", 3, tenant_cap=1) == [0, 0.01, 0.02, 0.03, 0]
+
+
+def test_weighted_gives_a_heavier_tenant_more_turns() -> None:
+    jobs = SimJobs(
+        tenant_ids=[1] * 4 + [2] * 4, at_s=[0] * 8, duration_s=[0.01] * 8, weights={2: 2}
+    )
+    # Passes: both start at 0 (tenant id breaks the tie); tenant 1 adds 1, tenant 2 0.5.
+    # Order: 1 (1), 2 (0.5), 2 (1), 1 (2), 2 (1.5), 2 (2), 1 (3), 1 (4).
+    order = sorted(range(8), key=lambda job: simulate(jobs, "weighted", 1).start_s[job])
+    assert [jobs.tenant_ids[job] for job in order] == [1, 2, 2, 1, 2, 2, 1, 1]
+
+
+def test_priority_serves_the_higher_priority_first() -> None:
+    jobs = SimJobs(tenant_ids=[1, 1, 2, 2], at_s=[0] * 4, duration_s=[0.01] * 4, priorities={2: 5})
+    assert starts(jobs, "priority", 1) == [0.02, 0.03, 0, 0.01]
+
+
+def test_round_robin_active_puts_a_returning_tenant_at_the_head() -> None:
+    # One worker. Tenant 1's only job runs at 0 (tenant 1 leaves the active rotation);
+    # tenant 2 is served at 0.01. At 0.015 tenant 3 (new) and tenant 1 (back) queue a
+    # job each. round_robin: tenant 3 (-infinity) at 0.02, tenant 1 (served at 0) at
+    # 0.03. round_robin_active: tenant 1 re-entered at -infinity too and its lower id
+    # wins the tie: tenant 1 at 0.02, tenant 3 at 0.03.
+    jobs = SimJobs(
+        tenant_ids=[1, 2, 2, 2, 3, 1],
+        at_s=[0, 0, 0, 0, 0.015, 0.015],
+        duration_s=[0.01] * 6,
+    )
+    assert starts(jobs, "round_robin", 1) == [0, 0.01, 0.04, 0.05, 0.02, 0.03]
+    assert starts(jobs, "round_robin_active", 1) == [0, 0.01, 0.04, 0.05, 0.03, 0.02]
+
+
+def test_the_backlog_rotation_orders_tenants_before_the_clock() -> None:
+    jobs = SimJobs(tenant_ids=[1, 2], at_s=[0, 0], duration_s=[0.01, 0.01], rotation={1: 2, 2: 1})
+    assert starts(jobs, "round_robin", 1) == [0.01, 0]  # tenant 2 was served longest ago
+
+
+def test_alone_makespan_equals_the_fifo_simulation() -> None:
+    rng = random.Random(5)
+    for _ in range(200):
+        n = rng.randint(1, 30)
+        at_s = sorted(rng.uniform(0, 1) for _ in range(n))
+        durations = [rng.expovariate(20) for _ in range(n)]
+        workers = rng.randint(1, 6)
+        jobs = SimJobs(tenant_ids=[1] * n, at_s=at_s, duration_s=durations)
+        expected = simulate(jobs, "fifo", workers).makespan_s - at_s[0]
+        assert alone_makespan(at_s, durations, workers) == pytest.approx(expected, abs=1e-12)
+
+
+def test_an_unknown_policy_is_refused() -> None:
+    with pytest.raises(HarnessError, match="unknown simulation policy 'lifo'"):
+        simulate(TWO_TENANTS, "lifo", 1)
+
+
+def test_the_articles_fifo_ideal_small_tenant_median_wait_is_about_4_1_s() -> None:
+    scenario = load_scenario(SCENARIOS / "noisy-neighbour.yaml", set(load_strategies())).scenario
+    jobs = sim_jobs(generate(scenario))
+    schedule = simulate(jobs, "fifo", 4)
+    small = sorted(
+        schedule.start_s[i] - jobs.at_s[i] for i in range(len(jobs)) if jobs.tenant_ids[i] > 1
+    )
+    # 1,000 jobs of 20 ms on 4 workers end at 5.0 s; the small jobs arrive at 1.0 s.
+    assert small[len(small) // 2] == pytest.approx(4.12, abs=1e-9)
+
+
+def test_every_strategy_has_a_policy_and_a_wrong_header_is_refused(tmp_path: Path) -> None:
+    assert all(strategy.simulate_as for strategy in load_strategies().values())
+    (tmp_path / "odd.sql").write_text(
+        "-- extends: round_robin\n-- simulate: lottery\n-- name: dequeue\nselect 1, 1;\n"
+    )
+    with pytest.raises(HarnessError, match="simulate: 'lottery' is not a policy"):
+        load_strategies(tmp_path)
+
+
+def test_a_million_jobs_simulate_in_well_under_a_minute() -> None:
+    """The benchmark figure the docs quote; printed, and bounded loosely."""
+    scenario = load_scenario(SCENARIOS / "planet-scale.yaml", set(load_strategies())).scenario
+    began = time.perf_counter()
+    jobs = sim_jobs(generate(scenario))
+    schedule = simulate(jobs, "round_robin", 1000)
+    elapsed = time.perf_counter() - began
+    print(f"planet-scale: {len(jobs):,} jobs, 1,000 workers: {elapsed:.1f} s")
+    assert len(jobs) > 990_000 and schedule.makespan_s > 50
+    assert elapsed < 120  # the goal is 60 s for the whole command; this is a safety net
