@@ -39,6 +39,7 @@ from harness.report import (
     console_table,
     fairness_rows,
     findings_rows,
+    ideal_rows,
     jain_rows,
     junit_xml,
     markdown_table,
@@ -51,7 +52,7 @@ from harness.results import RunFolder, atomic_write, load_jobs
 from harness.runner import own_schema, plan
 from harness.scenario import LoadedScenario, load_scenario
 from harness.strategies import Strategy, load_strategies
-from harness.workload import generate
+from harness.workload import count_jobs, generate
 
 
 def load_all(paths: list[Path], strategies_dir: Path | None) -> list[LoadedScenario]:
@@ -66,8 +67,7 @@ def validate_command(paths: list[Path], strategies_dir: Path | None, console: Co
         parts = []
         if scenario.timed:
             parts.append(
-                f"{generate(scenario).total_jobs:,} jobs per repetition, "
-                f"{len(plan(scenario))} repetitions"
+                f"{count_jobs(scenario):,} jobs per repetition, {len(plan(scenario))} repetitions"
             )
         if scenario.explain is not None:
             parts.append(f"{len(requests(scenario))} plan captures")
@@ -150,6 +150,14 @@ def show_outcome(outcome: Rendered, console: Console) -> None:
                 *summary_rows(outcome.summary),
             )
         )
+    if outcome.tables.fairness is not None and len(outcome.tables.fairness):
+        title = "Fairness: Jain's index over tenants' slowdowns (1 = all alike)"
+        console.print(console_table(title, *jain_rows(outcome.tables.fairness)))
+    ideal = outcome.tables.ideal
+    if ideal is not None and len(ideal):
+        main = ideal[ideal["figure"].isin(["wait_p50_s", "makespan_s"])]
+        title = "Measured against the ideal schedule (seconds; all figures: ideal.csv)"
+        console.print(console_table(title, *ideal_rows(main)))
     if outcome.plans is not None:
         title = f"Dequeue plans: EXPLAIN (ANALYZE, BUFFERS), medians. {FLAG_LEGEND}"
         console.print(console_table(title, *plans_rows(outcome.plans, compact=True)))

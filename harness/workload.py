@@ -215,6 +215,17 @@ class Workload:
         return [self.duration_ms(job) for job in range(1, self.total_jobs + 1)]
 
 
+def count_jobs(scenario: Scenario) -> int:
+    """Jobs per repetition, without building the workload: Poisson counts are drawn."""
+    total = scenario.backlog.total_jobs if scenario.backlog else 0
+    for index, r in enumerate(tenant_ranges(scenario)):
+        if isinstance(r.group, TenantGroup) and r.group.arrival == "poisson":
+            total += sum(1 for _ in group_arrivals(scenario.seed, index, r.group, r.first))
+        elif isinstance(r.group, TenantGroup):
+            total += r.group.expected_jobs
+    return total
+
+
 def generate(scenario: Scenario) -> Workload:
     tenant_ids: list[int] = []
     rotation: dict[int, int] = {}

@@ -11,6 +11,7 @@ from harness.workload import (
     backlog_rows,
     build_batches,
     burst_sizes,
+    count_jobs,
     generate,
     group_arrivals,
     tenant_classes,
@@ -117,6 +118,23 @@ def test_job_ids_follow_insertion_order_backlog_first() -> None:
     assert workload.tenant_ids == [1, 1, 1, 1, 1, 2, 3, 7, 7, 8, 8]
     assert workload.at_s == [0.0] * 7 + [0.5] * 4
     assert workload.duration_ms(8) == 3
+    assert count_jobs(scenario) == workload.total_jobs
+
+
+def test_counting_a_poisson_groups_jobs_draws_the_same_stream() -> None:
+    scenario = Scenario.model_validate(
+        {
+            "name": "p",
+            "workers": 1,
+            "strategies": ["fifo"],
+            "seed": 11,
+            "tenant_groups": [
+                {"name": "a", "tenants": 1, "jobs_per_tenant": 3, "duration_ms": 1},
+                poisson().model_dump(exclude_none=True),
+            ],
+        }
+    )
+    assert count_jobs(scenario) == generate(scenario).total_jobs > 1900
 
 
 def poisson(**fields: object) -> TenantGroup:
