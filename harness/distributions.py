@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from statistics import NormalDist
 from typing import Literal
 
@@ -32,8 +33,13 @@ def splitmix64(value: int) -> int:
 
 def unit_draw(seed: int, stream: int, index: int) -> float:
     """A number in (0, 1), fixed by (seed, stream, index): never exactly 0 or 1."""
-    mixed = splitmix64(splitmix64(splitmix64(seed & MASK64) ^ stream) ^ (index & MASK64))
+    mixed = splitmix64(_stream_key(seed, stream) ^ (index & MASK64))
     return ((mixed >> 11) + 0.5) / (1 << 53)
+
+
+@lru_cache(maxsize=64)
+def _stream_key(seed: int, stream: int) -> int:
+    return splitmix64(splitmix64(seed & MASK64) ^ stream)
 
 
 DURATION_STREAM = 1  # unit_draw's stream for job durations; arrivals use their own

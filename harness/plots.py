@@ -170,7 +170,8 @@ def scaling(summary: pd.DataFrame) -> Figure:
     for strategy, group in typical.groupby(level=0, sort=False):
         first_class = group.index.get_level_values("tenant_class")[0]
         per_count = group.xs(first_class, level="tenant_class")
-        axis.plot(per_count.index, per_count["throughput_jobs_s"], marker="o", label=strategy)
+        counts = per_count.index.get_level_values("workers")
+        axis.plot(counts, per_count["throughput_jobs_s"], marker="o", label=str(strategy))
     _workers_axis(axis, "throughput (jobs/s)")
     figure.subplots_adjust(wspace=0.3)
     return figure

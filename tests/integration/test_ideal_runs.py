@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from harness.providers import Server
-from tests.conftest import SCENARIOS
+from tests.conftest import SCENARIOS, SHORT_NOISY
 from tests.integration.conftest import run_yaml
 
 
@@ -45,3 +45,19 @@ def test_fairness_files_trace_back_to_the_jobs(noisy_run: Path) -> None:
     assert len(jobs) == 2 * 1050
     summary = (noisy_run / "summary.md").read_text()
     assert "## Fairness across tenants" in summary and "## Against the ideal schedule" in summary
+
+
+def test_a_worker_sweep_gets_a_scaling_plot_and_an_ideal_per_count(
+    server: Server, tmp_path: Path
+) -> None:
+    text = SHORT_NOISY.replace("workers: 2", "workers: [1, 3]").replace(
+        "strategies: [fifo, round_robin]", "strategies: [round_robin]"
+    )
+    run = run_yaml(server, tmp_path, text).folder.path
+    assert (run / "scaling.png").stat().st_size > 10_000
+    ideal = pd.read_csv(run / "ideal.csv")
+    makespans = ideal[(ideal["figure"] == "makespan_s") & (ideal["tenant_class"] == "all")]
+    by_count = makespans.set_index("workers")["ideal"]
+    # 210 jobs of 5 ms: 1.05 s on one worker; three workers need a third of it
+    assert by_count[1] == pytest.approx(1.05)
+    assert by_count[3] == pytest.approx(0.35, abs=0.006)
