@@ -212,7 +212,11 @@ def _write_note(conn: Connection, job_id: int, tenant_id: int) -> int | None:
         with conn.transaction():  # a savepoint: a refused row must not undo the claim
             row = conn.execute(statement("write_note"), {"job_id": job_id, "body": body})
             written = row.fetchone()
-    except psycopg.errors.InsufficientPrivilege:  # "violates row-level security policy"
+    except psycopg.errors.InsufficientPrivilege as error:
+        # Only the policy's refusal counts as denied; a missing grant (same SQLSTATE) would
+        # otherwise pass for a perfectly isolated run.
+        if "row-level security" not in (error.diag.message_primary or ""):
+            raise
         return None
     return written[0] if written is not None else None
 
@@ -258,11 +262,10 @@ def psycopg_clients(dsn: str, size: int) -> Iterator[Clients]:
     The pool rolls back a transaction left open, but does not reset session settings:
     what a SET left on a connection goes to the next borrower.
     """
-    pool = ConnectionPool(
-        dsn, min_size=size, max_size=size, kwargs={"autocommit": True}, open=False
-    )
-    with pool:
-        pool.open(wait=True, timeout=30)
+    with ConnectionPool(
+        dsn, min_size=size, max_size=size, kwargs={"autocommit": True}, open=True
+    ) as pool:
+        pool.wait(timeout=30)  # every connection made before the first job
         yield lambda: nullcontext(pool.connection)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from harness.isolation import (
     AppRole,
@@ -22,6 +23,7 @@ from harness.isolation import (
     plan_jobs,
     reset_tables,
     run_isolation,
+    run_job,
 )
 from harness.pgbouncer import unavailable_reason
 from harness.providers import Server
@@ -106,6 +108,20 @@ def test_the_app_role_is_bound_by_the_policy(server: Server, role: AppRole) -> N
         ).fetchone()
     assert attributes == (False, False)
     assert forced == (True, True)
+
+
+def test_a_missing_grant_fails_the_job_rather_than_passing_for_a_denial(
+    server: Server, role: AppRole
+) -> None:
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("revoke insert on {}.tenant_notes from {}").format(
+                sql.Identifier(SCHEMA), sql.Identifier(role.name)
+            )
+        )
+    refused = pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied")
+    with psycopg.connect(role.dsn, autocommit=True) as conn, refused:
+        run_job(conn, "set_local")
 
 
 def test_psycopg_pool_set_leaks_set_local_does_not(server: Server) -> None:
