@@ -294,6 +294,61 @@ def simulate_scenario(
     _guarded(lambda: simulate_command(scenario, workers, strategies_dir, out, console))
 
 
+@app.command()
+def isolation(
+    jobs: Annotated[int, typer.Option(min=1, help="Jobs per pool and mode.")] = 400,
+    tenants: Annotated[int, typer.Option(min=2, help="Tenants the jobs belong to.")] = 8,
+    unset_share: Annotated[
+        float,
+        typer.Option(
+            min=0.0, max=1.0, help="Share of jobs on the path that never sets the tenant."
+        ),
+    ] = 0.1,
+    workers: Annotated[int, typer.Option(min=1, help="Worker threads.")] = 4,
+    pool_size: Annotated[
+        int, typer.Option(min=1, help="Server connections the workers share.")
+    ] = 2,
+    pool: Annotated[
+        str, typer.Option(help="psycopg (psycopg_pool), pgbouncer (transaction mode) or all.")
+    ] = "all",
+    seed: Annotated[int, typer.Option(help="Seeds each job's tenant and path.")] = 1,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Exit 1 if a job under SET LOCAL leaked.")
+    ] = False,
+    pg: PgOption = None,
+    dsn: DsnOption = None,
+    allow_version_mismatch: MismatchOption = False,
+    results_dir: ResultsOption = Path("results"),
+) -> None:
+    """Jobs under row-level security through pooled connections, the tenant set by SET and
+    by SET LOCAL: count the jobs that saw or wrote another tenant's rows."""
+    import os
+
+    from harness.commands import isolation_command
+    from harness.isolation import IsolationSettings
+    from harness.providers import choose_provider
+
+    settings = IsolationSettings(
+        jobs=jobs,
+        tenants=tenants,
+        unset_share=unset_share,
+        workers=workers,
+        pool_size=pool_size,
+        seed=seed,
+    )
+    code = _guarded(
+        lambda: isolation_command(
+            settings,
+            pool,
+            strict,
+            choose_provider(pg, dsn, os.environ, allow_version_mismatch),
+            results_dir,
+            console,
+        )
+    )
+    raise typer.Exit(code)
+
+
 @app.command(name="sql")
 def show_sql(
     strategy: Annotated[str, typer.Argument(help="Strategy name, e.g. fifo or round_robin.")],

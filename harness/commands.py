@@ -28,7 +28,18 @@ from harness.errors import HarnessError
 from harness.explain import requests
 from harness.fairness import repetition_fairness, tenant_table
 from harness.ideal import simulated_jobs
+from harness.isolation import (
+    POOLS,
+    TABLE_HEADERS,
+    IsolationSettings,
+    PoolKind,
+    run_isolation,
+    set_local_leaked,
+    table_rows,
+    write_results,
+)
 from harness.metadata import collect_all
+from harness.pgbouncer import pgbouncer_version
 from harness.plots import FORMATS, compare_ecdf, encode
 from harness.probing import measure
 from harness.progress import ProgressBars
@@ -203,6 +214,40 @@ def compare_command(
     for form in FORMATS:
         atomic_write(out / f"waits.{form}", encode(figure, form))
     console.print(f"Comparison: {out}", highlight=False)
+
+
+def isolation_command(
+    settings: IsolationSettings,
+    pool: str,
+    strict: bool,
+    choice: ProviderChoice,
+    results_dir: Path,
+    console: Console,
+) -> int:
+    """SET and SET LOCAL through each pool; with `strict`, exit 1 if SET LOCAL leaked."""
+    pools = _pools(pool)
+    console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
+    with open_server(choice) as server:
+        results = run_isolation(server.dsn, settings, pools)
+        metadata = collect_all(server.dsn, {"kind": server.provider, **server.details})
+    if "pgbouncer" in pools:
+        metadata["pgbouncer"] = pgbouncer_version()
+    folder = write_results(results_dir, settings, results, metadata)
+    title = f"Tenant isolation: SET vs SET LOCAL ({settings.jobs} jobs per pool and mode)"
+    console.print(console_table(title, TABLE_HEADERS, table_rows(results)))
+    console.print(f"Results: {folder.path}", highlight=False)
+    leaked = set_local_leaked(results)
+    if leaked:
+        console.print("SET LOCAL leaked: see jobs.csv", highlight=False)
+    return 1 if strict and leaked else 0
+
+
+def _pools(pool: str) -> list[PoolKind]:
+    if pool == "all":
+        return list(POOLS)
+    if pool not in POOLS:
+        raise HarnessError(f"--pool: unknown pool '{pool}'; allowed: {', '.join(POOLS)}, all")
+    return [pool]  # type: ignore[list-item]  # checked against POOLS just above
 
 
 def _jobs_of(run: Path) -> pd.DataFrame:

@@ -172,7 +172,7 @@ def _pings(conn: socket.socket) -> bool:
 @contextlib.contextmanager
 def _embedded(choice: ProviderChoice) -> Iterator[Server]:
     install = reachable_install(_wheel_install())
-    owner = _server_user()
+    owner = server_user()
     workdir = Path(tempfile.mkdtemp(prefix="tqb-pg-"))
     process: subprocess.Popen[bytes] | None = None
     try:
@@ -209,7 +209,7 @@ def _wheel_install() -> Path:
     return Path(tool("postgres")).parent.parent
 
 
-def _server_user() -> pwd.struct_passwd | None:
+def server_user() -> pwd.struct_passwd | None:
     """Who runs initdb and postgres: nobody when we are root (both refuse root)."""
     if os.geteuid() != 0:
         return None
@@ -232,7 +232,7 @@ def reachable_install(install: Path) -> Path:
     of `nobody`; the copy goes to a root-owned, world-readable cache directory in /tmp,
     made once per install and reused.
     """
-    owner = _server_user()
+    owner = server_user()
     if owner is None or _runs_as(install, owner):
         return install
     cache = Path(tempfile.gettempdir()) / f"tenant-queue-bench-pg-{_install_key(install)}"
@@ -287,7 +287,7 @@ def _runs_as(install: Path, owner: pwd.struct_passwd) -> bool:
     return result.returncode == 0
 
 
-def _as_owner(owner: pwd.struct_passwd | None) -> dict[str, object]:
+def as_owner(owner: pwd.struct_passwd | None) -> dict[str, object]:
     if owner is None:
         return {}
     return {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
@@ -307,7 +307,7 @@ def _initdb(install: Path, data: Path, owner: pwd.struct_passwd | None) -> None:
         "--no-instructions",
     ]
     result = subprocess.run(
-        command, capture_output=True, text=True, check=False, cwd=data.parent, **_as_owner(owner)
+        command, capture_output=True, text=True, check=False, cwd=data.parent, **as_owner(owner)
     )  # type: ignore[call-overload]
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -339,12 +339,12 @@ def _start_postgres(
             stdin=subprocess.DEVNULL,
             cwd=socket_dir,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
-            **_as_owner(owner),
+            preexec_fn=die_with_parent,
+            **as_owner(owner),
         )
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the server's process: if the harness is killed outright, stop at once too.
 
     Runs after the switch to the unprivileged user, which would otherwise clear it.

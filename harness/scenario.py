@@ -490,7 +490,8 @@ def _location(loc: tuple[int | str, ...]) -> str:
         if isinstance(part, int):
             text += f"[{part}]"
         elif "[" not in part and "-" not in part and part not in ("int", "float"):
-            text += f".{part}" if text else part
+            name = part if part.isprintable() else repr(part)  # the message stays one line
+            text += f".{name}" if text else name
     return text
 
 

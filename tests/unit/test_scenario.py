@@ -62,6 +62,11 @@ def test_an_unknown_field_names_its_line_and_the_allowed_ones(write_yaml) -> Non
     assert message.startswith("12: tenant_groups[0].colour: unknown field; allowed: name, ")
 
 
+def test_an_unknown_field_with_a_line_break_in_its_name_stays_one_line(write_yaml) -> None:
+    message = error_for(write_yaml, SHORT_NOISY + '"a\\nb": 1\n')
+    assert ": 'a\\nb': unknown field; allowed: name, " in message
+
+
 def test_a_negative_duration_names_the_field_and_the_bound(write_yaml) -> None:
     text = SHORT_NOISY.replace(
         "duration_ms: 5\n  - name: small", "duration_ms: -5\n  - name: small"

@@ -1,0 +1,184 @@
+"""Tenant isolation on the real server: the policy denies by default, SET leaks through a
+pool, SET LOCAL does not; PgBouncer where it is installed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from harness.isolation import (
+    AppRole,
+    IsolationSettings,
+    PlannedJob,
+    PoolKind,
+    PoolResult,
+    app_role,
+    plan_jobs,
+    reset_tables,
+    run_isolation,
+    run_job,
+)
+from harness.pgbouncer import unavailable_reason
+from harness.providers import Server
+from harness.runner import own_schema
+
+# One server connection shared by two workers: transactions run one at a time, jobs are
+# claimed in id order, so which job inherits which tenant follows from the seed alone.
+SERIAL = IsolationSettings(jobs=60, tenants=4, unset_share=0.3, workers=2, pool_size=1, seed=7)
+SCHEMA = "isolation_policy_test"
+
+
+def session_leaks(plan: list[PlannedJob]) -> tuple[int, int]:
+    """Under SET on one connection: (jobs that run as the previous job's other tenant,
+    jobs without tenant before any tenant was set)."""
+    last: int | None = None
+    leaks = denied = 0
+    for job in plan:
+        if job.sets_tenant:
+            last = job.tenant_id
+        elif last is None:
+            denied += 1
+        elif last != job.tenant_id:
+            leaks += 1
+    return leaks, denied
+
+
+def by_mode(results: list[PoolResult]) -> dict[str, dict[str, int]]:
+    return {str(result.mode): result.counts() for result in results}
+
+
+def assert_set_leaks_set_local_does_not(results: list[PoolResult]) -> None:
+    counts = by_mode(results)
+    leaks, denied_before_first = session_leaks(plan_jobs(SERIAL))
+    unset = sum(not job.sets_tenant for job in plan_jobs(SERIAL))
+    assert leaks > 0  # the seed gives leaks to find
+    assert counts["set"]["leaks_seen"] == leaks
+    assert counts["set"]["leaks_written"] == leaks
+    assert counts["set"]["denied"] == denied_before_first
+    assert counts["set_local"]["without_tenant"] == unset
+    assert counts["set_local"]["leaks_seen"] == 0
+    assert counts["set_local"]["other_rows_read"] == 0
+    assert counts["set_local"]["leaks_written"] == 0
+    assert counts["set_local"]["denied"] == unset
+
+
+@pytest.fixture
+def role(server: Server) -> Iterator[AppRole]:
+    """The harness's app role over tables with two tenants' rows, written as the owner."""
+    with own_schema(server.dsn, SCHEMA), app_role(server.dsn, SCHEMA) as created:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            reset_tables(conn, SCHEMA, created.name, plan_jobs(SERIAL))
+            conn.execute("insert into tenant_notes values (1, 1, 'one'), (2, 2, 'two')")
+        yield created
+
+
+def test_no_tenant_set_sees_nothing_and_writes_nothing(role: AppRole) -> None:
+    with psycopg.connect(role.dsn, autocommit=True) as conn:
+        assert conn.execute("select count(*) from tenant_notes").fetchone() == (0,)
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute("insert into tenant_notes (job_id, body) values (9, 'x')")
+
+
+def test_set_local_ends_with_its_transaction(role: AppRole) -> None:
+    with psycopg.connect(role.dsn, autocommit=True) as conn:
+        with conn.transaction():
+            conn.execute("set local app.tenant_id = '1'")
+            assert conn.execute("select tenant_id from tenant_notes").fetchall() == [(1,)]
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("insert into tenant_notes values (2, 9, 'for tenant 2')")
+        # The setting now exists in the session as '': still denied, not an error.
+        assert conn.execute("select count(*) from tenant_notes").fetchone() == (0,)
+
+
+def test_the_app_role_is_bound_by_the_policy(server: Server, role: AppRole) -> None:
+    with psycopg.connect(server.dsn) as conn:
+        attributes = conn.execute(
+            "select rolsuper, rolbypassrls from pg_roles where rolname = %s", (role.name,)
+        ).fetchone()
+        forced = conn.execute(
+            "select relrowsecurity, relforcerowsecurity from pg_class where oid = %s::regclass",
+            (f"{SCHEMA}.tenant_notes",),
+        ).fetchone()
+    assert attributes == (False, False)
+    assert forced == (True, True)
+
+
+def test_a_missing_grant_fails_the_job_rather_than_passing_for_a_denial(
+    server: Server, role: AppRole
+) -> None:
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("revoke insert on {}.tenant_notes from {}").format(
+                sql.Identifier(SCHEMA), sql.Identifier(role.name)
+            )
+        )
+    refused = pytest.raises(psycopg.errors.InsufficientPrivilege, match="permission denied")
+    with psycopg.connect(role.dsn, autocommit=True) as conn, refused:
+        run_job(conn, "set_local")
+
+
+def test_psycopg_pool_set_leaks_set_local_does_not(server: Server) -> None:
+    assert_set_leaks_set_local_does_not(run_isolation(server.dsn, SERIAL, ["psycopg"]))
+
+
+def test_pgbouncer_set_leaks_set_local_does_not(server: Server) -> None:
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    assert_set_leaks_set_local_does_not(run_isolation(server.dsn, SERIAL, ["pgbouncer"]))
+
+
+def test_an_unavailable_pool_is_reported_skipped(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("harness.pgbouncer.pgbouncer_binary", lambda: None)
+    pools: list[PoolKind] = ["pgbouncer"]
+    (result,) = run_isolation(server.dsn, SERIAL, pools)
+    assert result.mode is None
+    assert result.skipped is not None and "not installed" in result.skipped
+
+
+def test_command_leaves_no_role_and_writes_its_folder(server: Server, tmp_path: Path) -> None:
+    results = tmp_path / "results"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "isolation",
+            "--jobs",
+            "40",
+            "--pool",
+            "psycopg",
+            "--strict",
+            "--dsn",
+            server.dsn,
+            "--results-dir",
+            str(results),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "SET LOCAL" in done.stdout
+    (folder,) = (results / "isolation").iterdir()
+    document = json.loads((folder / "isolation.json").read_text())
+    assert document["format_version"] == 1
+    assert document["set_local_leaked"] is False
+    assert document["metadata"]["postgres"]["server_version_num"] >= 170000
+    assert len((folder / "jobs.csv").read_text().splitlines()) == 1 + 2 * 40
+    with psycopg.connect(server.dsn) as conn:
+        left = conn.execute(
+            "select rolname from pg_roles where rolname like 'harness_app_%' "
+            "union all select nspname from pg_namespace where nspname like 'harness_%'"
+        ).fetchall()
+    assert left == []
