@@ -185,7 +185,9 @@ def run_pgbench(
     command = [
         str(client_program("pgbench")),
         *("-n", "-r", "-M", PGBENCH_MODE),
-        *("-c", str(clients), "-t", str(load.jobs // clients)),
+        # A thread per client, as the harness has a process per worker: the scheduler
+        # shares the CPUs per thread, and one thread would serve four clients with one share.
+        *("-c", str(clients), "-j", str(clients), "-t", str(load.jobs // clients)),
         *variables,
         *("-f", "-"),
     ]
