@@ -61,3 +61,10 @@ def test_sql_of_an_unknown_strategy_is_exit_2() -> None:
     assert done.stderr.strip() == (
         f"error: unknown strategy 'lifo'; available: {sorted(load_strategies())}"
     )
+
+
+def test_overhead_refuses_an_unknown_strategy_before_starting_a_server(tmp_path: Path) -> None:
+    done = harness("overhead", "--strategy", "nope", "--results-dir", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --strategy: unknown strategy 'nope'")
+    assert "Starting PostgreSQL" not in done.stdout
