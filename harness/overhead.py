@@ -14,8 +14,9 @@ as the client saw it, averaged over the jobs: the workers time each claim themse
 prints for the claim's commands. `-r` gives only averages (a `-l` log would time the
 whole transaction, work and completion included), so both arms report the mean.
 
-The machine may be small and shared: each load runs `rounds` times with the arms in
-alternating order after an unrecorded warm-up, and the summary is the median per arm.
+The machine may be small and shared: each load runs `rounds` times with the arms back to
+back in alternating order after an unrecorded warm-up; the summary is the median per arm
+and, for the ratios, the median of the rounds' own ratios.
 """
 
 from __future__ import annotations
@@ -309,31 +310,46 @@ class ArmSummary:
     claim_ms: Spread
 
 
+METRICS = ("throughput", "makespan_s", "claim_ms")
+
+
 @dataclass(frozen=True)
 class LoadSummary:
     load: Load
     pgbench: ArmSummary
     harness: ArmSummary
+    ratios: dict[str, float]  # harness / pgbench, the median of the rounds' ratios
 
     def ratio(self, metric: str) -> float:
-        """harness / pgbench, of the medians."""
-        mine: Spread = getattr(self.harness, metric)
-        theirs: Spread = getattr(self.pgbench, metric)
-        return mine.median / theirs.median
+        return self.ratios[metric]
 
 
 def summarise(measurements: list[Measurement], settings: OverheadSettings) -> list[LoadSummary]:
-    def arm(load: Load, name: Arm) -> ArmSummary:
-        mine = [m for m in measurements if m.arm == name and m.work_ms == load.work_ms]
-        return ArmSummary(
-            throughput=Spread.of([m.throughput for m in mine]),
-            makespan_s=Spread.of([m.makespan_s for m in mine]),
-            claim_ms=Spread.of([m.claim_ms for m in mine]),
+    """Per load, each arm's median and range over rounds, and the ratios. A ratio is taken
+    within each round, whose two arms ran back to back, then the median over rounds: the
+    shared machine's drift from one round to the next cancels out."""
+
+    def arm(load: Load, name: Arm) -> list[Measurement]:
+        return sorted(
+            (m for m in measurements if m.arm == name and m.work_ms == load.work_ms),
+            key=lambda m: m.round,
         )
 
-    return [
-        LoadSummary(load, arm(load, "pgbench"), arm(load, "harness")) for load in settings.loads()
-    ]
+    def spreads(mine: list[Measurement]) -> ArmSummary:
+        values = {metric: [getattr(m, metric) for m in mine] for metric in METRICS}
+        return ArmSummary(**{metric: Spread.of(v) for metric, v in values.items()})
+
+    summaries = []
+    for load in settings.loads():
+        theirs, mine = arm(load, "pgbench"), arm(load, "harness")
+        ratios = {
+            metric: statistics.median(
+                getattr(h, metric) / getattr(p, metric) for h, p in zip(mine, theirs, strict=True)
+            )
+            for metric in METRICS
+        }
+        summaries.append(LoadSummary(load, spreads(theirs), spreads(mine), ratios))
+    return summaries
 
 
 @dataclass(frozen=True)
@@ -403,10 +419,9 @@ def overhead_document(
 
 
 def _summary_entry(summary: LoadSummary) -> dict[str, Any]:
-    metrics = ("throughput", "makespan_s", "claim_ms")
     return {
         **summary.load.__dict__,
-        "pgbench": {m: getattr(summary.pgbench, m).__dict__ for m in metrics},
-        "harness": {m: getattr(summary.harness, m).__dict__ for m in metrics},
-        "ratio": {m: summary.ratio(m) for m in metrics},
+        "pgbench": {m: getattr(summary.pgbench, m).__dict__ for m in METRICS},
+        "harness": {m: getattr(summary.harness, m).__dict__ for m in METRICS},
+        "ratio": summary.ratios,
     }

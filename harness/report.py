@@ -362,7 +362,8 @@ def junit_xml(findings: list[Finding]) -> bytes:
 
 
 def overhead_rows(summaries: list[LoadSummary]) -> tuple[list[str], list[list[str]]]:
-    """Per load, both arms (median, range over rounds) and the harness / pgbench ratio."""
+    """Per load, both arms (median, range over rounds) and the harness / pgbench ratio
+    (the median of the rounds' ratios)."""
     headers = ["work", "jobs", "arm", "jobs/s", "makespan s", "claim ms (mean)"]
     metrics = ("throughput", "makespan_s", "claim_ms")
     rows = []

@@ -402,6 +402,8 @@ def batch_params(scenario: Scenario, batch: Batch) -> dict[str, Any]:
 
 def _end_processes(processes: list[Any]) -> None:
     for process in processes:
+        if process.pid is None:
+            continue  # never started: a start before it failed, and that error matters
         process.join(timeout=5)
         if process.is_alive():
             process.kill()

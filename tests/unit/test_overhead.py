@@ -140,3 +140,17 @@ def test_medians_ratios_and_goals() -> None:
     missed = goals(summarise(slower, settings))
     assert not any(goal.met for goal in missed)
     assert all(goal.message.startswith("GOAL MISSED") for goal in missed)
+
+
+def test_ratios_are_taken_within_each_round_then_the_median() -> None:
+    """Round 3 ran while the machine was busy for pgbench's arm only: it does not count."""
+    settings = OverheadSettings(jobs=100, work_jobs=100, clients=4, rounds=3)
+    makespans = {"pgbench": [1.0, 2.0, 4.0], "harness": [1.05, 2.1, 2.0]}
+    measured = [
+        measurement(arm, work_ms, r, s)
+        for arm, values in makespans.items()
+        for work_ms in (0, 20)
+        for r, s in enumerate(values, 1)
+    ]
+    instant, _ = summarise(measured, settings)
+    assert instant.ratio("makespan_s") == pytest.approx(1.05)  # medians alone: 2.0 / 2.0
