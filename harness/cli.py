@@ -234,6 +234,55 @@ def check(
 
 
 @app.command()
+def overhead(
+    strategy: Annotated[str, typer.Option(help="The strategy whose claim SQL both run.")] = "fifo",
+    clients: Annotated[
+        int, typer.Option(min=1, max=64, help="pgbench clients = harness workers.")
+    ] = 4,
+    jobs: Annotated[int, typer.Option(min=1, help="Queued jobs drained with 0 ms jobs.")] = 2000,
+    work_jobs: Annotated[
+        int, typer.Option(min=1, help="Queued jobs drained with --work-ms jobs.")
+    ] = 1000,
+    work_ms: Annotated[int, typer.Option(min=1, max=10_000, help="The work of a job.")] = 20,
+    rounds: Annotated[
+        int, typer.Option(min=1, max=20, help="Runs per arm and load; the median is reported.")
+    ] = 3,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a goal is missed.")] = False,
+    pg: PgOption = None,
+    dsn: DsnOption = None,
+    allow_version_mismatch: MismatchOption = False,
+    results_dir: ResultsOption = Path("results"),
+    strategies_dir: StrategiesDirOption = None,
+) -> None:
+    """Measure the harness's own cost: its workers against pgbench running the same claim
+    SQL on the same server, with 0 ms jobs and with --work-ms jobs."""
+    from harness.commands import overhead_command
+    from harness.overhead import OverheadSettings
+
+    settings = OverheadSettings(
+        strategy=strategy,
+        clients=clients,
+        jobs=jobs,
+        work_jobs=work_jobs,
+        work_ms=work_ms,
+        rounds=rounds,
+    )
+    code = _guarded(
+        lambda: overhead_command(
+            settings,
+            pg,
+            dsn,
+            allow_version_mismatch,
+            results_dir,
+            strategies_dir,
+            strict,
+            console,
+        )
+    )
+    raise typer.Exit(code)
+
+
+@app.command()
 def report(run: Annotated[Path, typer.Argument(help="A run folder.", show_default=False)]) -> None:
     """Rebuild a run's tables, plots and report.html from its raw files."""
     from harness.commands import report_command

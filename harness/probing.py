@@ -15,7 +15,7 @@ from harness.runner import scenario_params, worker_spec
 from harness.scenario import Scenario
 from harness.sqlfiles import parse_blocks
 from harness.strategies import Strategy
-from harness.workers import claim_statements
+from harness.workers import Plain, claim_statements
 from harness.workload import backlog_rows
 
 WARM_UP = 8
@@ -43,7 +43,7 @@ def measure(
             figures = captured.figures[-1]
             spec = worker_spec(dsn, schema, strategy, 0, 0, {}, params)
             claim_ms, reference_ms = time_claims(
-                conn, partial(claim_statements, conn, spec), samples
+                conn, partial(claim_statements, Plain(conn), spec), samples
             )
             yield Probe(
                 strategy.name,

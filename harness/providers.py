@@ -287,6 +287,18 @@ def _runs_as(install: Path, owner: pwd.struct_passwd) -> bool:
     return result.returncode == 0
 
 
+def client_program(name: str) -> Path:
+    """A client program of the embedded install (pgbench, psql), where the user the
+    server runs as can execute it too; it can connect to a server of any provider."""
+    return _install_root(reachable_install(_wheel_install())) / "bin" / name
+
+
+def as_server_user() -> dict[str, object]:
+    """subprocess.run arguments that run a program as the embedded server's user:
+    nobody when we are root (who may reach its socket directory), else ourselves."""
+    return as_owner(server_user())
+
+
 def as_owner(owner: pwd.struct_passwd | None) -> dict[str, object]:
     if owner is None:
         return {}

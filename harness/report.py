@@ -6,7 +6,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree
 
 import pandas as pd
@@ -15,6 +15,9 @@ from rich.table import Table
 from harness.analysis import ranges
 from harness.check import Finding
 from harness.plans import SORTS_TENANTS, WALKS_GLOBAL_INDEX
+
+if TYPE_CHECKING:
+    from harness.overhead import LoadSummary
 
 SUMMARY_METRICS = [
     "wait_p50_s",
@@ -440,3 +443,20 @@ def junit_xml(findings: list[Finding]) -> bytes:
         elif finding.verdict != "ok":
             ElementTree.SubElement(case, "system-out").text = finding.message
     return ElementTree.tostring(suite, encoding="utf-8", xml_declaration=True)
+
+
+def overhead_rows(summaries: list[LoadSummary]) -> tuple[list[str], list[list[str]]]:
+    """Per load, both arms (median, range over rounds) and the harness / pgbench ratio
+    (the median of the rounds' ratios)."""
+    headers = ["work", "jobs", "arm", "jobs/s", "makespan s", "claim ms (mean)"]
+    metrics = ("throughput", "makespan_s", "claim_ms")
+    rows = []
+    for summary in summaries:
+        load = summary.load
+        for arm in ("pgbench", "harness"):
+            spreads = [getattr(getattr(summary, arm), metric) for metric in metrics]
+            cells = [f"{number(s.median)} ({span(s.low, s.high)})" for s in spreads]
+            rows.append([f"{load.work_ms} ms", str(load.jobs), arm, *cells])
+        ratios = [f"{summary.ratio(metric):.3f}" for metric in metrics]
+        rows.append([f"{load.work_ms} ms", str(load.jobs), "harness / pgbench", *ratios])
+    return headers, rows

@@ -230,23 +230,8 @@ class Crew:
             scenario_params(scenario),
         )
         schedules = enqueuer_schedules(scenario, strategy)
-        count = workers + len(schedules)
-        signals = WorkerSignals(
-            ready=_SPAWN.Array("b", count, lock=False),
-            done=_SPAWN.Array("q", count, lock=False),
-            start=_SPAWN.Event(),
-            stop=_SPAWN.Event(),
-            reports=_SPAWN.Queue(),
-        )
-        processes = [
-            _SPAWN.Process(
-                target=worker_main,
-                args=(index, spec, signals),
-                daemon=True,
-                name=f"harness-worker-{index}",
-            )
-            for index in range(workers)
-        ]
+        signals = _signals(workers + len(schedules))
+        processes = _worker_processes(spec, signals, workers)
         processes += [
             _SPAWN.Process(
                 target=enqueuer_main,
@@ -262,6 +247,12 @@ class Crew:
         ]
         return cls(signals, processes)
 
+    @classmethod
+    def workers_only(cls, spec: WorkerSpec, workers: int) -> Crew:
+        """Workers without enqueuers, for a queue loaded beforehand (see drain)."""
+        signals = _signals(workers)
+        return cls(signals, _worker_processes(spec, signals, workers))
+
     def run(
         self,
         conn: psycopg.Connection,
@@ -271,9 +262,7 @@ class Crew:
         observer: Observer,
     ) -> tuple[list[WorkerReport], list[tuple[float, int, float]]]:
         try:
-            for process in self.processes:
-                process.start()
-            self._wait_ready()
+            self._start_processes()
             # The backlog goes in once every process is connected, just before the clock
             # starts, so that its waits do not include the processes' start-up.
             if scenario.backlog is not None:
@@ -291,6 +280,29 @@ class Crew:
             self.signals.stop.set()
             self.signals.start.set()  # lets a process still waiting for the start see stop
             _end_processes(self.processes)
+
+    def drain(self, total: int, timeout_s: float) -> list[WorkerReport]:
+        """Workers claim from the queue as it stands until `total` jobs are done."""
+        try:
+            self._start_processes()
+            self.signals.start.set()
+            start = time.monotonic()
+            while (done := sum(self.signals.done)) < total:
+                self._fail_if_one_died()
+                if time.monotonic() - start > timeout_s:
+                    raise RunFailed(f"only {done} of {total} jobs done after {timeout_s:g} s")
+                time.sleep(MONITOR_INTERVAL_S)
+            self.signals.stop.set()
+            return self._collect_reports()
+        finally:
+            self.signals.stop.set()
+            self.signals.start.set()
+            _end_processes(self.processes)
+
+    def _start_processes(self) -> None:
+        for process in self.processes:
+            process.start()
+        self._wait_ready()
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
@@ -353,6 +365,28 @@ class Crew:
         return reports
 
 
+def _signals(processes: int) -> WorkerSignals:
+    return WorkerSignals(
+        ready=_SPAWN.Array("b", processes, lock=False),
+        done=_SPAWN.Array("q", processes, lock=False),
+        start=_SPAWN.Event(),
+        stop=_SPAWN.Event(),
+        reports=_SPAWN.Queue(),
+    )
+
+
+def _worker_processes(spec: WorkerSpec, signals: WorkerSignals, workers: int) -> list[Any]:
+    return [
+        _SPAWN.Process(
+            target=worker_main,
+            args=(index, spec, signals),
+            daemon=True,
+            name=f"harness-worker-{index}",
+        )
+        for index in range(workers)
+    ]
+
+
 def enqueuer_schedules(
     scenario: Scenario, strategy: Strategy
 ) -> list[list[tuple[float, dict[str, Any]]]]:
@@ -377,6 +411,8 @@ def batch_params(scenario: Scenario, batch: Batch) -> dict[str, Any]:
 
 def _end_processes(processes: list[Any]) -> None:
     for process in processes:
+        if process.pid is None:
+            continue  # never started: a start before it failed, and that error matters
         process.join(timeout=5)
         if process.is_alive():
             process.kill()

@@ -8,7 +8,7 @@ import pytest
 from harness.providers import Server
 from harness.runner import worker_spec
 from harness.strategies import Strategy
-from harness.workers import WorkerSpec, claim, complete
+from harness.workers import Prepared, WorkerSpec, claim, complete
 
 
 def spec(server: Server, strategy: Strategy) -> WorkerSpec:
@@ -36,7 +36,7 @@ def test_fifo_claims_in_id_order_whoever_the_tenant(server, queue, strategies) -
     fifo = strategies["fifo"]
     fill(queue, fifo, [1, 1, 1, 2])
     with psycopg.connect(server.dsn, autocommit=True, options="-c search_path=queue_test") as w:
-        claimed = [claim(w, spec(server, fifo)) for _ in range(4)]
+        claimed = [claim(Prepared(w), spec(server, fifo)) for _ in range(4)]
     assert claimed == [(1, 1), (2, 1), (3, 1), (4, 2)]
     assert queue.execute(
         "select count(*) from jobs where status = 'running' and started_at is not null"
@@ -47,8 +47,9 @@ def test_round_robin_alternates_tenants(server, queue, strategies) -> None:
     rr = strategies["round_robin"]
     fill(queue, rr, [1, 1, 1, 2, 2])
     with psycopg.connect(server.dsn, autocommit=True, options="-c search_path=queue_test") as w:
-        tenants = [claim(w, spec(server, rr))[1] for _ in range(5)]  # type: ignore[index]
-        assert claim(w, spec(server, rr)) is None
+        session = Prepared(w)
+        tenants = [claim(session, spec(server, rr))[1] for _ in range(5)]  # type: ignore[index]
+        assert claim(session, spec(server, rr)) is None
     assert tenants == [1, 2, 1, 2, 1]
 
 
@@ -63,7 +64,7 @@ def test_a_locked_job_skips_that_job_not_the_tenant(server, queue, strategies) -
     ):
         held = holder.execute(rr.sql("dequeue")).fetchone()  # transaction stays open
         assert held == (1, 1)
-        assert claim(worker, spec(server, rr)) == (2, 1)
+        assert claim(Prepared(worker), spec(server, rr)) == (2, 1)
         holder.rollback()
 
 
@@ -71,9 +72,10 @@ def test_complete_marks_done_once(server, queue, strategies) -> None:
     fifo = strategies["fifo"]
     fill(queue, fifo, [1])
     with psycopg.connect(server.dsn, autocommit=True, options="-c search_path=queue_test") as w:
-        job, _ = claim(w, spec(server, fifo))  # type: ignore[misc]
-        complete(w, spec(server, fifo), job)
+        session = Prepared(w)
+        job, _ = claim(session, spec(server, fifo))  # type: ignore[misc]
+        complete(session, spec(server, fifo), job)
         with pytest.raises(RuntimeError, match="complete updated 0 rows"):
-            complete(w, spec(server, fifo), job)
+            complete(session, spec(server, fifo), job)
     row = queue.execute("select status, started_at <= finished_at from jobs").fetchone()
     assert row == ("done", True)

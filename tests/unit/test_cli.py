@@ -74,3 +74,10 @@ def test_simulate_prints_the_ideal_and_never_overwrites_its_csv(tmp_path: Path) 
     again = harness("simulate", scenario, "--out", str(out))
     assert again.returncode == 2
     assert again.stderr.strip() == f"error: {out} exists; results are never overwritten"
+
+
+def test_overhead_refuses_an_unknown_strategy_before_starting_a_server(tmp_path: Path) -> None:
+    done = harness("overhead", "--strategy", "nope", "--results-dir", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: --strategy: unknown strategy 'nope'")
+    assert "Starting PostgreSQL" not in done.stdout

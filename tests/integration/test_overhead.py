@@ -1,0 +1,76 @@
+"""harness overhead on the real server: both arms drain the queue, the books balance,
+the generated scripts run, the results are written."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from rich.console import Console
+
+from harness.commands import overhead_command
+from harness.overhead import Load, OverheadSettings, measure
+from harness.providers import Server
+from harness.runner import own_schema
+from harness.strategies import Strategy
+
+SCHEMA = "overhead_test"
+
+
+@pytest.fixture
+def schema(server: Server) -> Iterator[str]:
+    with own_schema(server.dsn, SCHEMA):
+        yield SCHEMA
+
+
+def done_jobs(server: Server) -> int:
+    with psycopg.connect(server.dsn, options=f"-c search_path={SCHEMA}") as conn:
+        row = conn.execute("select count(*) from jobs where status = 'done'").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def test_both_arms_do_every_job_once_at_comparable_rates(
+    server: Server, schema: str, strategies: dict[str, Strategy]
+) -> None:
+    load = Load(work_ms=0, jobs=400)
+    rates = {}
+    for arm in ("pgbench", "harness"):
+        measured = measure(server.dsn, schema, strategies["fifo"], arm, load, 4, 1)
+        assert done_jobs(server) == load.jobs, arm
+        assert measured.throughput > 0 and measured.claim_ms > 0, arm
+        rates[arm] = measured.throughput
+    # Only what no load on a shared machine can break: the same order of magnitude.
+    assert rates["harness"] >= 0.3 * rates["pgbench"], rates
+
+
+@pytest.mark.parametrize("name", ["round_robin_active", "capped", "fifo_hold"])
+def test_the_generated_script_runs_for_strategies_with_more_statements(
+    server: Server, schema: str, strategies: dict[str, Strategy], name: str
+) -> None:
+    """served and retire in the claim, a guard on tenant_cap, the lock held for the work."""
+    measured = measure(server.dsn, schema, strategies[name], "pgbench", Load(2, 40), 2, 1)
+    assert done_jobs(server) == 40
+    assert measured.makespan_s > 0
+
+
+def test_the_command_prints_the_table_and_writes_the_results(
+    server: Server, tmp_path: Path
+) -> None:
+    console = Console(record=True, width=160)
+    settings = OverheadSettings(jobs=200, work_jobs=40, work_ms=5, clients=2, rounds=1)
+    code = overhead_command(settings, "external", server.dsn, False, tmp_path, None, False, console)
+    assert code == 0  # a missed goal fails only with --strict
+    shown = console.export_text()
+    assert "harness / pgbench" in shown and "Results:" in shown
+    (folder,) = (tmp_path / "overhead").iterdir()
+    document = json.loads((folder / "overhead.json").read_text())
+    assert document["format_version"] == 1
+    assert [entry["work_ms"] for entry in document["summary"]] == [0, 5]
+    assert len(document["measurements"]) == 4  # 2 loads x 2 arms x 1 round
+    assert document["metadata"]["postgres"]["server_version_num"] >= 170000
+    assert r"\gset" in document["pgbench"]["scripts"]["5"]
+    assert "| harness / pgbench |" in (folder / "overhead.md").read_text()
