@@ -37,6 +37,14 @@ def unit_draw(seed: int, stream: int, index: int) -> float:
 
 
 DURATION_STREAM = 1  # unit_draw's stream for job durations; arrivals use their own
+FAILURE_STREAM = 2  # failing attempts: one stream per attempt number, from this one
+
+
+def attempt_fails(seed: int, job_id: int, attempt: int, probability: float) -> bool:
+    """Whether attempt `attempt` (from 1) of job `job_id` fails: fixed by the seed."""
+    if probability <= 0:
+        return False
+    return unit_draw(seed, FAILURE_STREAM + (attempt << 8), job_id) < probability
 
 
 @dataclass(frozen=True)
