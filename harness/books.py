@@ -98,8 +98,13 @@ def check_fault_books(
         "dead but not dead-lettered", [j for j in dead if not failures.get(j, (0, False))[1]]
     )
     counts = Counter(claimed)
+    # A done job's claims: one per failed attempt, and the one that did it; a dead job's:
+    # one per failed attempt. Any more started the work again (a crash, a lease).
     extra = {
-        r.job_id: counts[r.job_id] - failures.get(r.job_id, (0, False))[0] - 1 for r in finished
+        r.job_id: counts[r.job_id]
+        - failures.get(r.job_id, (0, False))[0]
+        - (1 if r.status == "done" else 0)
+        for r in finished
     }
     problems += _describe(
         "finished with fewer claims than attempts", [j for j, n in extra.items() if n < 0]
