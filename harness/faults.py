@@ -16,6 +16,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any, Protocol
 
+import pandas as pd
 import psycopg
 
 from harness.books import FaultBooks, JobRow, check_fault_books
@@ -275,3 +276,43 @@ def tenant_class(base: str, job_id: int, failures: dict[int, tuple[int, bool]]) 
     include earlier attempts and backoffs) are reported apart."""
     failed, dead = failures.get(job_id, (0, False))
     return base + DEAD if dead else base + RETRIED if failed else base
+
+
+FAULT_COLUMNS = [
+    "strategy",
+    "workers",
+    "repetition",
+    "crashes",
+    "lost",
+    "duplicates",
+    "stuck",
+    "dead_lettered",
+    "retried_done",
+    "recovery_max_s",
+    "recovery_p50_s",
+    "server_restarts",
+    "held_at_restart",
+    "in_doubt_claims",
+    "reconnects",
+]
+
+
+def fault_table(document: dict[str, Any]) -> pd.DataFrame | None:
+    """faults.csv: one row per repetition of what its faults did, from run.json."""
+    rows = [
+        {
+            "strategy": entry["strategy"],
+            "workers": entry["workers"],
+            "repetition": entry["repetition"],
+            **{
+                column: faults.get(column)
+                for column in FAULT_COLUMNS[4:]
+                if column != "held_at_restart"
+            },
+            "crashes": len(faults["crashes"]),
+            "held_at_restart": faults.get("restart_held_at_restart"),
+        }
+        for entry in document.get("repetitions", [])
+        if (faults := entry.get("faults")) is not None
+    ]
+    return pd.DataFrame(rows, columns=FAULT_COLUMNS) if rows else None

@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.report import (
+    FAULTS_NOTE,
     FLAG_LEGEND,
     RunTables,
+    fault_rows,
     plans_rows,
     property_rows,
     reference_rows,
@@ -87,6 +89,11 @@ def _sections(tables: RunTables) -> list[str]:
             "<h2 id='properties'>Properties checked</h2><p>From the recorded data; "
             "measured is the worst repetition.</p>",
             _table(*property_rows(tables.properties)),
+        ]
+    if tables.faults is not None:
+        parts += [
+            f"<h2 id='faults'>Faults</h2><p>{_e(FAULTS_NOTE)}</p>",
+            _table(*fault_rows(tables.faults)),
         ]
     if tables.plans is not None:
         parts += [

@@ -26,6 +26,7 @@ from harness.analysis import (
     reference_table,
     summarize,
 )
+from harness.faults import fault_table
 from harness.html_report import report_html
 from harness.plans import Capture
 from harness.plots import FORMATS, encode, plans_chart, tenant_share, timeline, wait_ecdf
@@ -78,12 +79,16 @@ def render_run(folder: RunFolder) -> Rendered:
         write("plans", "plans.csv", runs.to_csv(index=False))
     if properties is not None:
         write("properties", "properties.csv", properties.to_csv(index=False))
+    faults = fault_table(document)
+    if faults is not None:
+        write("faults", "faults.csv", faults.to_csv(index=False))
     tables = RunTables(
         summary,
         plans,
         reference,
         source,
         property_summary(properties) if properties is not None else None,
+        faults,
     )
     write("summary_md", "summary.md", summary_markdown(f"{scenario.name}: {folder.run_id}", tables))
     plots = _plots(jobs, plans)
