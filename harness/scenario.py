@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -553,7 +554,23 @@ def _first_error(path: Path, node: yaml.Node | None, error: ValidationError) -> 
         message = "required field is missing"
     got = "" if first["type"] in ("missing", "extra_forbidden") else _got(first.get("input"))
     where = f"{location}: " if location else ""
+    if not first["loc"]:
+        line = _line_of(node, _named_path(message)) if _named_path(message) else line
     return f"{path}:{line}: {where}{message}{got}"
+
+
+_NAMED = re.compile(r"^(faults(?:\.[a-z_]+|\[\d+\])*):")
+
+
+def _named_path(message: str) -> tuple[int | str, ...]:
+    """A whole-scenario fault check names its field first ('faults.crashes[0]: ...'): the
+    path to that field, so the error's line is the field's, not the file's first."""
+    found = _NAMED.match(message)
+    if found is None:
+        return ()
+    return tuple(
+        int(part) if part.isdigit() else part for part in re.findall(r"[a-z_]+|\d+", found.group(1))
+    )
 
 
 def _got(value: Any) -> str:
