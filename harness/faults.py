@@ -112,6 +112,7 @@ class FaultDriver:
     def __post_init__(self) -> None:
         faults = self.scenario.faults
         self._pending = sorted(faults.crashes, key=lambda c: c.at_s) if faults else []
+        self._opened.append(self.conn)
 
     @property
     def lease(self) -> bool:
