@@ -5,6 +5,7 @@ with the run's status and the run folder keeps what was measured."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,7 +14,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from harness.analysis import MONITOR_COLUMNS
-from harness.errors import Terminated
+from harness.errors import HarnessError, Terminated
 from harness.explain import CaptureObserver, capture_all, requests
 from harness.metadata import collect_all
 from harness.plans import Capture
@@ -57,6 +58,7 @@ def run_scenario(
     options: RunOptions,
 ) -> Rendered:
     scenario = loaded.scenario
+    refuse_restart_without_embedded(scenario, server)
     folder = RunFolder.create(root, scenario.name)
     folder.write("scenario.yaml", loaded.text)
     document = _run_document(loaded, folder, server, options)
@@ -69,7 +71,16 @@ def run_scenario(
     try:
         with own_schema(server.dsn, schema):
             if options.timed and scenario.timed:
-                _run_timed(server.dsn, schema, scenario, strategies, observer, document, measured)
+                _run_timed(
+                    server.dsn,
+                    schema,
+                    scenario,
+                    strategies,
+                    observer,
+                    document,
+                    measured,
+                    server.restart,
+                )
             if options.plans and scenario.explain is not None:
                 _capture_plans(
                     server.dsn, schema, scenario, strategies, observer, options, folder, measured
@@ -88,14 +99,25 @@ def _run_timed(
     observer: Observer,
     document: dict[str, Any],
     measured: Measured,
+    restart: Callable[[], None] | None = None,
 ) -> None:
     for repetition in plan(scenario):
         result = run_repetition(
-            dsn, schema, scenario, strategies[repetition.strategy], repetition, observer
+            dsn, schema, scenario, strategies[repetition.strategy], repetition, observer, restart
         )
         measured.jobs += result.jobs
         measured.monitor += monitor_records(result)
         document["repetitions"].append(_repetition_entry(result))
+
+
+def refuse_restart_without_embedded(scenario: Scenario, server: Server) -> None:
+    """Only the embedded server is ours to restart: refused before anything runs."""
+    restarts = scenario.faults is not None and scenario.faults.server_restart is not None
+    if restarts and scenario.timed and server.restart is None:
+        raise HarnessError(
+            f"faults.server_restart restarts the server, which only the embedded provider "
+            f"can do; this run uses --pg {server.provider}"
+        )
 
 
 def _capture_plans(
@@ -175,9 +197,10 @@ def _repetition_entry(result: RepetitionResult) -> dict[str, Any]:
         "jobs": len(result.jobs),
         "empty_polls": result.empty_polls,
         "lost_races": result.lost_races,
-        "books": "balanced",
+        "books": result.books,
         "started_at": result.started_at.isoformat(),
         "finished_at": result.finished_at.isoformat(),
+        **({"faults": result.faults} if result.faults is not None else {}),
     }
 
 

@@ -43,6 +43,14 @@ def _stream_key(seed: int, stream: int) -> int:
 
 
 DURATION_STREAM = 1  # unit_draw's stream for job durations; arrivals use their own
+FAILURE_STREAM = 2  # failing attempts: one stream per attempt number, from this one
+
+
+def attempt_fails(seed: int, job_id: int, attempt: int, probability: float) -> bool:
+    """Whether attempt `attempt` (from 1) of job `job_id` fails: fixed by the seed."""
+    if probability <= 0:
+        return False
+    return unit_draw(seed, FAILURE_STREAM + (attempt << 8), job_id) < probability
 
 
 @dataclass(frozen=True)

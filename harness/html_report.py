@@ -10,10 +10,12 @@ from typing import Any
 
 from harness.report import (
     FAIRNESS_NOTE,
+    FAULTS_NOTE,
     FLAG_LEGEND,
     IDEAL_NOTE,
     RunTables,
     fairness_rows,
+    fault_rows,
     ideal_rows,
     jain_rows,
     plans_rows,
@@ -104,6 +106,11 @@ def _sections(tables: RunTables) -> list[str]:
             "<h2 id='properties'>Properties checked</h2><p>From the recorded data; "
             "measured is the worst repetition.</p>",
             _table(*property_rows(tables.properties)),
+        ]
+    if tables.faults is not None:
+        parts += [
+            f"<h2 id='faults'>Faults</h2><p>{_e(FAULTS_NOTE)}</p>",
+            _table(*fault_rows(tables.faults)),
         ]
     if tables.plans is not None:
         parts += [

@@ -62,5 +62,17 @@ class ProgressBars:
     def repetition_finished(self, result: RepetitionResult) -> None:
         self.progress.advance(self.overall)
         self.progress.console.log(
-            f"{result.repetition.label}: {len(result.jobs)} jobs, books balanced"
+            f"{result.repetition.label}: {len(result.jobs)} jobs, books {result.books}"
+            + _fault_note(result)
         )
+
+
+def _fault_note(result: RepetitionResult) -> str:
+    """Stuck jobs said on the console too: a completed run with them is no silent success."""
+    faults = result.faults
+    if not faults:
+        return ""
+    return (
+        f" (lost {faults['lost']}, duplicates {faults['duplicates']}, stuck {faults['stuck']}, "
+        f"dead-lettered {faults['dead_lettered']}, reconnects {faults['reconnects']})"
+    )

@@ -17,7 +17,7 @@ import stat
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
@@ -47,6 +47,8 @@ class Server:
     dsn: str
     provider: ProviderKind
     details: dict[str, str] = field(default_factory=dict)
+    # Stops and starts the server again (embedded only): a fault scenario's restart.
+    restart: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
 
 def choose_provider(
@@ -169,22 +171,50 @@ def _pings(conn: socket.socket) -> bool:
 # --- embedded --------------------------------------------------------------------------
 
 
+@dataclass
+class _Postmaster:
+    """The embedded server's process, which a fault scenario may restart.
+
+    The server is a child process of the harness (it dies with it), not a daemon that
+    pg_ctl manages, so a restart is what `pg_ctl restart -m fast` does, by hand: the
+    fast-shutdown signal (SIGINT) to the postmaster, then the same command again on the
+    same data directory and socket.
+    """
+
+    install: Path
+    data: Path
+    workdir: Path
+    owner: pwd.struct_passwd | None
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self, admin_dsn: str) -> None:
+        self.process = _start_postgres(self.install, self.data, self.workdir, self.owner)
+        _wait_until_ready(admin_dsn, self.process, self.workdir)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_postgres(self.process)
+
+    def restart(self, admin_dsn: str) -> None:
+        self.stop()
+        self.start(admin_dsn)
+
+
 @contextlib.contextmanager
 def _embedded(choice: ProviderChoice) -> Iterator[Server]:
     install = reachable_install(_wheel_install())
     owner = server_user()
     workdir = Path(tempfile.mkdtemp(prefix="tqb-pg-"))
-    process: subprocess.Popen[bytes] | None = None
+    postmaster = _Postmaster(install, workdir / "data", workdir, owner)
     try:
-        data = workdir / "data"
+        data = postmaster.data
         data.mkdir()
         if owner is not None:
             shutil.chown(workdir, owner.pw_uid, owner.pw_gid)
             shutil.chown(data, owner.pw_uid, owner.pw_gid)
         _initdb(install, data, owner)
-        process = _start_postgres(install, data, workdir, owner)
         admin_dsn = f"host={workdir} port=5432 user=postgres dbname=postgres"
-        _wait_until_ready(admin_dsn, process, workdir)
+        postmaster.start(admin_dsn)
         with psycopg.connect(admin_dsn, autocommit=True) as conn:
             conn.execute("create database bench")
         details = {"install": str(install), "data_dir": str(data), "run_as": _user_name(owner)}
@@ -192,10 +222,10 @@ def _embedded(choice: ProviderChoice) -> Iterator[Server]:
             dsn=admin_dsn.replace("dbname=postgres", "dbname=bench"),
             provider="embedded",
             details=details,
+            restart=lambda: postmaster.restart(admin_dsn),
         )
     finally:
-        if process is not None:
-            stop_postgres(process)
+        postmaster.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
 
@@ -342,7 +372,7 @@ def _start_postgres(
         "-c",
         "listen_addresses=",
     ]
-    log = (socket_dir / "postgres.log").open("wb")
+    log = (socket_dir / "postgres.log").open("ab")  # a restart appends
     with log:
         return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
             command,

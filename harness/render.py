@@ -30,6 +30,7 @@ from harness.analysis import (
     with_waits,
 )
 from harness.fairness import repetition_fairness, tenant_table
+from harness.faults import fault_table
 from harness.html_report import report_html
 from harness.ideal import ideal_summary, measured_claim_ms, versus_ideal
 from harness.plans import Capture
@@ -98,6 +99,9 @@ def render_run(folder: RunFolder) -> Rendered:
         write("plans", "plans.csv", runs.to_csv(index=False))
     if properties is not None:
         write("properties", "properties.csv", properties.to_csv(index=False))
+    faults = fault_table(document)
+    if faults is not None:
+        write("faults", "faults.csv", faults.to_csv(index=False))
     tables = RunTables(
         summary,
         plans,
@@ -106,6 +110,7 @@ def render_run(folder: RunFolder) -> Rendered:
         property_summary(properties) if properties is not None else None,
         fairness,
         ideal,
+        faults,
     )
     write("summary_md", "summary.md", summary_markdown(f"{scenario.name}: {folder.run_id}", tables))
     plots = _plots(jobs, plans, summary)

@@ -216,6 +216,7 @@ class RunTables:
     properties: pd.DataFrame | None = None
     fairness: pd.DataFrame | None = None  # per repetition: Jain's index, worst tenant
     ideal: pd.DataFrame | None = None  # measured against the simulated ideal
+    faults: pd.DataFrame | None = None  # faults.csv: what a fault scenario's faults did
 
 
 FAIRNESS_METRICS = ["head_wait_p50_s", "head_wait_max_s", "slowdown_p50", "slowdown_max"]
@@ -245,6 +246,43 @@ def fairness_rows(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             *(span(record[f"{m}_min"], record[f"{m}_max"]) for m in FAIRNESS_METRICS),
         ]
         for record in spans.to_dict("records")
+    ]
+    return headers, rows
+
+
+FAULTS_NOTE = (
+    "Per repetition, from run.json: lost = jobs neither done nor dead-lettered (0, or the "
+    "run fails); duplicates = jobs whose work started again after a crash (at-least-once, "
+    "with a lease); stuck = jobs left running by a killed worker (no lease); recovery = "
+    "from the kill to the job's new start, in seconds; held at restart = jobs being "
+    "worked on when the server restarted; in-doubt claims = claims whose commit the "
+    "restart cut (resolved from the claim log)."
+)
+
+
+def fault_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    headers = [
+        "strategy",
+        "workers",
+        "rep",
+        "crashes",
+        "lost",
+        "duplicates",
+        "stuck",
+        "dead-lettered",
+        "retried",
+        "recovery max",
+        "recovery p50",
+        "restarts",
+        "held at restart",
+        "in-doubt claims",
+        "reconnects",
+    ]
+    rows = [
+        [str(r["strategy"]), *(_count_or_dash(r[c]) for c in list(r)[1:9])]
+        + [number(r["recovery_max_s"]), number(r["recovery_p50_s"])]
+        + [_count_or_dash(r[c]) for c in list(r)[11:]]
+        for r in table.to_dict("records")
     ]
     return headers, rows
 
@@ -288,6 +326,12 @@ def ideal_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             row += [number(record["ideal_costed"]), number(record["ratio_costed"])]
         rows.append(row)
     return headers, rows
+
+
+def _count_or_dash(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return str(int(value))
 
 
 def property_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
@@ -362,6 +406,8 @@ def summary_markdown(title: str, tables: RunTables) -> str:
             "measured is the worst repetition.\n",
             markdown_table(*property_rows(tables.properties)),
         ]
+    if tables.faults is not None:
+        parts += ["## Faults\n\n" + FAULTS_NOTE + "\n", markdown_table(*fault_rows(tables.faults))]
     return "\n".join(parts)
 
 

@@ -9,11 +9,13 @@ their batches at their offsets.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import queue
+import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -23,6 +25,17 @@ from psycopg import sql
 from harness.books import JobRow, check_books
 from harness.distributions import Duration, job_duration_ms
 from harness.errors import HarnessError, RunFailed
+from harness.faults import (
+    FaultDriver,
+    FaultOutcome,
+    books_status,
+    check_strategy,
+    create_tables,
+    fault_books,
+    fault_spec,
+    runner_connection,
+    tenant_class,
+)
 from harness.scenario import Scenario
 from harness.strategies import Strategy, schema_blocks
 from harness.workers import (
@@ -70,6 +83,8 @@ class RepetitionResult:
     finished_at: datetime
     lost_races: int = 0
     monitor: list[tuple[float, int, float]] = field(default_factory=list)  # s, stranded, age s
+    faults: dict[str, Any] | None = None  # what the faults did (harness/faults.py)
+    books: str = "balanced"  # or "stuck: N" (jobs held forever by killed workers)
 
 
 class Observer(Protocol):
@@ -141,6 +156,20 @@ def run_repetition(
     strategy: Strategy,
     repetition: Repetition,
     observer: Observer,
+    restart: Callable[[], None] | None = None,
+) -> RepetitionResult:
+    if not scenario.uses_faults:
+        return _run_plain(dsn, schema, scenario, strategy, repetition, observer)
+    return _run_with_faults(dsn, schema, scenario, strategy, repetition, observer, restart)
+
+
+def _run_plain(
+    dsn: str,
+    schema: str,
+    scenario: Scenario,
+    strategy: Strategy,
+    repetition: Repetition,
+    observer: Observer,
 ) -> RepetitionResult:
     with psycopg.connect(dsn, autocommit=True, options="-c TimeZone=UTC") as conn:
         reset_schema(conn, schema, strategy)
@@ -163,6 +192,52 @@ def run_repetition(
         empty_polls=sum(report.empty_polls for report in reports),
         lost_races=sum(report.lost_races for report in reports),
         monitor=samples,
+    )
+    observer.repetition_finished(result)
+    return result
+
+
+def _run_with_faults(
+    dsn: str,
+    schema: str,
+    scenario: Scenario,
+    strategy: Strategy,
+    repetition: Repetition,
+    observer: Observer,
+    restart: Callable[[], None] | None,
+) -> RepetitionResult:
+    """As _run_plain, with the fault tables, the fault driver and the fault books."""
+    check_strategy(strategy)
+    with psycopg.connect(dsn, autocommit=True, options="-c TimeZone=UTC") as conn:
+        reset_schema(conn, schema, strategy)
+        create_tables(conn, scenario)
+        workload = generate(scenario)
+        observer.repetition_started(repetition, workload.total_jobs)
+        started_at = _now(conn)
+        crew = Crew.for_repetition(dsn, schema, scenario, strategy, repetition.workers)
+        driver = FaultDriver(scenario, dsn, schema, runner_connection(dsn, schema), restart)
+        try:
+            reports, samples = crew.run(conn, scenario, workload, strategy, observer, driver)
+        finally:
+            driver.close()
+    with runner_connection(dsn, schema) as conn:  # a fresh one: the server may have restarted
+        finished_at = _now(conn)
+        rows = read_books(conn, strategy)
+        outcome = fault_books(conn, workload.total_jobs, rows, driver, reports)
+    if outcome.books.problems:
+        raise RunFailed(
+            f"{repetition.label}: the books do not balance: " + "; ".join(outcome.books.problems)
+        )
+    result = RepetitionResult(
+        repetition=repetition,
+        jobs=_fault_job_records(scenario, repetition, rows, reports, outcome),
+        started_at=started_at,
+        finished_at=finished_at,
+        empty_polls=sum(report.empty_polls for report in reports),
+        lost_races=sum(report.lost_races for report in reports),
+        monitor=samples,
+        faults=outcome.summary,
+        books=books_status(outcome.books),
     )
     observer.repetition_finished(result)
     return result
@@ -211,10 +286,15 @@ def scenario_params(scenario: Scenario) -> dict[str, Any]:
 
 @dataclass
 class Crew:
-    """The processes of one repetition: workers, then enqueuers, sharing their signals."""
+    """The processes of one repetition: workers, then spare slots for the replacements of
+    killed workers, then enqueuers, all sharing their signals."""
 
     signals: WorkerSignals
     processes: list[Any]
+    spec: WorkerSpec | None = None
+    current: dict[int, int] = field(default_factory=dict)  # scenario's worker -> its slot
+    killed: set[int] = field(default_factory=set)  # slots killed on purpose
+    spare: int = 0  # the next free slot for a replacement
 
     @classmethod
     def for_repetition(
@@ -229,14 +309,17 @@ class Crew:
             tenant_durations(scenario),
             scenario_params(scenario),
         )
+        if scenario.uses_faults:
+            spec = replace(spec, faults=fault_spec(scenario))
+        spares = len(scenario.faults.crashes) if scenario.faults is not None else 0
         schedules = enqueuer_schedules(scenario, strategy)
-        signals = _signals(workers + len(schedules))
+        signals = _signals(workers + spares + len(schedules))
         processes = _worker_processes(spec, signals, workers)
         processes += [
             _SPAWN.Process(
                 target=enqueuer_main,
                 args=(
-                    workers + index,
+                    workers + spares + index,
                     EnqueuerSpec(dsn, schema, strategy.sql("enqueue"), batches),
                     signals,
                 ),
@@ -245,7 +328,35 @@ class Crew:
             )
             for index, batches in enumerate(schedules)
         ]
-        return cls(signals, processes)
+        current = {index: index for index in range(workers)}
+        return cls(signals, processes, spec, current, spare=workers)
+
+    def kill_mid_job(self, worker: int) -> tuple[int, int] | None:
+        """SIGKILL the worker if it is working on a job: (its slot, the job), else None."""
+        slot = self.current[worker]
+        process = self._process(slot)
+        job = int(self.signals.holding[slot])
+        if job == 0 or process.exitcode is not None:
+            return None
+        os.kill(process.pid, signal.SIGKILL)
+        self.killed.add(slot)
+        process.join(timeout=5)
+        return slot, job
+
+    def replace(self, worker: int) -> None:
+        """A supervisor's move: a new worker process in the next spare slot."""
+        assert self.spec is not None
+        process = _worker_process(self.spare, self.spec, self.signals)
+        process.start()
+        self.processes.append(process)
+        self.current[worker], self.spare = self.spare, self.spare + 1
+
+    def holding(self) -> int:
+        """How many workers are working on a claimed job right now."""
+        return sum(1 for job in self.signals.holding if job)
+
+    def _process(self, slot: int) -> Any:
+        return next(p for p in self.processes if p.name == f"harness-worker-{slot}")
 
     @classmethod
     def workers_only(cls, spec: WorkerSpec, workers: int) -> Crew:
@@ -260,6 +371,7 @@ class Crew:
         workload: Workload,
         strategy: Strategy,
         observer: Observer,
+        driver: FaultDriver | None = None,
     ) -> tuple[list[WorkerReport], list[tuple[float, int, float]]]:
         try:
             self._start_processes()
@@ -273,7 +385,7 @@ class Crew:
                     scenario_params(scenario),
                 )
             self.signals.start.set()
-            samples = self._watch(conn, scenario, workload.total_jobs, strategy, observer)
+            samples = self._watch(conn, scenario, workload.total_jobs, strategy, observer, driver)
             self.signals.stop.set()
             return self._collect_reports(), samples
         finally:
@@ -319,18 +431,22 @@ class Crew:
         total: int,
         strategy: Strategy,
         observer: Observer,
+        driver: FaultDriver | None = None,
     ) -> list[tuple[float, int, float]]:
         """Progress until every job is done; the strategy's monitor sampled meanwhile."""
         start, samples = time.monotonic(), []
         monitor = strategy.sql("monitor") if strategy.has("monitor") else None
         while True:
             elapsed = time.monotonic() - start
+            if driver is not None:
+                driver.tick(self, elapsed)
+                conn = driver.conn  # a new one after a server restart
             if monitor is not None:
                 row = conn.execute(monitor).fetchone()  # type: ignore[arg-type]
                 samples.append((round(elapsed, 4), int(row[0]), float(row[1] or 0)))  # type: ignore[index]
             done = sum(self.signals.done)
             observer.jobs_done(done)
-            if done >= total:
+            if driver.finished(total) if driver is not None else done >= total:
                 return samples
             self._fail_if_one_died()
             if elapsed > scenario.timeout_s:
@@ -341,7 +457,11 @@ class Crew:
             time.sleep(MONITOR_INTERVAL_S)
 
     def _fail_if_one_died(self) -> None:
-        dead = [process for process in self.processes if process.exitcode is not None]
+        dead = [
+            process
+            for process in self.processes
+            if process.exitcode is not None and not self._killed(process)
+        ]
         if not dead:
             return
         try:
@@ -351,9 +471,12 @@ class Crew:
             reason = f"exit code {dead[0].exitcode}"
         raise RunFailed(f"{dead[0].name} failed: {reason.strip().splitlines()[-1]}")
 
+    def _killed(self, process: Any) -> bool:
+        return any(process.name == f"harness-worker-{slot}" for slot in self.killed)
+
     def _collect_reports(self) -> list[WorkerReport]:
         reports = []
-        for _ in self.processes:
+        for _ in [process for process in self.processes if not self._killed(process)]:
             try:
                 reports.append(self.signals.reports.get(timeout=STOP_TIMEOUT_S))
             except queue.Empty as error:
@@ -369,6 +492,7 @@ def _signals(processes: int) -> WorkerSignals:
     return WorkerSignals(
         ready=_SPAWN.Array("b", processes, lock=False),
         done=_SPAWN.Array("q", processes, lock=False),
+        holding=_SPAWN.Array("q", processes, lock=False),
         start=_SPAWN.Event(),
         stop=_SPAWN.Event(),
         reports=_SPAWN.Queue(),
@@ -376,15 +500,13 @@ def _signals(processes: int) -> WorkerSignals:
 
 
 def _worker_processes(spec: WorkerSpec, signals: WorkerSignals, workers: int) -> list[Any]:
-    return [
-        _SPAWN.Process(
-            target=worker_main,
-            args=(index, spec, signals),
-            daemon=True,
-            name=f"harness-worker-{index}",
-        )
-        for index in range(workers)
-    ]
+    return [_worker_process(index, spec, signals) for index in range(workers)]
+
+
+def _worker_process(index: int, spec: WorkerSpec, signals: WorkerSignals) -> Any:
+    return _SPAWN.Process(
+        target=worker_main, args=(index, spec, signals), daemon=True, name=f"harness-worker-{index}"
+    )
 
 
 def enqueuer_schedules(
@@ -430,6 +552,8 @@ def _job_records(
     by_job = {
         job: (report.worker, claim_ms) for report in reports for job, _, claim_ms in report.claims
     }
+    if not reports:  # the fault path fills worker and claim latency itself
+        by_job = {row.job_id: (-1, 0.0) for row in rows}
     classes = tenant_classes(scenario)
     durations = tenant_durations(scenario)
     return [
@@ -450,6 +574,27 @@ def _job_records(
         }
         for row in rows
     ]
+
+
+def _fault_job_records(
+    scenario: Scenario,
+    repetition: Repetition,
+    rows: list[JobRow],
+    reports: list[WorkerReport],
+    outcome: FaultOutcome,
+) -> list[dict[str, Any]]:
+    """As _job_records, for jobs finished (done or dead): the worker from the claim log
+    (killed workers never report), retried and dead jobs in classes of their own; a
+    claim latency only where a live worker reported it. Stuck jobs are in run.json."""
+    finished = [row for row in rows if row.status in ("done", "dead")]
+    latency = {job: ms for report in reports for job, _, ms in report.claims}
+    records = _job_records(scenario, repetition, finished, [])
+    for record in records:
+        job = record["job_id"]
+        record["worker"] = outcome.claims[job]
+        record["claim_ms"] = round(latency[job], 4) if job in latency else None
+        record["tenant_class"] = tenant_class(record["tenant_class"], job, outcome.failures)
+    return records
 
 
 def _iso(moment: datetime | None) -> str:

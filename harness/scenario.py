@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -132,6 +133,11 @@ class TenantGroup(Durations, Model):
     every_s: float = Field(default=0, ge=0, le=86_400)
     weight: int = Field(default=1, ge=1, le=1000)  # for the weighted strategy
     priority: int = Field(default=0, ge=-1000, le=1000)  # for the priority strategy
+    # Failing jobs: each attempt fails with this probability (seeded by the scenario's seed,
+    # the job and the attempt); after max_attempts failures the job is dead-lettered.
+    failure_probability: float = Field(default=0, ge=0, le=1)
+    max_attempts: int = Field(default=1, ge=1, le=100)
+    backoff_ms: float = Field(default=0, ge=0, le=60_000)  # doubles with each failure
 
     @property
     def expected_jobs(self) -> int:
@@ -277,6 +283,33 @@ class Reference(Model):
     figures: list[ReferenceFigure] = Field(min_length=1)
 
 
+class Crash(Model):
+    """SIGKILL worker `worker` (0-based) at the first moment from `at_s` when it holds a job."""
+
+    worker: int = Field(ge=0, le=255)
+    at_s: float = Field(ge=0, le=86_400)
+
+
+class Lease(Model):
+    """Lease recovery: a claim's lease runs the job's duration plus `seconds`; the runner
+    puts a job whose lease ran out back in the queue."""
+
+    seconds: float = Field(gt=0, le=3600)
+
+
+class ServerRestart(Model):
+    """Restart PostgreSQL (fast shutdown, then start) at `at_s`; embedded provider only."""
+
+    at_s: float = Field(ge=0, le=86_400)
+
+
+class Faults(Model):
+    crashes: list[Crash] = Field(default_factory=list)
+    restart_workers: bool = True  # a replacement starts for each killed worker
+    lease: Lease | None = None  # none: a killed worker's job stays running (stuck)
+    server_restart: ServerRestart | None = None
+
+
 class Scenario(Model):
     name: Name
     description: str = ""
@@ -293,6 +326,7 @@ class Scenario(Model):
     tenant_groups: list[TenantGroup] = Field(default_factory=list)
     explain: Explain | None = None
     reference: Reference | None = None
+    faults: Faults | None = None
 
     @field_validator("workers", mode="before")
     @classmethod
@@ -309,6 +343,12 @@ class Scenario(Model):
         """Jobs per repetition: exact, but for Poisson streams' mean counts (see workload)."""
         backlog = self.backlog.total_jobs if self.backlog else 0
         return backlog + sum(group.expected_jobs for group in self.tenant_groups)
+
+    @property
+    def uses_faults(self) -> bool:
+        """Fault features on: the side tables, the claim log and the fault books."""
+        failing = any(group.failure_probability > 0 for group in self.tenant_groups)
+        return self.faults is not None or failing
 
     @property
     def explain_strategies(self) -> list[str]:
@@ -346,6 +386,8 @@ class Scenario(Model):
             raise ValueError("checks need a timed run (tenant_groups): they read its data")
         if self.explain is not None:
             self._check_explain(self.explain)
+        if self.faults is not None:
+            self._check_faults(self.faults)
         if self.reference is not None:
             for figure in self.reference.figures:
                 self._check_figure(figure)
@@ -366,6 +408,45 @@ class Scenario(Model):
                     f"groups {sorted(backlog_groups)}"
                 )
             self.backlog.with_tenants(variant.tenants)  # validates the variant's totals
+
+    def _check_faults(self, faults: Faults) -> None:
+        if not self.timed:
+            raise ValueError("faults need a timed run (tenant_groups): they happen to workers")
+        fewest = min(self.workers)
+        targets = [crash.worker for crash in faults.crashes]
+        if not faults.restart_workers and len(set(targets)) < len(targets):
+            raise ValueError(
+                "faults.crashes: a worker is killed twice but restart_workers is false: "
+                "nothing would be left to kill"
+            )
+        for index, crash in enumerate(faults.crashes):
+            where = f"faults.crashes[{index}]"
+            if crash.worker >= fewest:
+                raise ValueError(
+                    f"{where}: worker {crash.worker} does not exist with {fewest} workers "
+                    f"(workers are numbered from 0)"
+                )
+            if crash.at_s >= self.timeout_s:
+                raise ValueError(f"{where}: at_s {crash.at_s:g} is not before timeout_s")
+        if faults.server_restart is not None:
+            self._check_restart(faults.server_restart)
+
+    def _check_restart(self, restart: ServerRestart) -> None:
+        if restart.at_s >= self.timeout_s:
+            raise ValueError(
+                f"faults.server_restart: at_s {restart.at_s:g} is not before timeout_s"
+            )
+        # An insert cut by the restart may or may not have committed: the books could not
+        # tell a lost batch from a doubled one, so arrivals must be over by then.
+        last = max(
+            (group.enqueue_at_s + (group.window_s or 0) + group.every_s * (group.repeat - 1))
+            for group in self.tenant_groups
+        )
+        if restart.at_s <= last:
+            raise ValueError(
+                f"faults.server_restart: at_s {restart.at_s:g} is not after the last "
+                f"arrival ({last:g} s); an enqueue cut by the restart would be in doubt"
+            )
 
     def _check_figure(self, figure: ReferenceFigure) -> None:
         where = f"reference '{figure.label}'"
@@ -473,7 +554,23 @@ def _first_error(path: Path, node: yaml.Node | None, error: ValidationError) -> 
         message = "required field is missing"
     got = "" if first["type"] in ("missing", "extra_forbidden") else _got(first.get("input"))
     where = f"{location}: " if location else ""
+    if not first["loc"]:
+        line = _line_of(node, _named_path(message)) if _named_path(message) else line
     return f"{path}:{line}: {where}{message}{got}"
+
+
+_NAMED = re.compile(r"^(faults(?:\.[a-z_]+|\[\d+\])*):")
+
+
+def _named_path(message: str) -> tuple[int | str, ...]:
+    """A whole-scenario fault check names its field first ('faults.crashes[0]: ...'): the
+    path to that field, so the error's line is the field's, not the file's first."""
+    found = _NAMED.match(message)
+    if found is None:
+        return ()
+    return tuple(
+        int(part) if part.isdigit() else part for part in re.findall(r"[a-z_]+|\d+", found.group(1))
+    )
 
 
 def _got(value: Any) -> str:

@@ -57,6 +57,16 @@ class WorkerSpec:
     seed: int  # with the job's id, draws the sleep that simulates its work
     durations: dict[int, Duration]  # tenant id -> its jobs' duration distribution
     params: dict[str, Any] = field(default_factory=dict)  # the scenario's, for every statement
+    faults: FaultSpec | None = None  # the fault features' claim, finish and reconnects
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """What a worker needs when the scenario uses faults (harness/sql/faults.sql)."""
+
+    sql: dict[str, str]  # faults.sql blocks by name
+    lease_s: float | None  # None: no lease, a killed worker's job stays running
+    failures: dict[int, tuple[float, int, float]]  # tenant -> probability, attempts, backoff s
 
 
 @dataclass
@@ -68,6 +78,10 @@ class WorkerReport:
     empty_polls: int = 0
     lost_races: int = 0
     error: str | None = None
+    reconnects: int = 0  # connections re-opened after the server went away
+    in_doubt: int = 0  # claims whose commit was cut by a disconnect (resolved on reconnect)
+    failed_attempts: int = 0
+    leases_lost: int = 0  # jobs finished after their lease ran out: someone else ran them
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,7 @@ class WorkerSignals:
     # Shared memory without locks: each process writes only its own slot.
     ready: ctypes.Array[Any]  # 1 once connected; workers first, then enqueuers
     done: ctypes.Array[Any]  # jobs each worker has completed
+    holding: ctypes.Array[Any]  # the job each worker is working on, 0 between jobs
     start: Event  # the clock starts: enqueuers begin their schedules
     stop: Event
     reports: Queue  # type: ignore[type-arg]
@@ -88,6 +103,11 @@ class LostRace(Exception):
 
 def worker_main(index: int, spec: WorkerSpec, signals: WorkerSignals) -> None:
     """Entry point of a worker process."""
+    if spec.faults is not None:
+        from harness.faulty_worker import work_with_faults
+
+        _run_process(index, spec, signals, work_with_faults)
+        return
     _run_process(index, spec, signals, _work)
 
 
@@ -102,7 +122,7 @@ def _run_process(index: int, spec: Any, signals: WorkerSignals, body: Callable[.
     _die_with_parent()
     report = WorkerReport(worker=index)
     try:
-        with _connect(spec.dsn, spec.schema) as conn:
+        with connect(spec.dsn, spec.schema) as conn:
             signals.ready[index] = 1
             body(conn, spec, index, signals, report)
     except Exception:
@@ -115,7 +135,7 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6").prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
-def _connect(dsn: str, schema: str) -> psycopg.Connection:
+def connect(dsn: str, schema: str) -> psycopg.Connection:
     return psycopg.connect(dsn, autocommit=True, options=f"-c search_path={schema}")
 
 

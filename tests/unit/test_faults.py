@@ -1,0 +1,127 @@
+"""Fault scenarios without a database: the refusals, the seeded failures, the books."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from harness.bench import refuse_restart_without_embedded
+from harness.books import JobRow, check_fault_books
+from harness.distributions import attempt_fails
+from harness.errors import HarnessError
+from harness.providers import Server
+from harness.scenario import load_scenario
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+BASE = """\
+name: faulty
+workers: 2
+strategies: [fifo]
+timeout_s: 10
+tenant_groups:
+  - {name: a, tenants: 1, jobs_per_tenant: 10, duration_ms: 5}
+"""
+
+
+def load(write_yaml, extra: str):  # type: ignore[no-untyped-def]
+    return load_scenario(write_yaml(BASE + extra), {"fifo"}).scenario
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            "faults:\n  crashes: [{worker: 2, at_s: 1}]\n",
+            r":8: faults.crashes\[0\]: worker 2 does not exist with 2 workers",
+        ),
+        (
+            "faults:\n  crashes: [{worker: 0, at_s: 10}]\n",
+            r":8: faults.crashes\[0\]: at_s 10 is not before timeout_s",
+        ),
+        (
+            "faults:\n  crashes: [{worker: 0, at_s: -1}]\n",
+            r":8: faults.crashes\[0\].at_s: Input should be greater than or equal to 0",
+        ),
+        (
+            "faults:\n  crashes: [{worker: 0, at_s: 1}, {worker: 0, at_s: 2}]\n"
+            "  restart_workers: false\n",
+            "a worker is killed twice but restart_workers is false",
+        ),
+        ("faults:\n  lease: {seconds: 0}\n", r"faults.lease.seconds: Input should be greater"),
+        ("faults:\n  server_restart: {at_s: 0}\n", "is not after the last arrival"),
+        ("faults:\n  server_restart: {at_s: 11}\n", "is not before timeout_s"),
+        ("faults:\n  crash: []\n", "faults.crash: unknown field; allowed: crashes, restart"),
+    ],
+)
+def test_bad_faults_are_refused_with_one_line(write_yaml, extra: str, message: str) -> None:
+    with pytest.raises(HarnessError, match=message) as caught:
+        load(write_yaml, extra)
+    assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ("failure_probability: 1.5", "failure_probability: Input should be less than or equal"),
+        ("max_attempts: 0", "max_attempts: Input should be greater than or equal to 1"),
+        ("backoff_ms: -1", "backoff_ms: Input should be greater than or equal to 0"),
+    ],
+)
+def test_bad_retries_are_refused(write_yaml, field: str, message: str) -> None:
+    text = BASE.replace("duration_ms: 5}", f"duration_ms: 5, {field}}}")
+    with pytest.raises(HarnessError, match=r":6: tenant_groups\[0\]\." + message):
+        load_scenario(write_yaml(text), {"fifo"})
+
+
+def test_a_server_restart_is_refused_on_other_providers(write_yaml) -> None:
+    scenario = load(write_yaml, "faults:\n  server_restart: {at_s: 1}\n")
+    external = Server(dsn="host=x", provider="external")
+    with pytest.raises(HarnessError, match=r"only the embedded provider can do; .*external"):
+        refuse_restart_without_embedded(scenario, external)
+
+
+def test_failures_are_drawn_from_the_seed_the_job_and_the_attempt() -> None:
+    draws = [
+        [attempt_fails(7, job, attempt, 0.3) for attempt in (1, 2, 3)] for job in range(1, 2001)
+    ]
+    assert draws == [[attempt_fails(7, job, a, 0.3) for a in (1, 2, 3)] for job in range(1, 2001)]
+    rate = sum(map(sum, draws)) / (3 * 2000)
+    assert 0.27 < rate < 0.33
+    assert draws[:50] != [
+        [attempt_fails(8, job, a, 0.3) for a in (1, 2, 3)] for job in range(1, 51)
+    ]
+    assert not any(attempt_fails(7, job, 1, 0.0) for job in range(1, 100))
+
+
+def row(job_id: int, status: str = "done") -> JobRow:
+    finished = T0 + timedelta(seconds=2) if status in ("done", "dead") else None
+    return JobRow(job_id, 1, status, T0, T0 + timedelta(seconds=1), finished)
+
+
+def test_without_a_lease_a_killed_workers_job_is_stuck_not_lost() -> None:
+    books = check_fault_books(3, [row(1), row(2, "running"), row(3)], [1, 2, 3], {}, {2}, False)
+    assert (books.problems, books.stuck, books.lost) == ([], [2], [])
+
+
+def test_a_job_nobody_holds_left_running_is_lost() -> None:
+    books = check_fault_books(2, [row(1), row(2, "running")], [1, 2], {}, set(), False)
+    assert books.lost == [2]
+    assert "1 job(s) lost (never done): 2" in books.problems
+
+
+def test_a_second_claim_is_a_duplicate_with_a_lease_and_a_problem_without() -> None:
+    rows, claims = [row(1), row(2)], [1, 2, 2]
+    assert check_fault_books(2, rows, claims, {}, {2}, True).duplicates == [2]
+    assert check_fault_books(2, rows, claims, {}, {2}, True).problems == []
+    assert (
+        "claimed more than once: 2"
+        in check_fault_books(2, rows, claims, {}, set(), False).problems[0]
+    )
+
+
+def test_retried_and_dead_jobs_are_counted() -> None:
+    rows = [row(1), row(2, "dead")]
+    failures = {1: (1, False), 2: (3, True)}
+    books = check_fault_books(2, rows, [1, 1, 2, 2, 2], failures, set(), False)
+    assert (books.problems, books.retried, books.dead, books.duplicates) == ([], [1], [2], [])
