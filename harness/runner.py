@@ -12,7 +12,7 @@ import multiprocessing
 import queue
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -23,6 +23,7 @@ from psycopg import sql
 from harness.books import JobRow, check_books
 from harness.distributions import Duration, job_duration_ms
 from harness.errors import HarnessError, RunFailed
+from harness.horizon import Holder, HoldRecord
 from harness.scenario import Scenario
 from harness.strategies import Strategy, schema_blocks
 from harness.workers import (
@@ -70,6 +71,7 @@ class RepetitionResult:
     finished_at: datetime
     lost_races: int = 0
     monitor: list[tuple[float, int, float]] = field(default_factory=list)  # s, stranded, age s
+    hold: HoldRecord | None = None  # the scenario's long_transaction, if it has one
 
 
 class Observer(Protocol):
@@ -148,7 +150,8 @@ def run_repetition(
         observer.repetition_started(repetition, workload.total_jobs)
         started_at = _now(conn)
         crew = Crew.for_repetition(dsn, schema, scenario, strategy, repetition.workers)
-        reports, samples = crew.run(conn, scenario, workload, strategy, observer)
+        with _holder(dsn, schema, scenario, crew) as holder:
+            reports, samples = crew.run(conn, scenario, workload, strategy, observer)
         finished_at = _now(conn)
         rows = read_books(conn, strategy)
     claims = [claim for report in reports for claim in report.claims]
@@ -163,9 +166,17 @@ def run_repetition(
         empty_polls=sum(report.empty_polls for report in reports),
         lost_races=sum(report.lost_races for report in reports),
         monitor=samples,
+        hold=holder.record if holder is not None else None,
     )
     observer.repetition_finished(result)
     return result
+
+
+def _holder(dsn: str, schema: str, scenario: Scenario, crew: Crew) -> Holder | nullcontext[None]:
+    """The scenario's long transaction, timed from the crew's start; nothing without one."""
+    if scenario.long_transaction is None:
+        return nullcontext()
+    return Holder(dsn, schema, scenario.long_transaction, crew.signals.start)
 
 
 def _now(conn: psycopg.Connection) -> datetime:
