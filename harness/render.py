@@ -26,9 +26,24 @@ from harness.analysis import (
     reference_table,
     summarize,
 )
+from harness.bloat import (
+    bloat_summary,
+    claim_buckets,
+    hold_windows,
+    samples_on_clock,
+    windows_on_clock,
+)
 from harness.html_report import report_html
 from harness.plans import Capture
-from harness.plots import FORMATS, encode, plans_chart, tenant_share, timeline, wait_ecdf
+from harness.plots import (
+    FORMATS,
+    bloat_over_time,
+    encode,
+    plans_chart,
+    tenant_share,
+    timeline,
+    wait_ecdf,
+)
 from harness.report import RunTables, summary_markdown
 from harness.results import RunFolder, load_jobs, load_run
 from harness.scenario import Scenario
@@ -78,15 +93,21 @@ def render_run(folder: RunFolder) -> Rendered:
         write("plans", "plans.csv", runs.to_csv(index=False))
     if properties is not None:
         write("properties", "properties.csv", properties.to_csv(index=False))
+    bloat = _bloat(folder.path, document, jobs)
+    if bloat is not None:
+        write("bloat_summary", "bloat-summary.csv", bloat.summary.to_csv(index=False))
     tables = RunTables(
         summary,
         plans,
         reference,
         source,
         property_summary(properties) if properties is not None else None,
+        bloat=bloat.summary if bloat is not None else None,
     )
     write("summary_md", "summary.md", summary_markdown(f"{scenario.name}: {folder.run_id}", tables))
     plots = _plots(jobs, plans)
+    if bloat is not None and jobs is not None:
+        plots["bloat"] = bloat.plot(jobs)
     for name, figure in plots.items():
         for form in FORMATS:
             write(f"{name}_{form}", f"{name}.{form}", encode(figure, form))
@@ -103,6 +124,34 @@ def _properties(run: Path, jobs: pd.DataFrame | None, scenario: Scenario) -> pd.
     path = run / "monitor.csv"
     monitor = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=MONITOR_COLUMNS)
     return property_table(jobs, monitor, scenario)
+
+
+@dataclass(frozen=True)
+class _Bloat:
+    """A long transaction's raw samples and holds, and the summary made from them."""
+
+    samples: pd.DataFrame
+    windows: pd.DataFrame
+    summary: pd.DataFrame
+
+    def plot(self, jobs: pd.DataFrame) -> Figure:
+        return bloat_over_time(
+            claim_buckets(jobs, BLOAT_BUCKET_S),
+            samples_on_clock(self.samples, jobs),
+            windows_on_clock(self.windows, jobs),
+        )
+
+
+BLOAT_BUCKET_S = 0.5
+
+
+def _bloat(run: Path, document: dict[str, Any], jobs: pd.DataFrame | None) -> _Bloat | None:
+    path = run / "bloat.csv"
+    windows = hold_windows(document)
+    if jobs is None or jobs.empty or not path.exists() or windows.empty:
+        return None
+    samples = pd.read_csv(path)
+    return _Bloat(samples, windows, bloat_summary(jobs, samples, windows))
 
 
 def _writer(folder: RunFolder, files: dict[str, str]):  # type: ignore[no-untyped-def]

@@ -211,6 +211,7 @@ class RunTables:
     reference: pd.DataFrame | None = None
     reference_source: str | None = None
     properties: pd.DataFrame | None = None
+    bloat: pd.DataFrame | None = None  # long_transaction: harness/bloat.py bloat_summary
 
 
 def property_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
@@ -274,6 +275,12 @@ def summary_markdown(title: str, tables: RunTables) -> str:
             "## Properties checked\n\nFrom the recorded data (harness/properties.py); "
             "measured is the worst repetition.\n",
             markdown_table(*property_rows(tables.properties)),
+        ]
+    if tables.bloat is not None:
+        parts += [
+            f"## Long transaction and bloat\n\n{BLOAT_INTRO}\n",
+            "".join(f"- {sentence}\n" for sentence in bloat_sentences(tables.bloat)),
+            markdown_table(*bloat_rows(tables.bloat)),
         ]
     return "\n".join(parts)
 
@@ -356,3 +363,64 @@ def junit_xml(findings: list[Finding]) -> bytes:
         elif finding.verdict != "ok":
             ElementTree.SubElement(case, "system-out").text = finding.message
     return ElementTree.tostring(suite, encoding="utf-8", xml_declaration=True)
+
+
+_BLOAT_COLUMNS = {
+    "claim_p50_before_ms": "claim p50 before (ms)",
+    "claim_p50_during_ms": "claim p50 during",
+    "claim_p50_after_ms": "claim p50 after",
+    "claim_p95_before_ms": "claim p95 before",
+    "claim_p95_during_ms": "claim p95 during",
+    "claim_p95_after_ms": "claim p95 after",
+    "claim_p50_during_vs_before": "p50 during / before (x)",
+    "jobs_dead_versions_peak": "dead versions, jobs (peak)",
+    "tenants_dead_versions_peak": "dead versions, queue_tenants (peak)",
+    "jobs_dead_versions_end": "dead versions, jobs (end)",
+    "jobs_n_dead_tup_peak": "n_dead_tup, jobs (peak)",
+    "jobs_kb_grown_during": "jobs + indexes grew during (KB)",
+    "autovacuums": "autovacuums",
+}
+
+
+def bloat_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Per strategy and workers: each long-transaction figure's range over repetitions."""
+    grouped = table.groupby(["strategy", "workers"], sort=False)
+    headers = ["strategy", "workers", "reps", *_BLOAT_COLUMNS.values()]
+    rows = [
+        [
+            str(strategy),
+            str(workers),
+            str(len(group)),
+            *(span(group[column].min(), group[column].max()) for column in _BLOAT_COLUMNS),
+        ]
+        for (strategy, workers), group in grouped
+    ]
+    return headers, rows
+
+
+def bloat_sentences(table: pd.DataFrame) -> list[str]:
+    """What the long transaction did, one sentence per strategy and worker count."""
+    sentences = []
+    for (strategy, workers), group in table.groupby(["strategy", "workers"], sort=False):
+        f = {column: span(group[column].min(), group[column].max()) for column in _BLOAT_COLUMNS}
+        sentences.append(
+            f"{strategy}, {workers} workers: the median claim took "
+            f"{f['claim_p50_before_ms']} ms before the hold, {f['claim_p50_during_ms']} ms "
+            f"during it ({f['claim_p50_during_vs_before']}x) and {f['claim_p50_after_ms']} ms "
+            f"after it (p95: {f['claim_p95_before_ms']}, {f['claim_p95_during_ms']}, "
+            f"{f['claim_p95_after_ms']} ms); dead row versions in jobs peaked at "
+            f"{f['jobs_dead_versions_peak']} (queue_tenants: {f['tenants_dead_versions_peak']}) "
+            f"and stood at {f['jobs_dead_versions_end']} at the end; autovacuum ran "
+            f"{f['autovacuums']} times."
+        )
+    return sentences
+
+
+BLOAT_INTRO = (
+    "A transaction held a repeatable-read snapshot (the xmin horizon) on its own connection "
+    "while the queue churned. Claims are split by the job's started_at: before the hold "
+    "began, during it, after it ended. Dead versions: dead row versions still in the heap "
+    "(pgstattuple), which pruning removes once the horizon moves; n_dead_tup: the "
+    "statistics' count, which only a vacuum lowers. Raw samples: bloat.csv; per "
+    "repetition: bloat-summary.csv."
+)
