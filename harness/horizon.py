@@ -110,6 +110,12 @@ class Holder:
         if error is None and self._error is not None:
             raise RunFailed(f"the long transaction failed: {self._error}") from self._error
 
+    @property
+    def pid(self) -> int:
+        """The holding connection's backend (pg_stat_activity.pid)."""
+        assert self._holding is not None, "connected on entry"
+        return self._holding.info.backend_pid
+
     def _find_pgstattuple(self, conn: psycopg.Connection) -> bool:
         """pgstattuple on the sampling connection's path: installed already, or created in
         the run's schema (dropped with it); without it (not a superuser, no contrib), the
@@ -177,7 +183,7 @@ class Holder:
         assert self._sampling is not None and self._holding is not None
         row = self._sampling.execute(
             SQL["sample"].sql,  # type: ignore[arg-type]  # our own file, not user input
-            {"holder_pid": self._holding.info.backend_pid},
+            {"holder_pid": self.pid},
         ).fetchone()
         assert row is not None
         at, *figures = row
