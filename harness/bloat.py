@@ -135,4 +135,16 @@ def _bloat_figures(samples: pd.DataFrame) -> dict[str, float]:
         "jobs_kb_grown_during": grown / 1024,
         "holder_xmin_age_peak": samples["holder_xmin_age"].max(),
         "autovacuums": samples["jobs_autovacuums"].max() + samples["tenants_autovacuums"].max(),
+        **_dequeue_buffers(samples),
+    }
+
+
+def _dequeue_buffers(samples: pd.DataFrame) -> dict[str, float]:
+    """The sampled dequeue's buffers: median before and after the hold, peak during it."""
+    buffers = samples.groupby("phase")["dequeue_buffers"]
+    medians, peaks = buffers.median(), buffers.max()
+    return {
+        "dequeue_buffers_before": medians.get("before", np.nan),
+        "dequeue_buffers_during_peak": peaks.get("during", np.nan),
+        "dequeue_buffers_after": medians.get("after", np.nan),
     }

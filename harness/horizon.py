@@ -27,6 +27,7 @@ import psycopg
 from psycopg import sql
 
 from harness.errors import RunFailed
+from harness.plans import plan_figures
 from harness.scenario import LongTransaction
 from harness.sqlfiles import parse_blocks
 
@@ -50,6 +51,8 @@ SAMPLE_COLUMNS = [
     "tenants_autovacuums",
     "jobs_dead_versions",
     "tenants_dead_versions",
+    "dequeue_buffers",
+    "dequeue_ms",
 ]
 _JOIN_TIMEOUT_S = 30
 
@@ -77,8 +80,17 @@ class HoldRecord:
 class Holder:
     """Context manager: connects on entry, holds and samples in a thread, joins on exit."""
 
-    def __init__(self, dsn: str, schema: str, hold: LongTransaction, start: Event) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        hold: LongTransaction,
+        start: Event,
+        dequeue: str | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> None:
         self.hold = hold
+        self._dequeue, self._params = dequeue, params or {}
         self.record = HoldRecord()
         self._dsn, self._schema, self._start = dsn, schema, start
         self._stop = threading.Event()
@@ -190,8 +202,28 @@ class Holder:
         versions = [None, None]
         if self._pgstattuple:
             versions = list(self._scalar_row(self._sampling, SQL["dead_versions"].sql))
-        values = [at.isoformat(timespec="microseconds"), phase, *figures, *versions]
+        values = [
+            at.isoformat(timespec="microseconds"),
+            phase,
+            *figures,
+            *versions,
+            *self._explain_dequeue(self._sampling),
+        ]
         self.record.samples.append(dict(zip(SAMPLE_COLUMNS, values, strict=True)))
+
+    def _explain_dequeue(self, conn: psycopg.Connection) -> tuple[int | None, float | None]:
+        """Shared buffers and execution time of one dequeue, as the workers run it, in a
+        transaction rolled back: what walking the dead index entries costs, free of the
+        CPU contention that blurs the workers' claim latency. Its row lock is held for
+        the EXPLAIN only; a worker's SKIP LOCKED passes over that job meanwhile."""
+        if self._dequeue is None:
+            return None, None
+        statement = "explain (analyze, buffers, format json) " + self._dequeue
+        with conn.transaction(force_rollback=True):
+            row = conn.execute(statement, self._params).fetchone()  # type: ignore[arg-type]
+        assert row is not None
+        figures = plan_figures(row[0])
+        return figures.shared_buffers, round(figures.execution_ms, 4)
 
     @staticmethod
     def _scalar_row(conn: psycopg.Connection, statement: str) -> tuple[Any, ...]:

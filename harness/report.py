@@ -373,6 +373,9 @@ _BLOAT_COLUMNS = {
     "claim_p95_during_ms": "claim p95 during",
     "claim_p95_after_ms": "claim p95 after",
     "claim_p50_during_vs_before": "p50 during / before (x)",
+    "dequeue_buffers_before": "dequeue buffers before",
+    "dequeue_buffers_during_peak": "dequeue buffers during (peak)",
+    "dequeue_buffers_after": "dequeue buffers after",
     "jobs_dead_versions_peak": "dead versions, jobs (peak)",
     "tenants_dead_versions_peak": "dead versions, queue_tenants (peak)",
     "jobs_dead_versions_end": "dead versions, jobs (end)",
@@ -408,7 +411,9 @@ def bloat_sentences(table: pd.DataFrame) -> list[str]:
             f"{f['claim_p50_before_ms']} ms before the hold, {f['claim_p50_during_ms']} ms "
             f"during it ({f['claim_p50_during_vs_before']}x) and {f['claim_p50_after_ms']} ms "
             f"after it (p95: {f['claim_p95_before_ms']}, {f['claim_p95_during_ms']}, "
-            f"{f['claim_p95_after_ms']} ms); dead row versions in jobs peaked at "
+            f"{f['claim_p95_after_ms']} ms); one dequeue read {f['dequeue_buffers_before']} "
+            f"buffers before, up to {f['dequeue_buffers_during_peak']} during and "
+            f"{f['dequeue_buffers_after']} after; dead row versions in jobs peaked at "
             f"{f['jobs_dead_versions_peak']} (queue_tenants: {f['tenants_dead_versions_peak']}) "
             f"and stood at {f['jobs_dead_versions_end']} at the end; autovacuum ran "
             f"{f['autovacuums']} times."
@@ -421,6 +426,8 @@ BLOAT_INTRO = (
     "while the queue churned. Claims are split by the job's started_at: before the hold "
     "began, during it, after it ended. Dead versions: dead row versions still in the heap "
     "(pgstattuple), which pruning removes once the horizon moves; n_dead_tup: the "
-    "statistics' count, which only a vacuum lowers. Raw samples: bloat.csv; per "
+    "statistics' count, which only a vacuum lowers. Dequeue buffers: EXPLAIN (ANALYZE, "
+    "BUFFERS) of the strategy's dequeue at each sample, rolled back (medians before and "
+    "after, the peak during). Raw samples: bloat.csv; per "
     "repetition: bloat-summary.csv."
 )

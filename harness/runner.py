@@ -150,7 +150,7 @@ def run_repetition(
         observer.repetition_started(repetition, workload.total_jobs)
         started_at = _now(conn)
         crew = Crew.for_repetition(dsn, schema, scenario, strategy, repetition.workers)
-        with _holder(dsn, schema, scenario, crew) as holder:
+        with _holder(dsn, schema, scenario, strategy, crew) as holder:
             reports, samples = crew.run(conn, scenario, workload, strategy, observer)
         finished_at = _now(conn)
         rows = read_books(conn, strategy)
@@ -172,11 +172,20 @@ def run_repetition(
     return result
 
 
-def _holder(dsn: str, schema: str, scenario: Scenario, crew: Crew) -> Holder | nullcontext[None]:
+def _holder(
+    dsn: str, schema: str, scenario: Scenario, strategy: Strategy, crew: Crew
+) -> Holder | nullcontext[None]:
     """The scenario's long transaction, timed from the crew's start; nothing without one."""
     if scenario.long_transaction is None:
         return nullcontext()
-    return Holder(dsn, schema, scenario.long_transaction, crew.signals.start)
+    return Holder(
+        dsn,
+        schema,
+        scenario.long_transaction,
+        crew.signals.start,
+        strategy.sql("dequeue"),
+        scenario_params(scenario),
+    )
 
 
 def _now(conn: psycopg.Connection) -> datetime:

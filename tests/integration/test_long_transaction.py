@@ -57,6 +57,17 @@ def test_the_holder_keeps_the_horizon_until_it_ends(queue: psycopg.Connection) -
     assert during and all(s["holder_xmin_age"] is not None for s in during)
 
 
+def test_vacuum_after_runs_once_the_hold_ends(queue: psycopg.Connection) -> None:
+    start = multiprocessing.get_context("spawn").Event()
+    hold = LongTransaction(from_s=0, for_s=0.2, sample_ms=50, vacuum_after=True)
+    with Holder(queue.info.dsn, "queue_test", hold, start) as holder:
+        start.set()
+        wait_for(lambda: any(s["phase"] == "after" for s in holder.record.samples))
+    assert holder.record.vacuumed and not holder.record.cut_short
+    after = [s for s in holder.record.samples if s["phase"] == "after"]
+    assert after[0]["jobs_vacuums"] == 1
+
+
 SCENARIO = """\
 name: bloat
 strategies: [round_robin]
@@ -91,6 +102,9 @@ def test_a_run_records_the_hold_and_the_dead_versions_it_left(
     claimed = jobs["started_at"].between(began, sampled - pd.Timedelta(seconds=0.2)).sum()
     assert claimed > 50
     assert last_held["jobs_dead_versions"] >= claimed
+    # The sampled dequeue walks the entries the hold kept: more buffers than before it.
+    before = samples.loc[samples["phase"] == "before", "dequeue_buffers"]
+    assert samples.loc[held, "dequeue_buffers"].max() > before.max()
     # Once the horizon moves on, page pruning reclaims what the hold kept.
     assert samples["jobs_dead_versions"].iloc[-1] < last_held["jobs_dead_versions"]
     assert outcome.tables.bloat is not None and len(outcome.tables.bloat) == 1

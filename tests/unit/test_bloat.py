@@ -46,8 +46,11 @@ def document(began: float, ended: float) -> dict[str, object]:
     }
 
 
-def sample(seconds: float, phase: str, dead_versions: int, size: int) -> dict[str, object]:
+def sample(
+    seconds: float, phase: str, dead_versions: int, size: int, buffers: int = 0
+) -> dict[str, object]:
     values = dict.fromkeys(SAMPLE_COLUMNS, 0) | {
+        "dequeue_buffers": buffers,
         "at": at(seconds).isoformat(),
         "phase": phase,
         "jobs_dead_versions": dead_versions,
@@ -97,10 +100,10 @@ def test_the_summary_compares_phases_and_reads_the_peaks() -> None:
     claimed = jobs([(0.5, 2), (1.0, 4), (2.5, 10), (3.0, 20), (6.0, 3)])
     samples = pd.DataFrame(
         [
-            sample(1, "before", 5, 8192),
-            sample(2, "during", 10, 8192),
-            sample(4, "during", 900, 3 * 8192),
-            sample(6, "after", 40, 4 * 8192),
+            sample(1, "before", 5, 8192, buffers=4),
+            sample(2, "during", 10, 8192, buffers=30),
+            sample(4, "during", 900, 3 * 8192, buffers=90),
+            sample(6, "after", 40, 4 * 8192, buffers=5),
         ]
     )
     row = bloat_summary(claimed, samples, hold_windows(document(2, 5))).iloc[0]
@@ -113,3 +116,5 @@ def test_the_summary_compares_phases_and_reads_the_peaks() -> None:
     assert row["jobs_n_dead_tup_peak"] == 1800
     assert row["jobs_kb_grown_during"] == 16  # two pages over the hold
     assert row["hold_s"] == 3
+    assert (row["dequeue_buffers_before"], row["dequeue_buffers_during_peak"]) == (4, 90)
+    assert row["dequeue_buffers_after"] == 5

@@ -210,7 +210,8 @@ GROUP = "name: w\nworkers: 2\nstrategies: [fifo]\ntenant_groups:\n  - {name: g, 
     [
         ("jobs_per_tenant: 2}", "each job needs a duration"),
         (
-            "jobs_per_tenant: 2, duration_ms: 1, duration: {distribution: exponential, mean_ms: 5}}",
+            "jobs_per_tenant: 2, duration_ms: 1, "
+            "duration: {distribution: exponential, mean_ms: 5}}",
             "not both",
         ),
         (
