@@ -7,6 +7,7 @@ window, database clock). Definitions:
   a claim's time = the job's started_at, written inside its claim transaction
   phase     = before (claimed before the hold began), during (from began_at up to
               ended_at) or after (from ended_at on)
+  wait      = started_at - enqueued_at, of the jobs claimed in the phase
   bucket    = floor((started_at - t0) / bucket_s) * bucket_s; p50/p95 are pandas'
               linear interpolation, over the jobs claimed in it
 """
@@ -116,11 +117,20 @@ def _claims_by_phase(jobs: pd.DataFrame) -> dict[str, float]:
         claims = jobs.loc[jobs["phase"] == phase, "claim_ms"]
         figures[f"claim_p50_{phase}_ms"] = float(claims.median()) if len(claims) else np.nan
         figures[f"claim_p95_{phase}_ms"] = float(claims.quantile(0.95)) if len(claims) else np.nan
+        waits = (jobs["started_at"] - jobs["enqueued_at"]).dt.total_seconds()[
+            jobs["phase"] == phase
+        ]
+        figures[f"wait_p50_{phase}_s"] = float(waits.median()) if len(waits) else np.nan
+        figures[f"wait_p95_{phase}_s"] = float(waits.quantile(0.95)) if len(waits) else np.nan
     for quantile in ("p50", "p95"):
         figures[f"claim_{quantile}_during_vs_before"] = (
             figures[f"claim_{quantile}_during_ms"] / figures[f"claim_{quantile}_before_ms"]
         )
     return figures
+
+
+def _waits(jobs: pd.DataFrame) -> pd.Series:
+    return (jobs["started_at"] - jobs["enqueued_at"]).dt.total_seconds()
 
 
 def _bloat_figures(samples: pd.DataFrame) -> dict[str, float]:

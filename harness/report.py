@@ -373,6 +373,9 @@ _BLOAT_COLUMNS = {
     "claim_p95_during_ms": "claim p95 during",
     "claim_p95_after_ms": "claim p95 after",
     "claim_p50_during_vs_before": "p50 during / before (x)",
+    "wait_p95_before_s": "wait p95 before (s)",
+    "wait_p95_during_s": "wait p95 during",
+    "wait_p95_after_s": "wait p95 after",
     "dequeue_buffers_before": "dequeue buffers before",
     "dequeue_buffers_during_peak": "dequeue buffers during (peak)",
     "dequeue_buffers_after": "dequeue buffers after",
@@ -411,8 +414,9 @@ def bloat_sentences(table: pd.DataFrame) -> list[str]:
             f"{f['claim_p50_before_ms']} ms before the hold, {f['claim_p50_during_ms']} ms "
             f"during it ({f['claim_p50_during_vs_before']}x) and {f['claim_p50_after_ms']} ms "
             f"after it (p95: {f['claim_p95_before_ms']}, {f['claim_p95_during_ms']}, "
-            f"{f['claim_p95_after_ms']} ms); one dequeue read {f['dequeue_buffers_before']} "
-            f"buffers before, up to {f['dequeue_buffers_during_peak']} during and "
+            f"{f['claim_p95_after_ms']} ms; the p95 wait: {f['wait_p95_before_s']}, "
+            f"{f['wait_p95_during_s']}, {f['wait_p95_after_s']} s); one dequeue read "
+            f"{f['dequeue_buffers_before']} buffers before, up to {f['dequeue_buffers_during_peak']} during and "
             f"{f['dequeue_buffers_after']} after; dead row versions in jobs peaked at "
             f"{f['jobs_dead_versions_peak']} (queue_tenants: {f['tenants_dead_versions_peak']}) "
             f"and stood at {f['jobs_dead_versions_end']} at the end; autovacuum ran "

@@ -116,5 +116,7 @@ def test_the_summary_compares_phases_and_reads_the_peaks() -> None:
     assert row["jobs_n_dead_tup_peak"] == 1800
     assert row["jobs_kb_grown_during"] == 16  # two pages over the hold
     assert row["hold_s"] == 3
+    # jobs() enqueues each job as it starts, but the first at t0: only its wait is 0.5 s
+    assert (row["wait_p50_before_s"], row["wait_p50_during_s"]) == (0.25, 0)
     assert (row["dequeue_buffers_before"], row["dequeue_buffers_during_peak"]) == (4, 90)
     assert row["dequeue_buffers_after"] == 5
