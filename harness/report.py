@@ -416,11 +416,11 @@ def bloat_sentences(table: pd.DataFrame) -> list[str]:
             f"after it (p95: {f['claim_p95_before_ms']}, {f['claim_p95_during_ms']}, "
             f"{f['claim_p95_after_ms']} ms; the p95 wait: {f['wait_p95_before_s']}, "
             f"{f['wait_p95_during_s']}, {f['wait_p95_after_s']} s); one dequeue read "
-            f"{f['dequeue_buffers_before']} buffers before, up to {f['dequeue_buffers_during_peak']} during and "
-            f"{f['dequeue_buffers_after']} after; dead row versions in jobs peaked at "
-            f"{f['jobs_dead_versions_peak']} (queue_tenants: {f['tenants_dead_versions_peak']}) "
-            f"and stood at {f['jobs_dead_versions_end']} at the end; autovacuum ran "
-            f"{f['autovacuums']} times."
+            f"{f['dequeue_buffers_before']} buffers before, up to "
+            f"{f['dequeue_buffers_during_peak']} during and {f['dequeue_buffers_after']} "
+            f"after; dead row versions in jobs peaked at {f['jobs_dead_versions_peak']} "
+            f"(queue_tenants: {f['tenants_dead_versions_peak']}) and stood at "
+            f"{f['jobs_dead_versions_end']} at the end; autovacuum ran {f['autovacuums']} times."
         )
     return sentences
 
