@@ -16,6 +16,7 @@ from harness.bloat import (
     with_phases,
 )
 from harness.horizon import SAMPLE_COLUMNS
+from harness.report import bloat_rows, bloat_sentences
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 KEYS = {"strategy": "fifo", "workers": 2, "repetition": 1}
@@ -120,3 +121,24 @@ def test_the_summary_compares_phases_and_reads_the_peaks() -> None:
     assert (row["wait_p50_before_s"], row["wait_p50_during_s"]) == (0.25, 0)
     assert (row["dequeue_buffers_before"], row["dequeue_buffers_during_peak"]) == (4, 90)
     assert row["dequeue_buffers_after"] == 5
+
+
+def test_the_report_states_each_figure_as_a_range_over_repetitions() -> None:
+    claimed = jobs([(0.5, 2), (1.0, 4), (2.5, 10), (3.0, 20), (6.0, 3)])
+    samples = pd.DataFrame(
+        [sample(1, "before", 5, 8192, buffers=4), sample(2, "during", 10, 8192, buffers=30)]
+    )
+    row = bloat_summary(claimed, samples, hold_windows(document(2, 5)))
+    two = pd.concat([row, row.assign(repetition=2, claim_p50_before_ms=6.0)])
+    headers, rows = bloat_rows(two)
+    cells = dict(zip(headers, rows[0], strict=True))
+    assert (cells["reps"], cells["claim p50 before (ms)"], cells["claim p50 during"]) == (
+        "2",
+        "3-6",
+        "15",
+    )
+    (sentence,) = bloat_sentences(two)
+    assert sentence.startswith(
+        "fifo, 2 workers: the median claim took 3-6 ms before the hold, 15 ms during it"
+    )
+    assert "one dequeue read 4 buffers before, up to 30 during" in sentence
