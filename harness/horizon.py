@@ -170,7 +170,9 @@ class Holder:
                 phase, next_sample = "after", now
             if now >= next_sample:
                 self._sample(phase)
-                next_sample = max(next_sample + self.hold.sample_ms / 1000, now)
+                step = self.hold.sample_ms / 1000
+                # On the grid; a sample slower than the step starts a new grid, not a burst.
+                next_sample = max(next_sample + step, now + step / 2)
             transition = {"before": begin_s, "during": end_s}.get(phase, math.inf)
             due = min(next_sample, transition)
             self._stop.wait(max(0.0, due - (time.monotonic() - origin)))
