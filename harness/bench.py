@@ -16,6 +16,7 @@ import pandas as pd
 from harness.analysis import MONITOR_COLUMNS
 from harness.errors import HarnessError, Terminated
 from harness.explain import CaptureObserver, capture_all, requests
+from harness.horizon import SAMPLE_COLUMNS
 from harness.metadata import collect_all
 from harness.plans import Capture
 from harness.providers import Server
@@ -47,6 +48,7 @@ class Measured:
     jobs: list[dict[str, Any]] = field(default_factory=list)
     captures: list[Capture] = field(default_factory=list)
     monitor: list[dict[str, Any]] = field(default_factory=list)
+    bloat: list[dict[str, Any]] = field(default_factory=list)  # long_transaction samples
 
 
 def run_scenario(
@@ -107,6 +109,7 @@ def _run_timed(
         )
         measured.jobs += result.jobs
         measured.monitor += monitor_records(result)
+        measured.bloat += bloat_records(result)
         document["repetitions"].append(_repetition_entry(result))
 
 
@@ -201,6 +204,7 @@ def _repetition_entry(result: RepetitionResult) -> dict[str, Any]:
         "started_at": result.started_at.isoformat(),
         "finished_at": result.finished_at.isoformat(),
         **({"faults": result.faults} if result.faults is not None else {}),
+        **({"long_transaction": result.hold.window()} if result.hold is not None else {}),
     }
 
 
@@ -222,6 +226,9 @@ def _write_raw(folder: RunFolder, document: dict[str, Any], measured: Measured) 
     if measured.monitor:
         monitor = pd.DataFrame.from_records(measured.monitor, columns=MONITOR_COLUMNS)
         document["files"]["monitor"] = folder.write("monitor.csv", monitor.to_csv(index=False)).name
+    if measured.bloat:
+        bloat = pd.DataFrame.from_records(measured.bloat, columns=BLOAT_COLUMNS)
+        document["files"]["bloat"] = folder.write("bloat.csv", bloat.to_csv(index=False)).name
     document["plans"] = [
         {
             "variant": c.variant,
@@ -254,6 +261,22 @@ def monitor_records(result: RepetitionResult) -> list[dict[str, Any]]:
         }
         for elapsed, stranded, age in result.monitor
     ]
+
+
+BLOAT_COLUMNS = ["strategy", "workers", "repetition", *SAMPLE_COLUMNS]
+
+
+def bloat_records(result: RepetitionResult) -> list[dict[str, Any]]:
+    """The long transaction's samples, keyed by repetition like jobs.csv."""
+    if result.hold is None:
+        return []
+    repetition = result.repetition
+    keys = {
+        "strategy": repetition.strategy,
+        "workers": repetition.workers,
+        "repetition": repetition.index,
+    }
+    return [{**keys, **sample} for sample in result.hold.samples]
 
 
 def _utc_now() -> str:

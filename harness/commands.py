@@ -91,6 +91,9 @@ def validate_command(paths: list[Path], strategies_dir: Path | None, console: Co
             )
         if scenario.explain is not None:
             parts.append(f"{len(requests(scenario))} plan captures")
+        if scenario.long_transaction is not None:
+            hold = scenario.long_transaction
+            parts.append(f"a transaction held from {hold.from_s:g} s for {hold.for_s:g} s")
         console.print(f"{loaded.path}: ok ({'; '.join(parts)})", highlight=False)
 
 

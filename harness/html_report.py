@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import Any
 
 from harness.report import (
+    BLOAT_INTRO,
     FAIRNESS_NOTE,
     FAULTS_NOTE,
     FLAG_LEGEND,
     IDEAL_NOTE,
     RunTables,
+    bloat_rows,
+    bloat_sentences,
     fairness_rows,
     fault_rows,
     ideal_rows,
@@ -43,6 +46,7 @@ _PLOT_TITLES = {
     "timeline": "Timeline: which tenant class each worker served",
     "tenant_share": "Each tenant's share of completed jobs over time",
     "plans": "Dequeue plans: time and buffers per variant",
+    "bloat": "Long transaction: claim latency and dead tuples over time (repetition 1)",
 }
 
 
@@ -117,6 +121,13 @@ def _sections(tables: RunTables) -> list[str]:
             "<h2 id='plans'>Dequeue plans</h2><p>EXPLAIN (ANALYZE, BUFFERS) inside "
             f"BEGIN … ROLLBACK; medians over the JSON executions. {_e(FLAG_LEGEND)}.</p>",
             _table(*plans_rows(tables.plans, short_flags=True)),
+        ]
+    if tables.bloat is not None:
+        items = "".join(f"<li>{_e(sentence)}</li>" for sentence in bloat_sentences(tables.bloat))
+        parts += [
+            f"<h2 id='bloat'>Long transaction and bloat</h2><p>{_e(BLOAT_INTRO)}</p>",
+            f"<ul>{items}</ul>",
+            _table(*bloat_rows(tables.bloat)),
         ]
     return parts
 

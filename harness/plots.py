@@ -183,3 +183,53 @@ def _workers_axis(axis: Axes, label: str) -> None:
     axis.set_ylabel(label)
     axis.grid(True, alpha=0.3)
     axis.legend(fontsize="small")
+
+
+def bloat_over_time(buckets: pd.DataFrame, samples: pd.DataFrame, windows: pd.DataFrame) -> Figure:
+    """A long transaction's effect, repetition 1 of each strategy: the workers' claim
+    latency, dead row versions, and one sampled dequeue's buffers over time, the hold
+    shaded. Inputs from harness/bloat.py: claim_buckets, samples_on_clock, windows_on_clock."""
+    panels = list(windows[windows["repetition"] == 1].groupby(["strategy", "workers"], sort=False))
+    figure = Figure(figsize=(16, 3.2 * len(panels)))
+    for row, ((strategy, workers), window) in enumerate(panels):
+        title = f"{strategy}, {workers} workers"
+        axes = [figure.add_subplot(len(panels), 3, 3 * row + column) for column in (1, 2, 3)]
+        _claim_latency(axes[0], _first_repetition(buckets, strategy, workers), title)
+        sampled = _first_repetition(samples, strategy, workers)
+        _dead_versions(axes[1], sampled, title)
+        axes[2].plot(sampled["t_s"], sampled["dequeue_buffers"], label="shared buffers")
+        axes[2].set_yscale("log")
+        axes[2].set_ylabel("buffers (log)")
+        axes[2].set_title(f"{title}: one dequeue (EXPLAIN)")
+        hold = window.iloc[0]
+        for axis in axes:
+            axis.axvspan(hold["from_s"], hold["to_s"], color="0.85", label="transaction held")
+            axis.set_xlabel("seconds since the first job was enqueued")
+            axis.grid(True, which="both", alpha=0.3)
+            axis.legend(loc="upper left", fontsize="x-small")
+    figure.subplots_adjust(hspace=0.7, wspace=0.3)
+    return figure
+
+
+def _claim_latency(axis: Axes, claims: pd.DataFrame, title: str) -> None:
+    for column, label in (("claim_p50_ms", "p50"), ("claim_p95_ms", "p95")):
+        axis.step(claims["bucket_s"], claims[column], where="post", label=label)
+    axis.set_yscale("log")
+    axis.set_ylabel("claim latency (ms, log)")
+    axis.set_title(f"{title}: the workers' claims")
+
+
+def _dead_versions(axis: Axes, sampled: pd.DataFrame, title: str) -> None:
+    for column, label in (
+        ("jobs_dead_versions", "jobs: dead versions in the heap"),
+        ("tenants_dead_versions", "queue_tenants: dead versions"),
+        ("jobs_dead", "jobs: n_dead_tup (statistics)"),
+    ):
+        axis.plot(sampled["t_s"], sampled[column], label=label)
+    axis.set_ylabel("row versions")
+    axis.set_title(f"{title}: dead tuples")
+
+
+def _first_repetition(frame: pd.DataFrame, strategy: object, workers: object) -> pd.DataFrame:
+    chosen = (frame["strategy"] == strategy) & (frame["workers"] == workers)
+    return frame[chosen & (frame["repetition"] == 1)]

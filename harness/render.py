@@ -29,6 +29,13 @@ from harness.analysis import (
     summarize,
     with_waits,
 )
+from harness.bloat import (
+    bloat_summary,
+    claim_buckets,
+    hold_windows,
+    samples_on_clock,
+    windows_on_clock,
+)
 from harness.fairness import repetition_fairness, tenant_table
 from harness.faults import fault_table
 from harness.html_report import report_html
@@ -36,6 +43,7 @@ from harness.ideal import ideal_summary, measured_claim_ms, versus_ideal
 from harness.plans import Capture
 from harness.plots import (
     FORMATS,
+    bloat_over_time,
     encode,
     plans_chart,
     scaling,
@@ -102,6 +110,9 @@ def render_run(folder: RunFolder) -> Rendered:
     faults = fault_table(document)
     if faults is not None:
         write("faults", "faults.csv", faults.to_csv(index=False))
+    bloat = _bloat(folder.path, document, jobs)
+    if bloat is not None:
+        write("bloat_summary", "bloat-summary.csv", bloat.summary.to_csv(index=False))
     tables = RunTables(
         summary,
         plans,
@@ -111,9 +122,12 @@ def render_run(folder: RunFolder) -> Rendered:
         fairness,
         ideal,
         faults,
+        bloat.summary if bloat is not None else None,
     )
     write("summary_md", "summary.md", summary_markdown(f"{scenario.name}: {folder.run_id}", tables))
     plots = _plots(jobs, plans, summary)
+    if bloat is not None and jobs is not None:
+        plots["bloat"] = bloat.plot(jobs)
     for name, figure in plots.items():
         for form in FORMATS:
             write(f"{name}_{form}", f"{name}.{form}", encode(figure, form))
@@ -147,6 +161,34 @@ def _properties(run: Path, jobs: pd.DataFrame | None, scenario: Scenario) -> pd.
     path = run / "monitor.csv"
     monitor = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=MONITOR_COLUMNS)
     return property_table(jobs, monitor, scenario)
+
+
+@dataclass(frozen=True)
+class _Bloat:
+    """A long transaction's raw samples and holds, and the summary made from them."""
+
+    samples: pd.DataFrame
+    windows: pd.DataFrame
+    summary: pd.DataFrame
+
+    def plot(self, jobs: pd.DataFrame) -> Figure:
+        return bloat_over_time(
+            claim_buckets(jobs, BLOAT_BUCKET_S),
+            samples_on_clock(self.samples, jobs),
+            windows_on_clock(self.windows, jobs),
+        )
+
+
+BLOAT_BUCKET_S = 0.5
+
+
+def _bloat(run: Path, document: dict[str, Any], jobs: pd.DataFrame | None) -> _Bloat | None:
+    path = run / "bloat.csv"
+    windows = hold_windows(document)
+    if jobs is None or jobs.empty or not path.exists() or windows.empty:
+        return None
+    samples = pd.read_csv(path)
+    return _Bloat(samples, windows, bloat_summary(jobs, samples, windows))
 
 
 def _writer(folder: RunFolder, files: dict[str, str]):  # type: ignore[no-untyped-def]

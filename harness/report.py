@@ -217,6 +217,7 @@ class RunTables:
     fairness: pd.DataFrame | None = None  # per repetition: Jain's index, worst tenant
     ideal: pd.DataFrame | None = None  # measured against the simulated ideal
     faults: pd.DataFrame | None = None  # faults.csv: what a fault scenario's faults did
+    bloat: pd.DataFrame | None = None  # long_transaction: harness/bloat.py bloat_summary
 
 
 FAIRNESS_METRICS = ["head_wait_p50_s", "head_wait_max_s", "slowdown_p50", "slowdown_max"]
@@ -408,6 +409,12 @@ def summary_markdown(title: str, tables: RunTables) -> str:
         ]
     if tables.faults is not None:
         parts += ["## Faults\n\n" + FAULTS_NOTE + "\n", markdown_table(*fault_rows(tables.faults))]
+    if tables.bloat is not None:
+        parts += [
+            f"## Long transaction and bloat\n\n{BLOAT_INTRO}\n",
+            "".join(f"- {sentence}\n" for sentence in bloat_sentences(tables.bloat)),
+            markdown_table(*bloat_rows(tables.bloat)),
+        ]
     return "\n".join(parts)
 
 
@@ -506,3 +513,75 @@ def overhead_rows(summaries: list[LoadSummary]) -> tuple[list[str], list[list[st
         ratios = [f"{summary.ratio(metric):.3f}" for metric in metrics]
         rows.append([f"{load.work_ms} ms", str(load.jobs), "harness / pgbench", *ratios])
     return headers, rows
+
+
+_BLOAT_COLUMNS = {
+    "claim_p50_before_ms": "claim p50 before (ms)",
+    "claim_p50_during_ms": "claim p50 during",
+    "claim_p50_after_ms": "claim p50 after",
+    "claim_p95_before_ms": "claim p95 before",
+    "claim_p95_during_ms": "claim p95 during",
+    "claim_p95_after_ms": "claim p95 after",
+    "claim_p50_during_vs_before": "p50 during / before (x)",
+    "wait_p95_before_s": "wait p95 before (s)",
+    "wait_p95_during_s": "wait p95 during",
+    "wait_p95_after_s": "wait p95 after",
+    "dequeue_buffers_before": "dequeue buffers before",
+    "dequeue_buffers_during_peak": "dequeue buffers during (peak)",
+    "dequeue_buffers_after": "dequeue buffers after",
+    "jobs_dead_versions_peak": "dead versions, jobs (peak)",
+    "tenants_dead_versions_peak": "dead versions, queue_tenants (peak)",
+    "jobs_dead_versions_end": "dead versions, jobs (end)",
+    "jobs_n_dead_tup_peak": "n_dead_tup, jobs (peak)",
+    "jobs_kb_grown_during": "jobs + indexes grew during (KB)",
+    "autovacuums": "autovacuums",
+}
+
+
+def bloat_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Per strategy and workers: each long-transaction figure's range over repetitions."""
+    grouped = table.groupby(["strategy", "workers"], sort=False)
+    headers = ["strategy", "workers", "reps", *_BLOAT_COLUMNS.values()]
+    rows = [
+        [
+            str(strategy),
+            str(workers),
+            str(len(group)),
+            *(span(group[column].min(), group[column].max()) for column in _BLOAT_COLUMNS),
+        ]
+        for (strategy, workers), group in grouped
+    ]
+    return headers, rows
+
+
+def bloat_sentences(table: pd.DataFrame) -> list[str]:
+    """What the long transaction did, one sentence per strategy and worker count."""
+    sentences = []
+    for (strategy, workers), group in table.groupby(["strategy", "workers"], sort=False):
+        f = {column: span(group[column].min(), group[column].max()) for column in _BLOAT_COLUMNS}
+        sentences.append(
+            f"{strategy}, {workers} workers: the median claim took "
+            f"{f['claim_p50_before_ms']} ms before the hold, {f['claim_p50_during_ms']} ms "
+            f"during it ({f['claim_p50_during_vs_before']}x) and {f['claim_p50_after_ms']} ms "
+            f"after it (p95: {f['claim_p95_before_ms']}, {f['claim_p95_during_ms']}, "
+            f"{f['claim_p95_after_ms']} ms; the p95 wait: {f['wait_p95_before_s']}, "
+            f"{f['wait_p95_during_s']}, {f['wait_p95_after_s']} s); one dequeue read "
+            f"{f['dequeue_buffers_before']} buffers before, up to "
+            f"{f['dequeue_buffers_during_peak']} during and {f['dequeue_buffers_after']} "
+            f"after; dead row versions in jobs peaked at {f['jobs_dead_versions_peak']} "
+            f"(queue_tenants: {f['tenants_dead_versions_peak']}) and stood at "
+            f"{f['jobs_dead_versions_end']} at the end; autovacuum ran {f['autovacuums']} times."
+        )
+    return sentences
+
+
+BLOAT_INTRO = (
+    "A transaction held a repeatable-read snapshot (the xmin horizon) on its own connection "
+    "while the queue churned. Claims are split by the job's started_at: before the hold "
+    "began, during it, after it ended. Dead versions: dead row versions still in the heap "
+    "(pgstattuple), which pruning removes once the horizon moves; n_dead_tup: the "
+    "statistics' count, which only a vacuum lowers. Dequeue buffers: EXPLAIN (ANALYZE, "
+    "BUFFERS) of the strategy's dequeue at each sample, rolled back (medians before and "
+    "after, the peak during). Raw samples: bloat.csv; per "
+    "repetition: bloat-summary.csv."
+)

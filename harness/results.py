@@ -8,6 +8,8 @@ Layout of a run folder, results/<scenario>/<UTC time>-<short id>/:
   summary.md      the same as ranges over repetitions, beside the reference figures
   explain/<variant>/<strategy>.json, .txt   raw EXPLAIN (ANALYZE, BUFFERS) captures
   plans.csv       one row per captured execution: the figures read from its JSON plan
+  bloat.csv       with long_transaction: the sampled xmin age, dead tuples, sizes, dequeue
+  bloat-summary.csv  per repetition: claim latency before, during and after the hold
   *.png           plots
 
 Format history (RUN_FORMAT_VERSION):

@@ -14,7 +14,7 @@ import queue
 import signal
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -36,6 +36,7 @@ from harness.faults import (
     runner_connection,
     tenant_class,
 )
+from harness.horizon import Holder, HoldRecord
 from harness.scenario import Scenario
 from harness.strategies import Strategy, schema_blocks
 from harness.workers import (
@@ -85,6 +86,7 @@ class RepetitionResult:
     monitor: list[tuple[float, int, float]] = field(default_factory=list)  # s, stranded, age s
     faults: dict[str, Any] | None = None  # what the faults did (harness/faults.py)
     books: str = "balanced"  # or "stuck: N" (jobs held forever by killed workers)
+    hold: HoldRecord | None = None  # the scenario's long_transaction, if it has one
 
 
 class Observer(Protocol):
@@ -177,7 +179,8 @@ def _run_plain(
         observer.repetition_started(repetition, workload.total_jobs)
         started_at = _now(conn)
         crew = Crew.for_repetition(dsn, schema, scenario, strategy, repetition.workers)
-        reports, samples = crew.run(conn, scenario, workload, strategy, observer)
+        with _holder(dsn, schema, scenario, strategy, crew) as holder:
+            reports, samples = crew.run(conn, scenario, workload, strategy, observer)
         finished_at = _now(conn)
         rows = read_books(conn, strategy)
     claims = [claim for report in reports for claim in report.claims]
@@ -192,6 +195,7 @@ def _run_plain(
         empty_polls=sum(report.empty_polls for report in reports),
         lost_races=sum(report.lost_races for report in reports),
         monitor=samples,
+        hold=holder.record if holder is not None else None,
     )
     observer.repetition_finished(result)
     return result
@@ -241,6 +245,22 @@ def _run_with_faults(
     )
     observer.repetition_finished(result)
     return result
+
+
+def _holder(
+    dsn: str, schema: str, scenario: Scenario, strategy: Strategy, crew: Crew
+) -> Holder | nullcontext[None]:
+    """The scenario's long transaction, timed from the crew's start; nothing without one."""
+    if scenario.long_transaction is None:
+        return nullcontext()
+    return Holder(
+        dsn,
+        schema,
+        scenario.long_transaction,
+        crew.signals.start,
+        strategy.sql("dequeue"),
+        scenario_params(scenario),
+    )
 
 
 def _now(conn: psycopg.Connection) -> datetime:

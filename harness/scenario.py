@@ -310,6 +310,22 @@ class Faults(Model):
     server_restart: ServerRestart | None = None
 
 
+class LongTransaction(Model):
+    """A transaction held open on a connection of its own while the queue churns.
+
+    From `from_s` (after the clock starts) for `for_s` seconds it keeps a repeatable-read
+    snapshot, and with it the xmin horizon: no dead row version newer than the snapshot
+    can be pruned or vacuumed meanwhile. The table statistics are sampled every
+    `sample_ms`. `vacuum_after` runs a plain VACUUM of the queue's tables as soon as the
+    hold ends (off by default: what autovacuum does on its own is part of the result).
+    """
+
+    from_s: float = Field(ge=0, le=86_400)
+    for_s: float = Field(gt=0, le=86_400)
+    sample_ms: float = Field(default=200, ge=20, le=10_000)
+    vacuum_after: bool = False
+
+
 class Scenario(Model):
     name: Name
     description: str = ""
@@ -327,6 +343,7 @@ class Scenario(Model):
     explain: Explain | None = None
     reference: Reference | None = None
     faults: Faults | None = None
+    long_transaction: LongTransaction | None = None
 
     @field_validator("workers", mode="before")
     @classmethod
@@ -388,6 +405,12 @@ class Scenario(Model):
             self._check_explain(self.explain)
         if self.faults is not None:
             self._check_faults(self.faults)
+        if self.long_transaction is not None:
+            self._check_long_transaction(self.long_transaction)
+            if self.faults is not None:
+                raise ValueError(
+                    "long_transaction and faults are measured apart: give one of them per scenario"
+                )
         if self.reference is not None:
             for figure in self.reference.figures:
                 self._check_figure(figure)
@@ -446,6 +469,17 @@ class Scenario(Model):
             raise ValueError(
                 f"faults.server_restart: at_s {restart.at_s:g} is not after the last "
                 f"arrival ({last:g} s); an enqueue cut by the restart would be in doubt"
+            )
+
+    def _check_long_transaction(self, hold: LongTransaction) -> None:
+        if not self.timed:
+            raise ValueError(
+                "long_transaction needs a timed run (tenant_groups): it is held while workers churn"
+            )
+        if hold.from_s + hold.for_s >= self.timeout_s:
+            raise ValueError(
+                f"long_transaction ends at {hold.from_s + hold.for_s:g} s, not before the "
+                f"scenario's timeout_s={self.timeout_s:g}"
             )
 
     def _check_figure(self, figure: ReferenceFigure) -> None:

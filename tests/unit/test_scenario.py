@@ -260,3 +260,57 @@ def test_a_seed_must_be_a_non_negative_integer(write_yaml) -> None:
     assert "seed: Input should be greater than or equal to 0 (got -3)" in error_for(
         write_yaml, text
     )
+
+
+def test_a_long_transaction_is_read_with_its_defaults(write_yaml) -> None:
+    path = write_yaml(SHORT_NOISY + "long_transaction: {from_s: 0.5, for_s: 8}\n")
+    hold = load_scenario(path, STRATEGIES).scenario.long_transaction
+    assert hold is not None
+    assert (hold.from_s, hold.for_s, hold.sample_ms, hold.vacuum_after) == (0.5, 8, 200, False)
+
+
+def test_a_long_transaction_without_its_length_is_refused(write_yaml) -> None:
+    message = error_for(write_yaml, SHORT_NOISY + "long_transaction: {from_s: 0.5}\n")
+    assert message == "17: long_transaction.for_s: required field is missing"
+
+
+def test_a_long_transaction_of_no_length_is_refused(write_yaml) -> None:
+    message = error_for(write_yaml, SHORT_NOISY + "long_transaction: {from_s: 1, for_s: 0}\n")
+    assert message == "17: long_transaction.for_s: Input should be greater than 0 (got 0)"
+
+
+def test_a_long_transaction_with_an_unknown_field_lists_the_allowed_ones(write_yaml) -> None:
+    text = SHORT_NOISY + "long_transaction: {from_s: 1, for_s: 2, isolation: serializable}\n"
+    message = error_for(write_yaml, text)
+    assert message == (
+        "17: long_transaction.isolation: unknown field; allowed: "
+        "from_s, for_s, sample_ms, vacuum_after"
+    )
+
+
+def test_a_long_transaction_past_the_timeout_is_refused(write_yaml) -> None:
+    message = error_for(write_yaml, SHORT_NOISY + "long_transaction: {from_s: 30, for_s: 30}\n")
+    assert message == ("1: long_transaction ends at 60 s, not before the scenario's timeout_s=60")
+
+
+def test_a_long_transaction_needs_a_timed_run(write_yaml) -> None:
+    text = """\
+name: plans
+strategies: [fifo]
+backlog:
+  groups: [{name: large, tenants: 1, jobs_per_tenant: 10}]
+explain: {}
+long_transaction: {from_s: 0, for_s: 1}
+"""
+    message = error_for(write_yaml, text)
+    assert message.startswith("1: long_transaction needs a timed run (tenant_groups)")
+
+
+def test_faults_and_a_long_transaction_are_not_combined(write_yaml) -> None:
+    text = (
+        GROUP
+        + "jobs_per_tenant: 2, duration_ms: 1}\n"
+        + "faults: {crashes: [{worker: 0, at_s: 0.1}]}\n"
+        + "long_transaction: {from_s: 0.1, for_s: 1}\n"
+    )
+    assert "long_transaction and faults are measured apart" in error_for(write_yaml, text)

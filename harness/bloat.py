@@ -1,0 +1,160 @@
+"""Pure analysis of a long transaction's effect: claim latency and dead tuples over time.
+
+Inputs are the run folder's raw files: jobs.csv (claim_ms and started_at per job),
+bloat.csv (the samples of harness/horizon.py) and run.json (each repetition's hold
+window, database clock). Definitions:
+  t0        = the repetition's first enqueued_at (as in harness/analysis.py)
+  a claim's time = the job's started_at, written inside its claim transaction
+  phase     = before (claimed before the hold began), during (from began_at up to
+              ended_at) or after (from ended_at on)
+  wait      = started_at - enqueued_at, of the jobs claimed in the phase
+  bucket    = floor((started_at - t0) / bucket_s) * bucket_s; p50/p95 are pandas'
+              linear interpolation, over the jobs claimed in it
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+REPETITION = ["strategy", "workers", "repetition"]
+PHASES = ["before", "during", "after"]
+WINDOW_COLUMNS = [*REPETITION, "began_at", "ended_at", "cut_short", "vacuumed"]
+
+
+def hold_windows(document: dict[str, Any]) -> pd.DataFrame:
+    """Each repetition's hold from run.json, timestamps parsed (UTC)."""
+    rows = [
+        {key: entry[key] for key in REPETITION} | entry["long_transaction"]
+        for entry in document.get("repetitions", [])
+        if entry.get("long_transaction")
+    ]
+    windows = pd.DataFrame(rows, columns=WINDOW_COLUMNS)
+    for column in ("began_at", "ended_at"):
+        windows[column] = pd.to_datetime(windows[column], utc=True, format="ISO8601")
+    return windows
+
+
+def _t0(jobs: pd.DataFrame) -> pd.Series:
+    return jobs.groupby(REPETITION)["enqueued_at"].min().rename("t0")
+
+
+def seconds_since_t0(frame: pd.DataFrame, column: str, jobs: pd.DataFrame) -> pd.Series:
+    """A timestamp column of any per-repetition frame as seconds from its repetition's t0."""
+    t0 = frame.join(_t0(jobs), on=REPETITION)["t0"]
+    return (frame[column] - t0).dt.total_seconds()
+
+
+def with_phases(jobs: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """jobs with claim_s (started_at from t0) and the phase of the hold it was claimed in."""
+    jobs = jobs.assign(claim_s=seconds_since_t0(jobs, "started_at", jobs))
+    joined = jobs.merge(windows[[*REPETITION, "began_at", "ended_at"]], on=REPETITION, how="left")
+    phase = np.select(
+        [joined["started_at"] < joined["began_at"], joined["started_at"] < joined["ended_at"]],
+        ["before", "during"],
+        default="after",
+    )
+    phase = np.where(joined["began_at"].isna(), "", phase)  # a repetition without a hold
+    return jobs.assign(phase=phase)
+
+
+def claim_buckets(jobs: pd.DataFrame, bucket_s: float = 1.0) -> pd.DataFrame:
+    """Claim latency over time: per repetition and bucket of claim time, jobs, p50, p95."""
+    claimed = jobs.assign(claim_s=seconds_since_t0(jobs, "started_at", jobs))
+    claimed["bucket_s"] = (claimed["claim_s"] // bucket_s) * bucket_s
+    grouped = claimed.groupby([*REPETITION, "bucket_s"], sort=False)["claim_ms"]
+    table = grouped.agg(
+        jobs="size",
+        claim_p50_ms="median",
+        claim_p95_ms=lambda claim: claim.quantile(0.95),
+    )
+    return table.reset_index().sort_values([*REPETITION, "bucket_s"], kind="stable")
+
+
+def samples_on_clock(samples: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
+    """bloat.csv with at parsed and t_s, the sample's seconds from its repetition's t0."""
+    samples = samples.assign(at=pd.to_datetime(samples["at"], utc=True, format="ISO8601"))
+    return samples.assign(t_s=seconds_since_t0(samples, "at", jobs))
+
+
+def windows_on_clock(windows: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
+    """The holds with from_s and to_s, seconds from their repetition's t0."""
+    return windows.assign(
+        from_s=seconds_since_t0(windows, "began_at", jobs),
+        to_s=seconds_since_t0(windows, "ended_at", jobs),
+    )
+
+
+def bloat_summary(jobs: pd.DataFrame, samples: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
+    """Per repetition: claim latency before, during and after the hold, and the bloat."""
+    phased = with_phases(jobs, windows)
+    rows = []
+    for window in windows.to_dict("records"):
+        rows.append(
+            {key: window[key] for key in REPETITION}
+            | {"hold_s": (window["ended_at"] - window["began_at"]).total_seconds()}
+            | _claims_by_phase(_of(phased, window))
+            | _bloat_figures(_of(samples, window))
+            | {"cut_short": window["cut_short"], "vacuumed": window["vacuumed"]}
+        )
+    return pd.DataFrame(rows)
+
+
+def _of(frame: pd.DataFrame, window: Mapping[Hashable, Any]) -> pd.DataFrame:
+    """The rows of one repetition."""
+    chosen = np.ones(len(frame), dtype=bool)
+    for key in REPETITION:
+        chosen &= (frame[key] == window[key]).to_numpy()
+    return frame[chosen]
+
+
+def _claims_by_phase(jobs: pd.DataFrame) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    for phase in PHASES:
+        claims = jobs.loc[jobs["phase"] == phase, "claim_ms"]
+        figures[f"claim_p50_{phase}_ms"] = float(claims.median()) if len(claims) else np.nan
+        figures[f"claim_p95_{phase}_ms"] = float(claims.quantile(0.95)) if len(claims) else np.nan
+        waits = (jobs["started_at"] - jobs["enqueued_at"]).dt.total_seconds()[
+            jobs["phase"] == phase
+        ]
+        figures[f"wait_p50_{phase}_s"] = float(waits.median()) if len(waits) else np.nan
+        figures[f"wait_p95_{phase}_s"] = float(waits.quantile(0.95)) if len(waits) else np.nan
+    for quantile in ("p50", "p95"):
+        figures[f"claim_{quantile}_during_vs_before"] = (
+            figures[f"claim_{quantile}_during_ms"] / figures[f"claim_{quantile}_before_ms"]
+        )
+    return figures
+
+
+def _waits(jobs: pd.DataFrame) -> pd.Series:
+    return (jobs["started_at"] - jobs["enqueued_at"]).dt.total_seconds()
+
+
+def _bloat_figures(samples: pd.DataFrame) -> dict[str, float]:
+    """Peaks and ends of the sampled series; sizes grown over the hold."""
+    size = (samples["jobs_bytes"] + samples["jobs_index_bytes"])[samples["phase"] == "during"]
+    grown = size.max() - size.min() if len(size) else np.nan  # sizes never shrink
+    return {
+        "jobs_dead_versions_peak": samples["jobs_dead_versions"].max(),
+        "jobs_dead_versions_end": samples["jobs_dead_versions"].iloc[-1],
+        "tenants_dead_versions_peak": samples["tenants_dead_versions"].max(),
+        "jobs_n_dead_tup_peak": samples["jobs_dead"].max(),
+        "jobs_kb_grown_during": grown / 1024,
+        "holder_xmin_age_peak": samples["holder_xmin_age"].max(),
+        "autovacuums": samples["jobs_autovacuums"].max() + samples["tenants_autovacuums"].max(),
+        **_dequeue_buffers(samples),
+    }
+
+
+def _dequeue_buffers(samples: pd.DataFrame) -> dict[str, float]:
+    """The sampled dequeue's buffers: median before and after the hold, peak during it."""
+    buffers = samples.groupby("phase")["dequeue_buffers"]
+    medians, peaks = buffers.median(), buffers.max()
+    return {
+        "dequeue_buffers_before": medians.get("before", np.nan),
+        "dequeue_buffers_during_peak": peaks.get("during", np.nan),
+        "dequeue_buffers_after": medians.get("after", np.nan),
+    }

@@ -1,0 +1,52 @@
+-- A long transaction beside the queue (harness/horizon.py): one connection holds a
+-- snapshot, another samples what the held horizon does to the queue's tables.
+
+-- name: hold
+-- The first statement of a repeatable-read transaction takes its snapshot and keeps it
+-- until commit: the backend's xmin (pg_stat_activity.backend_xmin) stays, and no row
+-- version deleted or updated after it may be pruned or vacuumed anywhere in the database.
+-- It reads no table, so it takes no lock that the queue or the next repetition's DDL
+-- would wait for.
+select clock_timestamp();
+
+-- name: sample
+-- The holder's xmin age (null when it holds nothing), and per table the statistics'
+-- live and dead tuple counts, sizes and vacuum counts. The counts are what the backends
+-- have flushed: a busy backend flushes its counters at most once a second (PostgreSQL 17,
+-- PGSTAT_MIN_INTERVAL), so they lag the table by up to about a second; the sizes do not.
+select
+  clock_timestamp(),
+  (select age(backend_xmin) from pg_stat_activity where pid = %(holder_pid)s),
+  j.n_live_tup,
+  j.n_dead_tup,
+  pg_relation_size(j.relid),
+  pg_indexes_size(j.relid),
+  j.autovacuum_count,
+  j.vacuum_count,
+  q.n_live_tup,
+  q.n_dead_tup,
+  pg_total_relation_size(q.relid),
+  q.autovacuum_count
+from pg_stat_user_tables j, pg_stat_user_tables q
+where j.relid = 'jobs'::regclass and q.relid = 'queue_tenants'::regclass;
+
+-- name: vacuum_after
+-- Only when the scenario asks (long_transaction.vacuum_after): the cleanup a queue's
+-- operator would run by hand, right after the hold ends.
+vacuum jobs, queue_tenants;
+
+-- name: find_pgstattuple
+-- Where the pgstattuple extension is installed, if it is (contrib; the embedded server
+-- has it). Its dead tuple count reads the heap itself, with no statistics lag.
+select n.nspname
+from pg_extension e join pg_namespace n on n.oid = e.extnamespace
+where e.extname = 'pgstattuple';
+
+-- name: dead_versions
+-- Dead row versions still taking space in each heap (pgstattuple scans the whole table:
+-- a few hundred pages here). Unlike n_dead_tup, this counts only versions whose space was
+-- not reclaimed: page pruning turns a dead version into a line pointer as soon as the
+-- horizon lets it, while n_dead_tup counts it until a vacuum.
+select
+  (select dead_tuple_count from pgstattuple('jobs')),
+  (select dead_tuple_count from pgstattuple('queue_tenants'));

@@ -1,0 +1,113 @@
+"""A long transaction on the real server: it holds the horizon, and a run records it."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from pathlib import Path
+
+import pandas as pd
+import psycopg
+
+from harness.horizon import Holder
+from harness.providers import Server
+from harness.scenario import LongTransaction
+from tests.integration.conftest import run_yaml
+
+
+def wait_for(condition, timeout_s: float = 10) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def dead_after_vacuum(conn: psycopg.Connection) -> int:
+    """VACUUM reports the dead versions it was not allowed to remove as n_dead_tup."""
+    conn.execute("vacuum jobs")
+    row = conn.execute(
+        "select n_dead_tup from pg_stat_user_tables where relid = 'jobs'::regclass"
+    ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def claim_and_complete(conn: psycopg.Connection, jobs: int) -> None:
+    conn.execute("insert into jobs (tenant_id) select 1 from generate_series(1, %s)", (jobs,))
+    conn.execute("update jobs set status = 'running', started_at = clock_timestamp()")
+    conn.execute("update jobs set status = 'done', finished_at = clock_timestamp()")
+
+
+def test_the_holder_keeps_the_horizon_until_it_ends(queue: psycopg.Connection) -> None:
+    start = multiprocessing.get_context("spawn").Event()
+    hold = LongTransaction(from_s=0, for_s=600, sample_ms=50)
+    with Holder(queue.info.dsn, "queue_test", hold, start) as holder:
+        start.set()
+        wait_for(lambda: holder.record.began_at is not None)
+        xmin = queue.execute(
+            "select backend_xmin from pg_stat_activity where pid = %s", (holder.pid,)
+        ).fetchone()
+        assert xmin is not None and xmin[0] is not None
+        claim_and_complete(queue, 100)
+        assert dead_after_vacuum(queue) == 200  # both updates' old versions, all kept
+        wait_for(lambda: len(holder.record.samples) >= 2)
+    assert holder.record.cut_short  # ended by the context, before its 600 s
+    assert dead_after_vacuum(queue) == 0
+    during = [s for s in holder.record.samples if s["phase"] == "during"]
+    assert during and all(s["holder_xmin_age"] is not None for s in during)
+
+
+def test_vacuum_after_runs_once_the_hold_ends(queue: psycopg.Connection) -> None:
+    start = multiprocessing.get_context("spawn").Event()
+    hold = LongTransaction(from_s=0, for_s=0.2, sample_ms=50, vacuum_after=True)
+    with Holder(queue.info.dsn, "queue_test", hold, start) as holder:
+        start.set()
+        wait_for(lambda: any(s["phase"] == "after" for s in holder.record.samples))
+    assert holder.record.vacuumed and not holder.record.cut_short
+    after = [s for s in holder.record.samples if s["phase"] == "after"]
+    assert after[0]["jobs_vacuums"] == 1
+
+
+SCENARIO = """\
+name: bloat
+strategies: [round_robin]
+workers: 2
+repetitions: 1
+poll_interval_ms: 2
+timeout_s: 60
+long_transaction: {from_s: 0.5, for_s: 1.5, sample_ms: 100}
+tenant_groups:
+  - {name: churning, tenants: 5, jobs_per_tenant: 2, duration_ms: 1, repeat: 60,
+     every_s: 0.05}
+"""
+
+
+def test_a_run_records_the_hold_and_the_dead_versions_it_left(
+    server: Server, tmp_path: Path
+) -> None:
+    outcome = run_yaml(server, tmp_path, SCENARIO)
+    run = outcome.folder.path
+    window = outcome.document["repetitions"][0]["long_transaction"]
+    assert not window["cut_short"]
+    samples = pd.read_csv(run / "bloat.csv")
+    assert list(dict.fromkeys(samples["phase"])) == ["before", "during", "after"]
+    held = samples["phase"] == "during"
+    assert samples.loc[held, "holder_xmin_age"].notna().all()
+    assert samples.loc[~held, "holder_xmin_age"].isna().all()
+    last_held = samples[held].iloc[-1]
+    jobs = pd.read_csv(run / "jobs.csv", parse_dates=["started_at"])
+    began, sampled = pd.Timestamp(window["began_at"]), pd.Timestamp(last_held["at"])
+    # Every job claimed in the hold left its queued version dead; the margin leaves out
+    # claims whose transaction may not have committed when the sample was taken.
+    claimed = jobs["started_at"].between(began, sampled - pd.Timedelta(seconds=0.2)).sum()
+    assert claimed > 50
+    assert last_held["jobs_dead_versions"] >= claimed
+    # The sampled dequeue walks the entries the hold kept: more buffers than before it.
+    before = samples.loc[samples["phase"] == "before", "dequeue_buffers"]
+    assert samples.loc[held, "dequeue_buffers"].max() > before.max()
+    # Once the horizon moves on, page pruning reclaims what the hold kept.
+    assert samples["jobs_dead_versions"].iloc[-1] < last_held["jobs_dead_versions"]
+    assert outcome.tables.bloat is not None and len(outcome.tables.bloat) == 1
+    assert (run / "bloat-summary.csv").exists() and (run / "bloat.png").exists()
+    assert "Long transaction and bloat" in (run / "summary.md").read_text()
+    assert "Long transaction and bloat" in (run / "report.html").read_text()
