@@ -10,6 +10,7 @@ import io
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
 
 from harness.analysis import with_waits
 
@@ -179,6 +180,7 @@ def scaling(summary: pd.DataFrame) -> Figure:
 
 def _workers_axis(axis: Axes, label: str) -> None:
     axis.set_xscale("log", base=2)
+    axis.xaxis.set_major_formatter(ScalarFormatter())  # 16, not 2^4
     axis.set_xlabel("workers")
     axis.set_ylabel(label)
     axis.grid(True, alpha=0.3)
