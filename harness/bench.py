@@ -39,6 +39,8 @@ class RunOptions:
     explain_strategies: list[str] | None = None
     explain_variants: list[str] | None = None
     repeat: int | None = None  # overrides the scenario's explain.repeat
+    schema: str | None = None  # default: harness_<run id>
+    reuse_schema: bool = False  # take over a schema the harness left behind
 
 
 @dataclass
@@ -69,9 +71,9 @@ def run_scenario(
     folder.write_json("run.json", document)
     point_latest(root, folder.path)
     measured = Measured()
-    schema = "harness_" + folder.run_id.lower().replace("-", "_")
+    schema = options.schema or "harness_" + folder.run_id.lower().replace("-", "_")
     try:
-        with own_schema(server.dsn, schema):
+        with own_schema(server.dsn, schema, options.reuse_schema):
             if options.timed and scenario.timed:
                 _run_timed(
                     server.dsn,

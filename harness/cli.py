@@ -54,6 +54,21 @@ ResultsOption = Annotated[Path, typer.Option("--results-dir", help="Where run fo
 SlowOption = Annotated[
     bool, typer.Option("--include-slow", help="Also capture the plans the scenario marks as slow.")
 ]
+SchemaOption = Annotated[
+    str | None,
+    typer.Option(
+        "--schema",
+        help="Work in this schema (default harness_<run id>); it must not exist already.",
+        show_default=False,
+    ),
+]
+ReuseOption = Annotated[
+    bool,
+    typer.Option(
+        "--reuse-schema",
+        help="Take over an existing --schema, only if the harness created it (its comment).",
+    ),
+]
 StrategiesDirOption = Annotated[
     Path | None,
     typer.Option(
@@ -97,12 +112,14 @@ def run(
     results_dir: ResultsOption = Path("results"),
     strategies_dir: StrategiesDirOption = None,
     include_slow: SlowOption = False,
+    schema: SchemaOption = None,
+    reuse_schema: ReuseOption = False,
 ) -> None:
     """Run scenarios on one server: the timed workload, then the plan captures; print each
     one's figures beside the reference."""
     from harness.bench import RunOptions  # heavy imports only when needed
 
-    options = RunOptions(include_slow=include_slow)
+    options = RunOptions(include_slow=include_slow, schema=schema, reuse_schema=reuse_schema)
     _run(scenarios, pg, dsn, allow_version_mismatch, results_dir, strategies_dir, options)
 
 
@@ -135,6 +152,8 @@ def explain(
     allow_version_mismatch: MismatchOption = False,
     results_dir: ResultsOption = Path("results"),
     strategies_dir: StrategiesDirOption = None,
+    schema: SchemaOption = None,
+    reuse_schema: ReuseOption = False,
 ) -> None:
     """Capture dequeue plans (EXPLAIN ANALYZE, BUFFERS) on the scenario's backlog, without
     the timed workload."""
@@ -146,6 +165,8 @@ def explain(
         explain_strategies=strategy,
         explain_variants=variant,
         repeat=repeat,
+        schema=schema,
+        reuse_schema=reuse_schema,
     )
     _run(scenarios, pg, dsn, allow_version_mismatch, results_dir, strategies_dir, options)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,21 @@ def load_all(paths: list[Path], strategies_dir: Path | None) -> list[LoadedScena
     return [load_scenario(path, names) for path in paths]
 
 
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+
+
+def _check_schema_name(options: RunOptions) -> None:
+    if options.reuse_schema and options.schema is None:
+        raise HarnessError("--reuse-schema needs --schema: the schema to take over")
+    if options.schema is None:
+        return
+    if not _SCHEMA_NAME.fullmatch(options.schema) or options.schema.startswith("pg_"):
+        raise HarnessError(
+            f"--schema: '{options.schema}' is not allowed; use lowercase letters, digits "
+            "and _, starting with a letter or _, at most 63 characters, not pg_..."
+        )
+
+
 def validate_command(paths: list[Path], strategies_dir: Path | None, console: Console) -> None:
     for loaded in load_all(paths, strategies_dir):
         scenario = loaded.scenario
@@ -118,6 +134,7 @@ def run_command(
     scenarios = [load_scenario(path, set(strategies)) for path in paths]
     for loaded in scenarios:
         _check_selection(loaded, options)
+    _check_schema_name(options)
     choice = choose_provider(pg, dsn, os.environ, allow_mismatch)
     outcomes = []
     console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)

@@ -109,17 +109,24 @@ def plan(scenario: Scenario) -> list[Repetition]:
     ]
 
 
+SCHEMA_MARK = "created by tenant-queue-bench"  # the comment on every schema it creates
+
+
 @contextmanager
-def own_schema(dsn: str, schema: str) -> Iterator[None]:
-    """The run's schema: refused if it exists already, dropped at the end."""
+def own_schema(dsn: str, schema: str, reuse: bool = False) -> Iterator[None]:
+    """The run's schema: created, marked as the harness's, and dropped at the end.
+
+    One that exists already is refused, unless `reuse` and it carries the harness's mark
+    (left behind by a run that was killed outright): nothing else is ever dropped."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        exists = conn.execute("select 1 from pg_namespace where nspname = %s", (schema,))
-        if exists.fetchone():
-            raise HarnessError(
-                f"schema {schema} exists already on this server; "
-                "the harness only works in a schema it creates"
-            )
-        conn.execute(sql.SQL("create schema {}").format(sql.Identifier(schema)))
+        found = conn.execute(
+            "select obj_description(oid, 'pg_namespace') from pg_namespace where nspname = %s",
+            (schema,),
+        ).fetchone()
+        if found is not None:
+            _may_reuse(schema, found[0], reuse)
+            conn.execute(sql.SQL("drop schema {} cascade").format(sql.Identifier(schema)))
+        _create_marked(conn, schema)
     try:
         yield
     finally:
@@ -127,11 +134,30 @@ def own_schema(dsn: str, schema: str) -> Iterator[None]:
             conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))
 
 
+def _may_reuse(schema: str, comment: str | None, reuse: bool) -> None:
+    if not reuse:
+        raise HarnessError(
+            f"schema {schema} exists already on this server; the harness only works in a "
+            "schema it creates (--reuse-schema takes over one an earlier run left behind)"
+        )
+    if not (comment or "").startswith(SCHEMA_MARK):
+        raise HarnessError(
+            f"schema {schema} exists and was not created by the harness (no "
+            f"'{SCHEMA_MARK}' comment on it); refusing to drop what it holds"
+        )
+
+
+def _create_marked(conn: psycopg.Connection, schema: str) -> None:
+    name = sql.Identifier(schema)
+    conn.execute(sql.SQL("create schema {}").format(name))
+    conn.execute(sql.SQL("comment on schema {} is {}").format(name, sql.Literal(SCHEMA_MARK)))
+
+
 def reset_schema(conn: psycopg.Connection, schema: str, strategy: Strategy) -> None:
     """Empty tables for a repetition: the article's schema, then the strategy's setup."""
     name = sql.Identifier(schema)
     conn.execute(sql.SQL("drop schema {} cascade").format(name))
-    conn.execute(sql.SQL("create schema {}").format(name))
+    _create_marked(conn, schema)
     conn.execute(sql.SQL("set search_path to {}").format(name))
     for block in schema_blocks().values():
         conn.execute(block.sql)  # type: ignore[arg-type]  # our own files, not user input

@@ -133,3 +133,71 @@ def test_an_interrupted_run_stops_everything_and_keeps_what_was_measured(
     assert postgres_processes(data_dir) == []
     assert not Path(data_dir).exists()
     assert [pid for pid in workers if alive(pid)] == []
+
+
+def _harness_run(server: Server, tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(ONE_STRATEGY)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            "run",
+            str(scenario),
+            "--dsn",
+            server.dsn,
+            "--results-dir",
+            str(tmp_path / "results"),
+            *options,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_users_schema_is_never_taken_over(server: Server, tmp_path: Path) -> None:
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute("create schema user_data")
+        conn.execute("create table user_data.orders (x int)")
+    try:
+        plain = _harness_run(server, tmp_path, "--schema", "user_data")
+        assert plain.returncode == 2
+        assert "schema user_data exists already" in plain.stderr
+        forced = _harness_run(server, tmp_path, "--schema", "user_data", "--reuse-schema")
+        assert forced.returncode == 2
+        assert "was not created by the harness" in forced.stderr
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            assert conn.execute("select count(*) from user_data.orders").fetchone() == (0,)
+    finally:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute("drop schema user_data cascade")
+
+
+def test_a_schema_left_behind_by_the_harness_can_be_reused(server: Server, tmp_path: Path) -> None:
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute("create schema bench_left")  # as a run killed outright leaves it
+        conn.execute("comment on schema bench_left is 'created by tenant-queue-bench'")
+    done = _harness_run(server, tmp_path, "--schema", "bench_left", "--reuse-schema")
+    assert done.returncode == 0, done.stderr
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        gone = conn.execute("select 1 from pg_namespace where nspname = 'bench_left'")
+        assert gone.fetchone() is None
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--schema", "Public; drop"], "--schema: 'Public; drop' is not allowed"),
+        (["--schema", "pg_mine"], "--schema: 'pg_mine' is not allowed"),
+        (["--reuse-schema"], "--reuse-schema needs --schema"),
+    ],
+)
+def test_bad_schema_options_are_refused_before_connecting(
+    server: Server, tmp_path: Path, options: list[str], message: str
+) -> None:
+    done = _harness_run(server, tmp_path, *options)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"error: {message}")
