@@ -21,7 +21,7 @@ from pathlib import Path
 import psycopg
 
 from harness.errors import ProviderUnavailable
-from harness.providers import as_owner, die_with_parent, server_user
+from harness.providers import server_user, spawn_server_process
 
 PORT = 6432
 _SBIN = Path("/usr/sbin/pgbouncer")  # Debian's place, often not on a non-root PATH
@@ -142,18 +142,8 @@ def _write_config(workdir: Path, login: Login, pool_size: int) -> None:
 
 
 def _start(binary: Path, workdir: Path) -> subprocess.Popen[bytes]:
-    log = (workdir / "stdout.log").open("wb")
-    with log:
-        return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
-            [str(binary), str(workdir / "pgbouncer.ini")],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            cwd=workdir,
-            start_new_session=True,
-            preexec_fn=die_with_parent,
-            **as_owner(server_user()),
-        )
+    command = [str(binary), str(workdir / "pgbouncer.ini")]
+    return spawn_server_process(command, workdir / "stdout.log", workdir, server_user())
 
 
 def _wait_until_ready(dsn: str, process: subprocess.Popen[bytes], workdir: Path) -> None:

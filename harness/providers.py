@@ -372,14 +372,21 @@ def _start_postgres(
         "-c",
         "listen_addresses=",
     ]
-    log = (socket_dir / "postgres.log").open("ab")  # a restart appends
-    with log:
+    return spawn_server_process(command, socket_dir / "postgres.log", socket_dir, owner)
+
+
+def spawn_server_process(
+    command: list[str], log_path: Path, cwd: Path, owner: pwd.struct_passwd | None
+) -> subprocess.Popen[bytes]:
+    """A server program (postgres, pgbouncer) as `owner`, in its own session, its output
+    appended to `log_path`, dying with the harness."""
+    with log_path.open("ab") as log:
         return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
             command,
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            cwd=socket_dir,
+            cwd=cwd,
             start_new_session=True,
             preexec_fn=die_with_parent,
             **as_owner(owner),
