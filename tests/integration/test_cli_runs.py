@@ -61,7 +61,7 @@ def test_external_works_only_in_its_own_schema(server: Server, tmp_path: Path) -
     assert "s3cret-pw" not in done.stdout + done.stderr
 
 
-def start_run(tmp_path: Path, text: str) -> subprocess.Popen[str]:
+def start_run(tmp_path: Path, text: str, command: str = "run") -> subprocess.Popen[str]:
     scenario = tmp_path / "slow.yaml"
     scenario.write_text(text)
     return subprocess.Popen(
@@ -69,7 +69,7 @@ def start_run(tmp_path: Path, text: str) -> subprocess.Popen[str]:
             sys.executable,
             "-m",
             "harness",
-            "run",
+            command,
             str(scenario),
             "--results-dir",
             str(tmp_path / "results"),
@@ -201,3 +201,56 @@ def test_bad_schema_options_are_refused_before_connecting(
     done = _harness_run(server, tmp_path, *options)
     assert done.returncode == 2
     assert done.stderr.startswith(f"error: {message}")
+
+
+def server_programs() -> set[int]:
+    """Pids of every postgres, initdb and harness worker process on the machine."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        names = ("bin/postgres", "bin/initdb", "multiprocessing")
+        if any(name in cmdline for name in names) and alive(int(proc.name)):
+            found.add(int(proc.name))
+    return found
+
+
+BACKLOG_AND_RUN = (
+    ONE_STRATEGY
+    + """\
+backlog:
+  groups: [{name: old, tenants: 1, jobs_per_tenant: 300000, duration_ms: 0}]
+explain:
+  variants: [{name: deep}]
+"""
+)
+
+
+@pytest.mark.parametrize(
+    ("command", "delay_s"),
+    [("run", 0.0), ("run", 0.4), ("run", 1.5), ("run", 3.0), ("explain", 2.0)],
+)
+def test_an_interrupt_at_any_moment_leaves_no_process_behind(
+    tmp_path: Path, command: str, delay_s: float
+) -> None:
+    """Ctrl-C while initdb or the server start, while the backlog loads or the workers
+    drain it, or during a plan capture: whatever the moment, nothing outlives the harness."""
+    before = server_programs()
+    run = start_run(tmp_path, BACKLOG_AND_RUN, command)
+    wait_for_line(run, "Starting PostgreSQL")
+    time.sleep(delay_s)
+    run.send_signal(signal.SIGINT)
+    stdout, stderr = run.communicate(timeout=90)
+    shown = [line for line in stdout.splitlines() if line.strip()][-1:]
+    print(f"{command} after {delay_s} s: exit {run.returncode}, last output {shown}")
+    assert run.returncode in (130, 0), stderr  # 0: it finished before the signal came
+    assert "Traceback" not in stderr
+    time.sleep(0.2)  # the kernel's bookkeeping of killed children
+    assert server_programs() - before == set()
+    document_path = tmp_path / "results" / "latest" / "run.json"
+    if run.returncode == 130 and document_path.exists():
+        assert json.loads(document_path.read_text())["status"] == "interrupted"
