@@ -56,8 +56,10 @@ from harness.providers import ProviderChoice, choose_provider, open_server
 from harness.render import Rendered, render_run
 from harness.report import (
     FLAG_LEGEND,
+    bloat_rows,
     console_table,
     fairness_rows,
+    fault_rows,
     findings_rows,
     ideal_rows,
     jain_rows,
@@ -198,6 +200,12 @@ def show_outcome(outcome: Rendered, console: Console) -> None:
         main = ideal[ideal["figure"].isin(["wait_p50_s", "makespan_s"])]
         title = "Measured against the ideal schedule (seconds; all figures: ideal.csv)"
         console.print(console_table(title, *ideal_rows(main)))
+    if outcome.tables.faults is not None:
+        title = "Faults: lost, duplicated, stuck, dead-lettered, recovery (s) per repetition"
+        console.print(console_table(title, *fault_rows(outcome.tables.faults)))
+    if outcome.tables.bloat is not None:
+        title = "Long transaction: claim latency and bloat before, during and after the hold"
+        console.print(console_table(title, *bloat_rows(outcome.tables.bloat)))
     if outcome.plans is not None:
         title = f"Dequeue plans: EXPLAIN (ANALYZE, BUFFERS), medians. {FLAG_LEGEND}"
         console.print(console_table(title, *plans_rows(outcome.plans, compact=True)))
