@@ -18,7 +18,18 @@ from tests.conftest import SCENARIOS
 NAMES = set(load_strategies())
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "300"))  # more for a longer hunt
 SHIPPED = [yaml.safe_load(path.read_text()) for path in sorted(SCENARIOS.glob("*.yaml"))]
-KEYS = sorted({key for doc in SHIPPED for key in doc} | {"tenants", "duration_ms", "weight"})
+
+
+def _keys(node: object) -> set[str]:
+    """Every mapping key of a document, at any depth (tenant groups, durations, faults)."""
+    if isinstance(node, dict):
+        return {str(key) for key in node} | {k for value in node.values() for k in _keys(value)}
+    if isinstance(node, list):
+        return {key for item in node for key in _keys(item)}
+    return set()
+
+
+KEYS = sorted({key for doc in SHIPPED for key in _keys(doc)})
 
 scalars = st.one_of(
     st.none(),
