@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,12 @@ from pathlib import Path
 import psycopg
 
 from harness.errors import ProviderUnavailable
-from harness.providers import server_user, spawn_server_process
+from harness.providers import (
+    server_user,
+    spawn_server_process,
+    stop_escalating,
+    wait_until_accepting,
+)
 
 PORT = 6432
 _SBIN = Path("/usr/sbin/pgbouncer")  # Debian's place, often not on a non-root PATH
@@ -147,33 +151,10 @@ def _start(binary: Path, workdir: Path) -> subprocess.Popen[bytes]:
 
 
 def _wait_until_ready(dsn: str, process: subprocess.Popen[bytes], workdir: Path) -> None:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise ProviderUnavailable(f"pgbouncer exited at start: {_log_tail(workdir)}")
-        try:
-            with psycopg.connect(dsn, connect_timeout=2, prepare_threshold=None):
-                return
-        except psycopg.OperationalError:
-            time.sleep(0.05)
-    raise ProviderUnavailable(f"pgbouncer did not accept connections in 30 s: {_log_tail(workdir)}")
-
-
-def _log_tail(workdir: Path) -> str:
-    for name in ("pgbouncer.log", "stdout.log"):
-        with contextlib.suppress(OSError):
-            lines = (workdir / name).read_text(errors="replace").strip().splitlines()
-            if lines:
-                return lines[-1]
-    return "no log"
+    logs = [workdir / "pgbouncer.log", workdir / "stdout.log"]
+    wait_until_accepting("pgbouncer", dsn, process, logs, timeout_s=30, prepare_threshold=None)
 
 
 def stop_pgbouncer(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM is PgBouncer's immediate shutdown; kill if it hangs. Never raises."""
-    for sig, grace in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
-        if process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            process.send_signal(sig)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=grace)
+    stop_escalating(process, [(signal.SIGTERM, 10), (signal.SIGKILL, 10)])

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import psycopg
 
@@ -403,29 +403,57 @@ def die_with_parent() -> None:
 
 
 def _wait_until_ready(dsn: str, process: subprocess.Popen[bytes], workdir: Path) -> None:
-    deadline = time.monotonic() + 60
+    wait_until_accepting("postgres", dsn, process, [workdir / "postgres.log"], timeout_s=60)
+
+
+def wait_until_accepting(
+    program: str,
+    dsn: str,
+    process: subprocess.Popen[bytes],
+    logs: list[Path],
+    timeout_s: float,
+    **connect: Any,
+) -> None:
+    """Until a server program we started takes connections; its log's last line if it
+    exits or does not answer in time."""
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise ProviderUnavailable(f"postgres exited at start: {_log_tail(workdir)}")
+            raise ProviderUnavailable(f"{program} exited at start: {last_log_line(logs)}")
         try:
-            with psycopg.connect(dsn, connect_timeout=2):
+            with psycopg.connect(dsn, connect_timeout=2, **connect):
                 return
         except psycopg.OperationalError:
             time.sleep(0.05)
-    raise ProviderUnavailable(f"postgres did not accept connections in 60 s: {_log_tail(workdir)}")
+    raise ProviderUnavailable(
+        f"{program} did not accept connections in {timeout_s:g} s: {last_log_line(logs)}"
+    )
 
 
-def _log_tail(workdir: Path) -> str:
-    try:
-        lines = (workdir / "postgres.log").read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return "no log"
-    return lines[-1] if lines else "empty log"
+def last_log_line(logs: list[Path]) -> str:
+    """The last line of the first of `logs` that has one."""
+    found = False
+    for log in logs:
+        try:
+            lines = log.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            continue
+        found = True
+        if lines:
+            return lines[-1]
+    return "empty log" if found else "no log"
 
 
 def stop_postgres(process: subprocess.Popen[bytes]) -> None:
     """Fast shutdown; immediate if that hangs; kill as a last resort. Never raises."""
-    for sig, grace in ((signal.SIGINT, 30), (signal.SIGQUIT, 10), (signal.SIGKILL, 10)):
+    stop_escalating(process, [(signal.SIGINT, 30), (signal.SIGQUIT, 10), (signal.SIGKILL, 10)])
+
+
+def stop_escalating(
+    process: subprocess.Popen[bytes], steps: list[tuple[signal.Signals, float]]
+) -> None:
+    """Each signal in turn, waiting its grace in seconds, until the process has ended."""
+    for sig, grace in steps:
         if process.poll() is not None:
             return
         with contextlib.suppress(ProcessLookupError):
