@@ -56,10 +56,13 @@ def ideal_summary(
     scenario: Scenario,
     policies: dict[str, str | None],
     claim_ms: dict[tuple[str, int], float] | None = None,
+    workload: Workload | None = None,
 ) -> pd.DataFrame:
     """summarize() of the simulated schedule of every strategy with a policy and every
-    worker count; with `claim_ms`, each pair's claims cost that much."""
-    jobs = simulated_jobs(scenario, generate(scenario), policies, scenario.workers, claim_ms)
+    worker count; with `claim_ms`, each pair's claims cost that much. `workload`: the
+    scenario's, if the caller has generated it already."""
+    workload = workload or generate(scenario)
+    jobs = simulated_jobs(scenario, workload, policies, scenario.workers, claim_ms)
     return summarize(jobs) if len(jobs) else pd.DataFrame()
 
 

@@ -54,6 +54,7 @@ from harness.plots import (
 from harness.report import RunTables, summary_markdown
 from harness.results import RunFolder, load_jobs, load_run
 from harness.scenario import Scenario
+from harness.workload import generate
 
 
 @dataclass(frozen=True)
@@ -148,10 +149,11 @@ def _versus_ideal(
     policies = document.get("simulation")
     if not policies or jobs is None or summary is None:
         return None
-    ideal = ideal_summary(scenario, policies)
+    workload = generate(scenario)  # drawn once for both schedules
+    ideal = ideal_summary(scenario, policies, workload=workload)
     if ideal.empty:
         return None
-    costed = ideal_summary(scenario, policies, measured_claim_ms(jobs))
+    costed = ideal_summary(scenario, policies, measured_claim_ms(jobs), workload)
     return versus_ideal(summary, ideal, costed)
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from harness.providers import Server
 from tests.conftest import SHORT_NOISY
-from tests.integration.test_embedded import postgres_processes
+from tests.integration.test_embedded import command_lines, postgres_processes
 
 ONE_STRATEGY = SHORT_NOISY.replace("[fifo, round_robin]", "[fifo]")
 
@@ -24,27 +24,9 @@ def test_external_works_only_in_its_own_schema(server: Server, tmp_path: Path) -
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         conn.execute("create table public.precious (x int)")
         conn.execute("insert into public.precious values (42)")
-    scenario = tmp_path / "s.yaml"
-    scenario.write_text(ONE_STRATEGY)
     # The embedded server trusts local connections, so any password is accepted: it
     # stands for a real one that must not reach the results.
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness",
-            "run",
-            str(scenario),
-            "--dsn",
-            server.dsn + " password=s3cret-pw",
-            "--results-dir",
-            str(tmp_path / "results"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = harness_run(tmp_path, "--dsn", server.dsn + " password=s3cret-pw")
     assert done.returncode == 0, done.stderr
     assert "Results:" in done.stdout
     with psycopg.connect(server.dsn, autocommit=True) as conn:
@@ -59,6 +41,20 @@ def test_external_works_only_in_its_own_schema(server: Server, tmp_path: Path) -
         if path.is_file() and path.suffix in (".json", ".md", ".html", ".csv", ".yaml"):
             assert "s3cret-pw" not in path.read_text(), path
     assert "s3cret-pw" not in done.stdout + done.stderr
+
+
+def harness_run(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """`harness run` of the one-strategy scenario, to the end."""
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(ONE_STRATEGY)
+    command = [sys.executable, "-m", "harness", "run", str(scenario)]
+    return subprocess.run(
+        [*command, "--results-dir", str(tmp_path / "results"), *options],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def start_run(tmp_path: Path, text: str, command: str = "run") -> subprocess.Popen[str]:
@@ -135,38 +131,17 @@ def test_an_interrupted_run_stops_everything_and_keeps_what_was_measured(
     assert [pid for pid in workers if alive(pid)] == []
 
 
-def _harness_run(server: Server, tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    scenario = tmp_path / "s.yaml"
-    scenario.write_text(ONE_STRATEGY)
-    return subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness",
-            "run",
-            str(scenario),
-            "--dsn",
-            server.dsn,
-            "--results-dir",
-            str(tmp_path / "results"),
-            *options,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
 def test_a_users_schema_is_never_taken_over(server: Server, tmp_path: Path) -> None:
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         conn.execute("create schema user_data")
         conn.execute("create table user_data.orders (x int)")
     try:
-        plain = _harness_run(server, tmp_path, "--schema", "user_data")
+        plain = harness_run(tmp_path, "--dsn", server.dsn, "--schema", "user_data")
         assert plain.returncode == 2
         assert "schema user_data exists already" in plain.stderr
-        forced = _harness_run(server, tmp_path, "--schema", "user_data", "--reuse-schema")
+        forced = harness_run(
+            tmp_path, "--dsn", server.dsn, "--schema", "user_data", "--reuse-schema"
+        )
         assert forced.returncode == 2
         assert "was not created by the harness" in forced.stderr
         with psycopg.connect(server.dsn, autocommit=True) as conn:
@@ -180,7 +155,7 @@ def test_a_schema_left_behind_by_the_harness_can_be_reused(server: Server, tmp_p
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         conn.execute("create schema bench_left")  # as a run killed outright leaves it
         conn.execute("comment on schema bench_left is 'created by tenant-queue-bench'")
-    done = _harness_run(server, tmp_path, "--schema", "bench_left", "--reuse-schema")
+    done = harness_run(tmp_path, "--dsn", server.dsn, "--schema", "bench_left", "--reuse-schema")
     assert done.returncode == 0, done.stderr
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         gone = conn.execute("select 1 from pg_namespace where nspname = 'bench_left'")
@@ -198,25 +173,19 @@ def test_a_schema_left_behind_by_the_harness_can_be_reused(server: Server, tmp_p
 def test_bad_schema_options_are_refused_before_connecting(
     server: Server, tmp_path: Path, options: list[str], message: str
 ) -> None:
-    done = _harness_run(server, tmp_path, *options)
+    done = harness_run(tmp_path, "--dsn", server.dsn, *options)
     assert done.returncode == 2
     assert done.stderr.startswith(f"error: {message}")
 
 
 def server_programs() -> set[int]:
     """Pids of every postgres, initdb and harness worker process on the machine."""
-    found = set()
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        names = ("bin/postgres", "bin/initdb", "multiprocessing")
-        if any(name in cmdline for name in names) and alive(int(proc.name)):
-            found.add(int(proc.name))
-    return found
+    names = ("bin/postgres", "bin/initdb", "multiprocessing")
+    return {
+        pid
+        for pid, cmdline in command_lines().items()
+        if any(name in cmdline for name in names) and alive(pid)
+    }
 
 
 BACKLOG_AND_RUN = (

@@ -14,19 +14,22 @@ import pytest
 from harness.providers import Server, choose_provider, open_server, reachable_install
 
 
-def postgres_processes(data_dir: str) -> list[str]:
-    """Command lines of running processes that mention the data directory."""
-    found = []
+def command_lines() -> dict[int, str]:
+    """Every running process's command line, by pid."""
+    found = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            found[int(proc.name)] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if data_dir in cmdline:
-            found.append(cmdline)
     return found
+
+
+def postgres_processes(data_dir: str) -> list[str]:
+    """Command lines of running processes that mention the data directory."""
+    return [cmdline for cmdline in command_lines().values() if data_dir in cmdline]
 
 
 def test_the_server_is_postgres_17_on_a_unix_socket(server: Server) -> None:
