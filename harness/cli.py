@@ -14,7 +14,7 @@ from rich.console import Console
 from harness.errors import HarnessError, RunFailed, Terminated
 
 if TYPE_CHECKING:
-    from harness.bench import RunOptions
+    from harness.run.scenario_run import RunOptions
 
 app = typer.Typer(
     help="Measure how fairly a PostgreSQL job queue serves many tenants.",
@@ -117,7 +117,7 @@ def run(
 ) -> None:
     """Run scenarios on one server: the timed workload, then the plan captures; print each
     one's figures beside the reference."""
-    from harness.bench import RunOptions  # heavy imports only when needed
+    from harness.run.scenario_run import RunOptions
 
     options = RunOptions(include_slow=include_slow, schema=schema, reuse_schema=reuse_schema)
     _run(scenarios, pg, dsn, allow_version_mismatch, results_dir, strategies_dir, options)
@@ -157,7 +157,7 @@ def explain(
 ) -> None:
     """Capture dequeue plans (EXPLAIN ANALYZE, BUFFERS) on the scenario's backlog, without
     the timed workload."""
-    from harness.bench import RunOptions
+    from harness.run.scenario_run import RunOptions
 
     options = RunOptions(
         timed=False,
@@ -180,7 +180,7 @@ def _run(
     strategies_dir: Path | None,
     options: RunOptions,
 ) -> None:
-    from harness.commands import run_command
+    from harness.commands.run import run_command
 
     _guarded(
         lambda: run_command(
@@ -192,7 +192,7 @@ def _run(
 @app.command()
 def validate(scenarios: ScenarioFiles, strategies_dir: StrategiesDirOption = None) -> None:
     """Check scenario files without running anything."""
-    from harness.commands import validate_command
+    from harness.commands.validate import validate_command
 
     _guarded(lambda: validate_command(scenarios, strategies_dir, console))
 
@@ -237,8 +237,8 @@ def check(
 ) -> None:
     """Check dequeue cost against a baseline: exit 0 no regression, 1 regression, 2 could
     not run."""
-    from harness.check import CheckSettings
-    from harness.commands import CheckRequest, check_command
+    from harness.check.verdict import CheckSettings
+    from harness.commands.check import CheckRequest, check_command
 
     request = CheckRequest(
         baseline=baseline,
@@ -277,8 +277,8 @@ def overhead(
 ) -> None:
     """Measure the harness's own cost: its workers against pgbench running the same claim
     SQL on the same server, with 0 ms jobs and with --work-ms jobs."""
-    from harness.commands import overhead_command
-    from harness.overhead import OverheadSettings
+    from harness.commands.overhead import overhead_command
+    from harness.experiments.overhead import OverheadSettings
 
     settings = OverheadSettings(
         strategy=strategy,
@@ -306,7 +306,7 @@ def overhead(
 @app.command()
 def report(run: Annotated[Path, typer.Argument(help="A run folder.", show_default=False)]) -> None:
     """Rebuild a run's tables, plots and report.html from its raw files."""
-    from harness.commands import report_command
+    from harness.commands.report import report_command
 
     _guarded(lambda: report_command(run, console))
 
@@ -331,7 +331,7 @@ def compare_runs(
     ] = 0.01,
 ) -> None:
     """Compare the waits of two runs per strategy and tenant class."""
-    from harness.commands import compare_command
+    from harness.commands.compare import compare_command
 
     target = out or Path("results") / "compare" / f"{first.name}-vs-{second.name}"
     _guarded(lambda: compare_command(first, second, target, factor, alpha, console))
@@ -359,7 +359,7 @@ def simulate_scenario(
     ] = None,
 ) -> None:
     """The ideal schedule of a scenario, simulated without a database."""
-    from harness.commands import simulate_command
+    from harness.commands.simulate import simulate_command
 
     _guarded(lambda: simulate_command(scenario, workers, strategies_dir, out, console))
 
@@ -394,9 +394,9 @@ def isolation(
     by SET LOCAL: count the jobs that saw or wrote another tenant's rows."""
     import os
 
-    from harness.commands import isolation_command
-    from harness.isolation import IsolationSettings
-    from harness.providers import choose_provider
+    from harness.commands.isolation import isolation_command
+    from harness.experiments.isolation import IsolationSettings
+    from harness.server.providers import choose_provider
 
     settings = IsolationSettings(
         jobs=jobs,
@@ -425,7 +425,7 @@ def show_sql(
     strategies_dir: StrategiesDirOption = None,
 ) -> None:
     """Print a strategy's SQL exactly as the workers run it."""
-    from harness.commands import sql_command
+    from harness.commands.sql import sql_command
 
     _guarded(lambda: sql_command(strategy, strategies_dir))
 

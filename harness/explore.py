@@ -20,10 +20,10 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from harness.analysis import plan_runs, summarize, with_waits
-from harness.render import load_captures
-from harness.results import load_jobs, load_run
-from harness.scenario import Scenario
+from harness.analysis.waits import plan_runs, summarize, with_waits
+from harness.results.folder import load_jobs, load_run
+from harness.run.render import load_captures
+from harness.scenario.model import Scenario
 
 
 @dataclass(frozen=True)

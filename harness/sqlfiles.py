@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 
 from harness.errors import HarnessError
 
@@ -57,3 +59,26 @@ def _make_block(name: str, lines: list[str], source: str) -> SqlBlock:
     if not sql:
         raise HarnessError(f"{source}: block '{name}' has no statement")
     return SqlBlock(name=name, doc="\n".join(doc_lines), sql=sql, source=source)
+
+
+@cache
+def builtin_blocks(package: str, name: str) -> dict[str, SqlBlock]:
+    """The blocks of a .sql file shipped beside a harness module: the one way built-in SQL
+    is read. `package` is the module's package (`harness.run`), `name` the file's path in
+    it (`long_transaction.sql`, `strategies/fifo.sql`)."""
+    return parse_blocks(builtin_text(package, name), builtin_source(package, name))
+
+
+def builtin_text(package: str, name: str) -> str:
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
+
+
+def builtin_source(package: str, name: str) -> str:
+    """How a built-in file is named to people: its path in the source tree."""
+    return f"{package.replace('.', '/')}/{name}"
+
+
+def builtin_names(package: str, folder: str) -> list[str]:
+    """The .sql files of a folder of a harness package, as paths relative to it."""
+    entries = resources.files(package).joinpath(folder).iterdir()
+    return sorted(f"{folder}/{e.name}" for e in entries if e.name.endswith(".sql"))

@@ -6,13 +6,13 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from harness.bench import RunOptions, run_scenario
-from harness.explain import CaptureRequest
-from harness.providers import Server, choose_provider, open_server
-from harness.render import Rendered
-from harness.runner import Repetition, RepetitionResult, reset_schema
-from harness.scenario import load_scenario
-from harness.strategies import Strategy, load_strategies
+from harness.queues.sql.strategies import Strategy, load_strategies
+from harness.run.captures import CaptureRequest
+from harness.run.render import Rendered
+from harness.run.repetition import Repetition, RepetitionResult, reset_schema
+from harness.run.scenario_run import RunOptions, run_scenario
+from harness.scenario.loader import load_scenario
+from harness.server.providers import Server, choose_provider, open_server
 from tests.conftest import SHORT_NOISY
 
 pytestmark = pytest.mark.integration

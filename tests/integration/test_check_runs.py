@@ -12,15 +12,15 @@ from xml.etree import ElementTree
 import pytest
 from rich.console import Console
 
-from harness.check import CheckSettings
-from harness.commands import CheckRequest, check_command
-from harness.providers import Server
-from harness.scenario import load_scenario
-from harness.strategies import load_strategies
+from harness.check.verdict import CheckSettings
+from harness.commands.check import CheckRequest, check_command
+from harness.queues.sql.strategies import load_strategies
+from harness.scenario.loader import load_scenario
+from harness.server.providers import Server
 from tests.conftest import ROOT
 
 PROBES = ROOT / "scenarios/dequeue-check.yaml"
-ROUND_ROBIN = ROOT / "harness/sql/strategies/round_robin.sql"
+ROUND_ROBIN = ROOT / "harness/queues/sql/strategies/round_robin.sql"
 
 
 def run_check(

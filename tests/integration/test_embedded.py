@@ -11,7 +11,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from harness.providers import Server, choose_provider, open_server, reachable_install
+from harness.server.embedded import reachable_install
+from harness.server.providers import Server, choose_provider, open_server
 
 
 def command_lines() -> dict[int, str]:

@@ -9,15 +9,15 @@ import psycopg
 import pytest
 import yaml
 
-from harness.bench import RunOptions
-from harness.explain import explain_dequeue, requests
-from harness.plans import WALKS_GLOBAL_INDEX, PlanFigures
-from harness.providers import Server
-from harness.render import Rendered
-from harness.runner import load_backlog, reset_schema
-from harness.scenario import Scenario
-from harness.strategies import Strategy, load_strategies
-from harness.workload import backlog_rows
+from harness.analysis.plans import WALKS_GLOBAL_INDEX, PlanFigures
+from harness.queues.sql.strategies import Strategy, load_strategies
+from harness.run.captures import explain_dequeue, requests
+from harness.run.render import Rendered
+from harness.run.repetition import load_backlog, reset_schema
+from harness.run.scenario_run import RunOptions
+from harness.scenario.model import Scenario
+from harness.scenario.workload import backlog_rows
+from harness.server.providers import Server
 from tests.integration.conftest import run_yaml
 
 SMALL_SKEW = """\

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.distributions import attempt_fails
-from harness.providers import Server
-from harness.results import load_jobs
+from harness.results.folder import load_jobs
+from harness.scenario.distributions import attempt_fails
+from harness.server.providers import Server
 from tests.integration.conftest import run_yaml
 
 BASE = """\

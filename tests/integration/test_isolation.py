@@ -13,7 +13,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from harness.isolation import (
+from harness.experiments.isolation import (
     AppRole,
     IsolationSettings,
     PlannedJob,
@@ -25,9 +25,9 @@ from harness.isolation import (
     run_isolation,
     run_job,
 )
-from harness.pgbouncer import unavailable_reason
-from harness.providers import Server
-from harness.runner import own_schema
+from harness.server.pgbouncer import unavailable_reason
+from harness.server.providers import Server
+from harness.server.schema import own_schema
 
 # One server connection shared by two workers: transactions run one at a time, jobs are
 # claimed in id order, so which job inherits which tenant follows from the seed alone.
@@ -138,7 +138,7 @@ def test_pgbouncer_set_leaks_set_local_does_not(server: Server) -> None:
 def test_an_unavailable_pool_is_reported_skipped(
     server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("harness.pgbouncer.pgbouncer_binary", lambda: None)
+    monkeypatch.setattr("harness.server.pgbouncer.pgbouncer_binary", lambda: None)
     pools: list[PoolKind] = ["pgbouncer"]
     (result,) = run_isolation(server.dsn, SERIAL, pools)
     assert result.mode is None

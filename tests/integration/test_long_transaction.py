@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import psycopg
 
-from harness.horizon import Holder
-from harness.providers import Server
-from harness.scenario import LongTransaction
+from harness.run.long_transaction import Holder
+from harness.scenario.model import LongTransaction
+from harness.server.providers import Server
 from tests.integration.conftest import run_yaml
 
 

@@ -11,11 +11,11 @@ import psycopg
 import pytest
 from rich.console import Console
 
-from harness.commands import overhead_command
-from harness.overhead import Load, OverheadSettings, measure
-from harness.providers import Server
-from harness.runner import own_schema
-from harness.strategies import Strategy
+from harness.commands.overhead import overhead_command
+from harness.experiments.overhead import Load, OverheadSettings, measure
+from harness.queues.sql.strategies import Strategy
+from harness.server.providers import Server
+from harness.server.schema import own_schema
 
 SCHEMA = "overhead_test"
 

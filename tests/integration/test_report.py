@@ -12,7 +12,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from harness.render import Rendered
+from harness.run.render import Rendered
 from tests.conftest import ROOT
 
 DERIVED = [

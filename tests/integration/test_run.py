@@ -10,8 +10,8 @@ import psycopg
 import pytest
 
 from harness.errors import RunFailed
-from harness.providers import Server
-from harness.results import JOB_COLUMNS, load_jobs
+from harness.results.folder import JOB_COLUMNS, load_jobs
+from harness.server.providers import Server
 from tests.conftest import SHORT_NOISY
 from tests.integration.conftest import run_yaml
 
@@ -87,7 +87,7 @@ def test_summary_csv_is_recomputable_from_jobs_csv(short_run) -> None:
 def test_the_books_catch_a_lost_job(server: Server, tmp_path: Path) -> None:
     """A strategy whose books lose sight of job 1: the run fails, loudly, and says why."""
     (tmp_path / "lossy.sql").write_text(
-        (Path(__file__).parents[2] / "harness/sql/strategies/fifo.sql").read_text()
+        (Path(__file__).parents[2] / "harness/queues/sql/strategies/fifo.sql").read_text()
         + "\n-- name: books\nselect id, tenant_id, status, enqueued_at, started_at, "
         "finished_at from jobs where id <> 1 order by id;\n"
     )

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.providers import Server
-from harness.render import Rendered
+from harness.run.render import Rendered
+from harness.server.providers import Server
 from tests.integration.conftest import run_yaml
 
 

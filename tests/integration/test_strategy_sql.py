@@ -5,10 +5,10 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from harness.providers import Server
-from harness.runner import worker_spec
-from harness.strategies import Strategy
-from harness.workers import Prepared, WorkerSpec, claim, complete
+from harness.queues.sql.strategies import Strategy
+from harness.queues.sql.worker import Prepared, WorkerSpec, claim, complete
+from harness.run.repetition import worker_spec
+from harness.server.providers import Server
 
 
 def spec(server: Server, strategy: Strategy) -> WorkerSpec:

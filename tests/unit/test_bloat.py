@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import pytest
 
-from harness.bloat import (
+from harness.analysis.bloat import (
     bloat_summary,
     claim_buckets,
     hold_windows,
@@ -15,8 +15,8 @@ from harness.bloat import (
     windows_on_clock,
     with_phases,
 )
-from harness.horizon import SAMPLE_COLUMNS
-from harness.report import bloat_rows, bloat_sentences
+from harness.report.tables import bloat_rows, bloat_sentences
+from harness.run.long_transaction import SAMPLE_COLUMNS
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 KEYS = {"strategy": "fifo", "workers": 2, "repetition": 1}

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from harness.books import JobRow, check_books
+from harness.run.books import JobRow, check_books
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -7,11 +7,11 @@ import random
 from dataclasses import replace
 from xml.etree import ElementTree
 
-from harness.check import CheckSettings, Probe, compare
-from harness.plans import WALKS_GLOBAL_INDEX
-from harness.report import findings_rows, junit_xml
-from harness.scenario import load_scenario
-from harness.strategies import load_strategies
+from harness.analysis.plans import WALKS_GLOBAL_INDEX
+from harness.check.verdict import CheckSettings, Probe, compare
+from harness.queues.sql.strategies import load_strategies
+from harness.report.tables import findings_rows, junit_xml
+from harness.scenario.loader import load_scenario
 from tests.conftest import ROOT
 
 SETTINGS = CheckSettings()

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.strategies import load_strategies
+from harness.queues.sql.strategies import load_strategies
 from tests.conftest import SCENARIOS, SHORT_NOISY
 
 
@@ -51,7 +51,7 @@ def test_run_refuses_a_bad_scenario_before_starting_anything(tmp_path: Path) -> 
 def test_sql_prints_the_blocks_as_run() -> None:
     done = harness("sql", "fifo")
     assert done.returncode == 0
-    assert "-- name: dequeue   (harness/sql/strategies/fifo.sql)" in done.stdout
+    assert "-- name: dequeue   (harness/queues/sql/strategies/fifo.sql)" in done.stdout
     assert "for update skip locked;" in done.stdout
 
 

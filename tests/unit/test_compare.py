@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 
-from harness.compare import compare_runs, comparison_rows
+from harness.analysis.compare import compare_runs, comparison_rows
 
 T0 = datetime(2026, 9, 30, tzinfo=UTC)
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness.analysis import with_waits
-from harness.fairness import jain_index, repetition_fairness, tenant_table
+from harness.analysis.fairness import jain_index, repetition_fairness, tenant_table
+from harness.analysis.waits import with_waits
 
 T0 = pd.Timestamp("2026-01-01", tz="UTC")
 

@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from harness.bench import refuse_restart_without_embedded
-from harness.books import JobRow, check_fault_books
-from harness.distributions import attempt_fails
 from harness.errors import HarnessError
-from harness.providers import Server
-from harness.scenario import load_scenario
+from harness.run.books import JobRow, check_fault_books
+from harness.run.scenario_run import refuse_restart_without_embedded
+from harness.scenario.distributions import attempt_fails
+from harness.scenario.loader import load_scenario
+from harness.server.providers import Server
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 BASE = """\

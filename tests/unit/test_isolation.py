@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.isolation import (
+from harness.experiments.isolation import (
     TABLE_HEADERS,
     IsolationSettings,
     JobOutcome,
@@ -15,7 +15,7 @@ from harness.isolation import (
     set_tenant,
     table_rows,
 )
-from harness.pgbouncer import Login, config_text, login_for
+from harness.server.pgbouncer import Login, config_text, login_for
 from tests.unit.test_cli import harness
 
 

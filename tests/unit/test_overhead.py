@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.overhead import (
+from harness.experiments.overhead import (
     Load,
     Measurement,
     OverheadSettings,
@@ -17,7 +17,7 @@ from harness.overhead import (
     summarise,
     to_pgbench,
 )
-from harness.strategies import load_strategies
+from harness.queues.sql.strategies import load_strategies
 
 FIFO_20_MS = """\
 begin;

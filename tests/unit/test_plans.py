@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.plans import SORTS_TENANTS, WALKS_GLOBAL_INDEX, plan_figures
+from harness.analysis.plans import SORTS_TENANTS, WALKS_GLOBAL_INDEX, plan_figures
 
 
 def scan(relation: str, index: str | None = None, **extra: Any) -> dict[str, Any]:

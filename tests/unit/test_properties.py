@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 
-from harness.properties import (
+from harness.analysis.properties import (
     max_concurrent_per_tenant,
     never_stranded,
     priority_order,

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError, ProviderUnavailable
-from harness.providers import choose_provider, docker_engine_answers, open_server, redact
+from harness.server.container import docker_engine_answers
+from harness.server.external import redact
+from harness.server.providers import choose_provider, open_server
 
 
 def test_embedded_is_the_default() -> None:
@@ -95,7 +97,7 @@ def test_the_docker_probe_reads_a_ping_answer(tmp_path: Path) -> None:
 
 
 def test_the_recorded_command_hides_dsn_passwords() -> None:
-    from harness.metadata import redacted_command
+    from harness.server.provenance import redacted_command
 
     command = redacted_command(
         [

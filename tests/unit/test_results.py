@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.results import RUN_FORMAT_VERSION, RunFolder, load_run, point_latest
+from harness.results.folder import RUN_FORMAT_VERSION, RunFolder, load_run, point_latest
 
 
 def test_run_folders_are_new_and_files_never_overwritten(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.scenario import load_scenario
-from harness.strategies import load_strategies
+from harness.queues.sql.strategies import load_strategies
+from harness.scenario.loader import load_scenario
 from tests.conftest import SCENARIOS, SHORT_NOISY
 
 STRATEGIES = {"fifo", "round_robin"}

@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.errors import HarnessError
-from harness.scenario import load_scenario
-from harness.strategies import load_strategies
+from harness.queues.sql.strategies import load_strategies
+from harness.scenario.loader import load_scenario
 from tests.conftest import SCENARIOS
 
 NAMES = set(load_strategies())

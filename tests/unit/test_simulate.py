@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.analysis.simulate import SimJobs, alone_makespan, sim_jobs, simulate
 from harness.errors import HarnessError
-from harness.scenario import load_scenario
-from harness.simulate import SimJobs, alone_makespan, sim_jobs, simulate
-from harness.strategies import load_strategies
-from harness.workload import generate
+from harness.queues.sql.strategies import load_strategies
+from harness.scenario.loader import load_scenario
+from harness.scenario.workload import generate
 from tests.conftest import SCENARIOS
 
 # Tenant 1 queues three 10 ms jobs at 0; tenant 2 two 10 ms jobs at 0.005 s.

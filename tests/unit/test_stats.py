@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from harness.stats import mann_whitney_greater, ranks, relative_spread
+from harness.analysis.stats import mann_whitney_greater, ranks, relative_spread
 
 
 def test_ranks_share_ties() -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.strategies import REQUIRED_BLOCKS, load_strategies, schema_blocks
+from harness.queues.sql.strategies import REQUIRED_BLOCKS, load_strategies, schema_blocks
 
 # The article's FIFO dequeue, verbatim: what the workers run must be this text.
 ARTICLE_FIFO = """select id, tenant_id

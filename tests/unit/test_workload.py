@@ -5,9 +5,9 @@ import statistics
 
 import pytest
 
-from harness.distributions import Duration, job_duration_ms
-from harness.scenario import Scenario, TenantGroup
-from harness.workload import (
+from harness.scenario.distributions import Duration, job_duration_ms
+from harness.scenario.model import Scenario, TenantGroup
+from harness.scenario.workload import (
     backlog_rows,
     build_batches,
     burst_sizes,

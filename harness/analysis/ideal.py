@@ -1,0 +1,121 @@
+"""Measured against ideal: the simulator's schedule of the same workload, as a yardstick.
+
+The ideal of a (strategy, workers) pair is harness.simulate's schedule of the scenario's
+generated workload under the strategy's policy with zero claim cost; the "costed" ideal
+charges every claim the median claim_ms measured for that pair. Both are turned into a
+jobs table shaped like jobs.csv (times from a fixed epoch), so the same summarize() reads
+them; measured / ideal then compares like with like. Pure: no database, no files.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis.simulate import Schedule, sim_jobs, simulate
+from harness.analysis.waits import summarize
+from harness.scenario.model import Scenario
+from harness.scenario.workload import Workload, generate
+
+EPOCH = pd.Timestamp("2000-01-01", tz="UTC")
+MAIN_FIGURES = ["wait_p50_s", "wait_p95_s", "makespan_s", "head_wait_p50_s"]
+
+
+def schedule_jobs(
+    scenario: Scenario, workload: Workload, schedule: Schedule, strategy: str, workers: int
+) -> pd.DataFrame:
+    """A simulated schedule as a jobs table (the columns summarize() needs)."""
+    n = workload.total_jobs
+    classes = {tenant: info.group for tenant, info in workload.tenants.items()}
+    return pd.DataFrame(
+        {
+            "scenario": scenario.name,
+            "strategy": strategy,
+            "workers": workers,
+            "repetition": 1,
+            "job_id": range(1, n + 1),
+            "tenant_id": workload.tenant_ids,
+            "tenant_class": [classes[tenant] for tenant in workload.tenant_ids],
+            "enqueued_at": _moments(workload.at_s),
+            "started_at": _moments(schedule.start_s),
+            "finished_at": _moments(schedule.finish_s),
+            "worker": schedule.worker,
+            "duration_ms": workload.durations_ms,
+            "claim_ms": 0.0,
+        }
+    )
+
+
+def _moments(offsets_s: list[float]) -> pd.DatetimeIndex:
+    """Offsets in seconds as timestamps, to the microsecond as jobs.csv has them."""
+    micros = (np.asarray(offsets_s, dtype=float) * 1e6).round().astype("int64")
+    return EPOCH + pd.to_timedelta(micros, unit="us")
+
+
+def ideal_summary(
+    scenario: Scenario,
+    policies: dict[str, str | None],
+    claim_ms: dict[tuple[str, int], float] | None = None,
+    workload: Workload | None = None,
+) -> pd.DataFrame:
+    """summarize() of the simulated schedule of every strategy with a policy and every
+    worker count; with `claim_ms`, each pair's claims cost that much. `workload`: the
+    scenario's, if the caller has generated it already."""
+    workload = workload or generate(scenario)
+    jobs = simulated_jobs(scenario, workload, policies, scenario.workers, claim_ms)
+    return summarize(jobs) if len(jobs) else pd.DataFrame()
+
+
+def simulated_jobs(
+    scenario: Scenario,
+    workload: Workload,
+    policies: dict[str, str | None],
+    workers: list[int],
+    claim_ms: dict[tuple[str, int], float] | None = None,
+) -> pd.DataFrame:
+    """The jobs table of each simulated (strategy, workers) pair, one after the other."""
+    jobs = sim_jobs(workload)
+    frames = []
+    for count in workers:
+        for strategy in scenario.strategies:
+            policy = policies.get(strategy)
+            if policy is None:
+                continue
+            cost = (claim_ms or {}).get((strategy, count), 0.0)
+            schedule = simulate(jobs, policy, count, cost, scenario.tenant_cap)
+            frames.append(schedule_jobs(scenario, workload, schedule, strategy, count))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def measured_claim_ms(jobs: pd.DataFrame) -> dict[tuple[str, int], float]:
+    """Median claim latency per strategy and worker count: the costed ideal's charge."""
+    medians = jobs.groupby(["strategy", "workers"])["claim_ms"].median().reset_index()
+    return {
+        (str(row.strategy), int(row.workers)): float(row.claim_ms)  # type: ignore[arg-type]
+        for row in medians.itertuples()
+    }
+
+
+def versus_ideal(
+    measured: pd.DataFrame, ideal: pd.DataFrame, costed: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Per strategy, workers, class and main figure: measured (median over repetitions),
+    ideal, measured / ideal, and the same against the costed ideal."""
+    keys = ["strategy", "workers", "tenant_class"]
+    typical = measured.groupby(keys, sort=False)[MAIN_FIGURES].median()
+    table = _long(typical, "measured").merge(
+        _long(ideal.set_index(keys)[MAIN_FIGURES], "ideal"), on=[*keys, "figure"]
+    )
+    table["ratio"] = table["measured"] / table["ideal"].where(table["ideal"] > 0)
+    if costed is not None and len(costed):
+        costed_long = _long(costed.set_index(keys)[MAIN_FIGURES], "ideal_costed")
+        table = table.merge(costed_long, on=[*keys, "figure"], how="left")
+        table["ratio_costed"] = table["measured"] / table["ideal_costed"].where(
+            table["ideal_costed"] > 0
+        )
+    return table
+
+
+def _long(wide: pd.DataFrame, name: str) -> pd.DataFrame:
+    stacked: pd.Series = wide.rename_axis(columns="figure").stack()  # type: ignore[assignment]
+    return stacked.rename(name).reset_index()

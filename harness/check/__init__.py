@@ -1,0 +1,1 @@
+"""`harness check`: the probes measured, compared with a baseline, and the verdict."""

@@ -1,0 +1,77 @@
+"""The probes of `harness check`, measured: plan figures, then timed claims in that state."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
+
+import psycopg
+
+from harness.check.verdict import Probe
+from harness.queues.sql.strategies import Strategy
+from harness.queues.sql.worker import Plain, claim_statements
+from harness.run.captures import CaptureObserver, capture, requests
+from harness.run.repetition import scenario_params, worker_spec
+from harness.scenario.model import Scenario
+from harness.scenario.workload import backlog_rows
+from harness.sqlfiles import builtin_blocks
+
+WARM_UP = 8
+REFERENCE_SQL = builtin_blocks("harness.check", "reference.sql")["reference"].sql
+
+
+def measure(
+    dsn: str,
+    schema: str,
+    probes: Scenario,
+    strategies: dict[str, Strategy],
+    samples: int,
+    observer: CaptureObserver,
+) -> Iterator[Probe]:
+    """Every probe of the probe scenario: plan figures, then timed claims in that state."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for request in requests(probes):
+            strategy = strategies[request.strategy]
+            rows = backlog_rows(probes, probes.variant_backlog(request.variant))
+            observer.capture_started(request, 2)
+            params = scenario_params(probes)
+            captured = capture(conn, schema, strategy, request.variant, rows, 1, observer, params)
+            figures = captured.figures[-1]
+            spec = worker_spec(dsn, schema, strategy, 0, 0, {}, params)
+            claim_ms, reference_ms = time_claims(
+                conn, partial(claim_statements, Plain(conn), spec), samples
+            )
+            yield Probe(
+                strategy.name,
+                request.variant,
+                figures.shared_buffers,
+                figures.outer_scan,
+                figures.jobs_scan,
+                figures.rows_removed,
+                list(figures.flags),
+                claim_ms,
+                reference_ms,
+            )
+
+
+def time_claims(
+    conn: psycopg.Connection, claim: Callable[[], object], samples: int
+) -> tuple[list[float], list[float]]:
+    """Claims and reference queries, alternately, each in a transaction rolled back."""
+
+    def timed(action: Callable[[], object]) -> float:
+        began = time.perf_counter()
+        with conn.transaction(force_rollback=True):
+            action()
+        return (time.perf_counter() - began) * 1000
+
+    def reference() -> object:
+        return conn.execute(REFERENCE_SQL, {"job_id": 1}).fetchone()  # type: ignore[arg-type]
+
+    # Warm-up: past psycopg's prepare threshold (5), so every timed execution runs the
+    # same prepared statement, and with caches filled.
+    for _ in range(WARM_UP):
+        timed(reference), timed(claim)
+    pairs = [(timed(reference), timed(claim)) for _ in range(samples)]
+    return [claim_ms for _, claim_ms in pairs], [ref_ms for ref_ms, _ in pairs]

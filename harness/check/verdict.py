@@ -1,0 +1,212 @@
+"""`harness check`: each strategy's dequeue, on fixed backlogs, against a baseline.
+
+This module compares (pure); probing.py measures.
+
+Two kinds of figure per strategy and backlog:
+- deterministic, from EXPLAIN (ANALYZE, BUFFERS): shared buffers, the plan's scans, rows
+  removed by filters, dangerous shapes. More buffers or rows than the tolerance allows,
+  another plan or a new flag is a regression.
+- timing: the claim transaction's latency as a ratio to a reference query timed
+  alternately in the same state (sql/check.sql), so a slower machine is not a
+  regression. A regression is both large (median ratio at least `factor` times the
+  baseline's) and significant (Mann-Whitney U, p < alpha); large but not significant is
+  reported as noisy.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from harness.analysis.stats import mann_whitney_greater, relative_spread
+
+BASELINE_FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class CheckSettings:
+    tolerance: float = 0.10  # allowed growth of buffers and rows removed
+    factor: float = 1.5  # a timing regression is at least this much slower ...
+    alpha: float = 0.01  # ... and this significant
+    samples: int = 50  # timed claims (and reference queries) per probe
+
+
+@dataclass
+class Probe:
+    """One strategy's dequeue on one backlog: its plan figures and claim timings."""
+
+    strategy: str
+    variant: str
+    shared_buffers: int
+    outer_scan: str
+    jobs_scan: str
+    rows_removed: int
+    flags: list[str]
+    claim_ms: list[float] = field(default_factory=list)
+    reference_ms: list[float] = field(default_factory=list)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.strategy, self.variant
+
+    @property
+    def ratios(self) -> list[float]:
+        """Each claim over the median reference query of the same probe."""
+        reference = statistics.median(self.reference_ms)
+        return [claim / reference for claim in self.claim_ms]
+
+
+@dataclass(frozen=True)
+class Finding:
+    strategy: str
+    variant: str
+    figure: str
+    baseline: str
+    candidate: str
+    factor: float | None
+    verdict: str  # ok, regression, improved, noisy, new
+    note: str = ""
+
+    @property
+    def message(self) -> str:
+        known = self.factor is not None and math.isfinite(self.factor)
+        change = f" ({self.factor:.2f}x)" if known else ""
+        note = f"; {self.note}" if self.note else ""
+        return (
+            f"{self.strategy} dequeue on {self.variant}: {self.figure} {self.baseline} -> "
+            f"{self.candidate}{change}{note}"
+        )
+
+
+def compare(
+    baseline: list[Probe], candidate: list[Probe], settings: CheckSettings
+) -> list[Finding]:
+    """Every figure of every probe, baseline against candidate, with its verdict."""
+    before = {probe.key: probe for probe in baseline}
+    findings = []
+    for probe in candidate:
+        old = before.get(probe.key)
+        if old is None:
+            findings.append(
+                Finding(
+                    probe.strategy,
+                    probe.variant,
+                    "probe",
+                    "-",
+                    "measured",
+                    None,
+                    "new",
+                    "not in the baseline: --update-baseline",
+                )
+            )
+            continue
+        findings += _deterministic(old, probe, settings)
+        findings.append(_timing(old, probe, settings))
+    return findings
+
+
+def _deterministic(old: Probe, new: Probe, settings: CheckSettings) -> list[Finding]:
+    def finding(
+        figure: str, was: str, now: str, factor: float | None, verdict: str, note: str = ""
+    ) -> Finding:
+        return Finding(new.strategy, new.variant, figure, was, now, factor, verdict, note)
+
+    found = [
+        _counted("shared buffers", old.shared_buffers, new.shared_buffers, settings, finding),
+        _counted("rows removed by filter", old.rows_removed, new.rows_removed, settings, finding),
+    ]
+    for figure, was, now in (
+        ("index under the Limit", old.outer_scan, new.outer_scan),
+        ("jobs scan", old.jobs_scan, new.jobs_scan),
+    ):
+        found.append(
+            finding(
+                figure,
+                was,
+                now,
+                None,
+                "ok" if was == now else "regression",
+                "" if was == now else "the plan changed",
+            )
+        )
+    added = sorted(set(new.flags) - set(old.flags))
+    found.append(
+        finding(
+            "dangerous shapes",
+            "; ".join(old.flags) or "none",
+            "; ".join(new.flags) or "none",
+            None,
+            "regression" if added else "ok",
+        )
+    )
+    return found
+
+
+def _counted(
+    figure: str,
+    was: int,
+    now: int,
+    settings: CheckSettings,
+    finding: Callable[..., Finding],
+) -> Finding:
+    factor = now / was if was else (1.0 if now == 0 else float("inf"))
+    if now > was * (1 + settings.tolerance) and now - was > 1:
+        verdict = "regression"
+    elif now < was * (1 - settings.tolerance):
+        verdict = "improved"
+    else:
+        verdict = "ok"
+    note = {
+        "regression": f"more than {settings.tolerance:.0%} over the baseline",
+        "improved": "fewer than the baseline: --update-baseline",
+    }.get(verdict, "")
+    return finding(figure, f"{was:,}", f"{now:,}", factor, verdict, note)
+
+
+def _timing(old: Probe, new: Probe, settings: CheckSettings) -> Finding:
+    was, now = statistics.median(old.ratios), statistics.median(new.ratios)
+    factor = now / was
+    p_value = mann_whitney_greater(new.ratios, old.ratios)
+    spread = relative_spread(new.ratios)
+    if factor >= settings.factor and p_value < settings.alpha:
+        verdict, note = "regression", f"p={p_value:.2g}"
+    elif factor >= settings.factor:
+        verdict, note = "noisy", f"large but not significant (p={p_value:.2g})"
+    else:
+        verdict, note = "ok", f"p={p_value:.2g}"
+    if spread >= 0.10:
+        note += f"; noisy: std {spread:.0%} of mean"
+    return Finding(
+        new.strategy,
+        new.variant,
+        "claim latency / reference",
+        f"{was:.2f}",
+        f"{now:.2f}",
+        factor,
+        verdict,
+        note,
+    )
+
+
+def baseline_document(
+    probes: list[Probe],
+    settings: CheckSettings,
+    probes_path: str,
+    probes_sha256: str,
+    metadata: dict[str, Any],
+) -> dict[str, Any]:
+    return {
+        "format_version": BASELINE_FORMAT_VERSION,
+        "probes_file": probes_path,
+        "probes_sha256": probes_sha256,
+        "settings": asdict(settings),
+        "metadata": metadata,
+        "probes": [asdict(probe) for probe in probes],
+    }
+
+
+def probes_from(document: dict[str, Any]) -> list[Probe]:
+    return [Probe(**probe) for probe in document["probes"]]

@@ -1,0 +1,1 @@
+"""One module per CLI verb: each parses nothing and orchestrates one thing."""

@@ -1,0 +1,161 @@
+"""`harness check`: the probes against the baseline; the exit code says if it regressed."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from harness.check.probes import measure
+from harness.check.verdict import (
+    BASELINE_FORMAT_VERSION,
+    CheckSettings,
+    Finding,
+    Probe,
+    baseline_document,
+    compare,
+    probes_from,
+)
+from harness.commands.progress import ProgressBars
+from harness.errors import HarnessError
+from harness.queues.sql.strategies import Strategy, load_strategies
+from harness.report.tables import (
+    console_table,
+    findings_rows,
+    junit_xml,
+    markdown_table,
+)
+from harness.results.folder import atomic_write
+from harness.run.captures import requests
+from harness.scenario.loader import LoadedScenario, load_scenario
+from harness.server.provenance import collect_all
+from harness.server.providers import ProviderChoice, choose_provider, open_server
+from harness.server.schema import own_schema
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    baseline: Path
+    probes: Path
+    settings: CheckSettings
+    update_baseline: bool = False
+    markdown: Path | None = None
+    junit: Path | None = None
+
+
+def check_command(
+    request: CheckRequest,
+    pg: str | None,
+    dsn: str | None,
+    allow_mismatch: bool,
+    strategies_dir: Path | None,
+    console: Console,
+) -> int:
+    """Measure the probes, compare with the baseline; the exit code says if it regressed."""
+    strategies = load_strategies(strategies_dir)
+    probes = load_scenario(request.probes, set(strategies))
+    old = _old_baseline(request, probes, console)
+    choice = choose_provider(pg, dsn, os.environ, allow_mismatch)
+    started = time.monotonic()
+    measured, metadata = _measure_probes(choice, probes, strategies, request, console)
+    findings = compare(old, measured, request.settings) if old is not None else []
+    _show_findings(findings, request, console, time.monotonic() - started)
+    if request.update_baseline:
+        document = baseline_document(
+            measured, request.settings, str(request.probes), probes.sha256, metadata
+        )
+        request.baseline.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(request.baseline, (json.dumps(document, indent=2) + "\n").encode())
+        console.print(f"Baseline written: {request.baseline}", highlight=False)
+        return 0
+    return 1 if any(f.verdict == "regression" for f in findings) else 0
+
+
+def _measure_probes(
+    choice: ProviderChoice,
+    probes: LoadedScenario,
+    strategies: dict[str, Strategy],
+    request: CheckRequest,
+    console: Console,
+) -> tuple[list[Probe], dict[str, Any]]:
+    schema = f"harness_check_{os.getpid()}"
+    with open_server(choice) as server:
+        with (
+            ProgressBars(console, len(requests(probes.scenario))) as bars,
+            own_schema(server.dsn, schema),
+        ):
+            measured = list(
+                measure(
+                    server.dsn, schema, probes.scenario, strategies, request.settings.samples, bars
+                )
+            )
+        return measured, collect_all(server.dsn, {"kind": server.provider, **server.details})
+
+
+def _old_baseline(
+    request: CheckRequest, probes: LoadedScenario, console: Console
+) -> list[Probe] | None:
+    """The baseline to compare with; when updating, one that cannot be compared is only
+    reported, since replacing it is the point."""
+    if not request.update_baseline:
+        return read_baseline(request.baseline, probes)
+    if not request.baseline.exists():
+        return None
+    try:
+        return read_baseline(request.baseline, probes)
+    except HarnessError as error:
+        console.print(f"The old baseline is not comparable: {error}", highlight=False)
+        return None
+
+
+def read_baseline(path: Path, probes: LoadedScenario) -> list[Probe]:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as error:
+        raise HarnessError(
+            f"{path}: cannot read the baseline ({error}); make one with "
+            "harness check --update-baseline"
+        ) from error
+    version = document.get("format_version") if isinstance(document, dict) else None
+    if version != BASELINE_FORMAT_VERSION:
+        raise HarnessError(
+            f"{path}: baseline format_version {version}; this harness reads "
+            f"{BASELINE_FORMAT_VERSION}"
+        )
+    if document.get("probes_sha256") != probes.sha256:
+        raise HarnessError(
+            f"{path}: made with other probes than {probes.path}; make a new "
+            "one with harness check --update-baseline"
+        )
+    try:
+        return probes_from(document)
+    except (KeyError, TypeError) as error:
+        raise HarnessError(f"{path}: a probe entry is malformed ({error})") from error
+
+
+def _show_findings(
+    findings: list[Finding], request: CheckRequest, console: Console, seconds: float
+) -> None:
+    headers, rows = findings_rows(findings)
+    if findings:
+        console.print(console_table("Dequeue against the baseline", headers, rows))
+    regressions = [f for f in findings if f.verdict == "regression"]
+    for finding in regressions:
+        console.print(
+            f"REGRESSION: {finding.message}", highlight=False, markup=False, soft_wrap=True
+        )
+    verdict = f"{len(regressions)} regression(s)" if regressions else "no regression"
+    console.print(
+        f"harness check: {verdict} ({len(findings)} figures, {seconds:.0f} s)", highlight=False
+    )
+    if request.markdown is not None:
+        lines = "".join(f"- REGRESSION: {finding.message}\n" for finding in regressions)
+        text = f"## harness check: {verdict}\n\n{markdown_table(headers, rows)}\n{lines}"
+        atomic_write(request.markdown, text.encode())
+    if request.junit is not None:
+        atomic_write(request.junit, junit_xml(findings))

@@ -1,0 +1,44 @@
+"""`harness compare`: two runs' waits side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+
+from harness.analysis.compare import compare_runs, comparison_rows
+from harness.errors import HarnessError
+from harness.report.plots import FORMATS, compare_ecdf, encode
+from harness.report.tables import (
+    console_table,
+    markdown_table,
+)
+from harness.results.folder import atomic_write, load_jobs
+
+
+def compare_command(
+    first: Path, second: Path, out: Path, factor: float, alpha: float, console: Console
+) -> None:
+    """Two runs side by side: medians and p95 per strategy and class, flagged changes."""
+    runs = [_jobs_of(run) for run in (first, second)]
+    table = compare_runs(runs[0], runs[1], factor, alpha)
+    headers, rows = comparison_rows(table)
+    title = f"Waits, A = {first} -> B = {second}"
+    console.print(console_table(title, headers, rows))
+    try:
+        out.mkdir(parents=True, exist_ok=False)
+    except FileExistsError as error:
+        raise HarnessError(f"{out} exists; results are never overwritten: pass --out") from error
+    atomic_write(out / "compare.csv", table.to_csv(index=False).encode())
+    atomic_write(out / "compare.md", f"# {title}\n\n{markdown_table(headers, rows)}".encode())
+    figure = compare_ecdf(runs[0], runs[1], (f"A {first.name}", f"B {second.name}"))
+    for form in FORMATS:
+        atomic_write(out / f"waits.{form}", encode(figure, form))
+    console.print(f"Comparison: {out}", highlight=False)
+
+
+def _jobs_of(run: Path) -> pd.DataFrame:
+    if not (run / "jobs.csv").is_file():
+        raise HarnessError(f"{run}: no jobs.csv; compare needs two runs with timed workloads")
+    return load_jobs(run)

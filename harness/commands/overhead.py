@@ -1,0 +1,84 @@
+"""`harness overhead`: the workers against pgbench on the same claim SQL."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from rich.console import Console
+
+from harness.errors import HarnessError
+from harness.experiments.overhead import (
+    Measurement,
+    OverheadSettings,
+    goals,
+    overhead_document,
+    run_overhead,
+    summarise,
+)
+from harness.queues.sql.strategies import load_strategies
+from harness.report.tables import (
+    console_table,
+    markdown_table,
+    overhead_rows,
+)
+from harness.results.folder import RunFolder
+from harness.server.provenance import collect_all
+from harness.server.providers import choose_provider, open_server
+from harness.server.schema import own_schema
+
+
+def overhead_command(
+    settings: OverheadSettings,
+    pg: str | None,
+    dsn: str | None,
+    allow_mismatch: bool,
+    results_dir: Path,
+    strategies_dir: Path | None,
+    strict: bool,
+    console: Console,
+) -> int:
+    """The workers against pgbench on the same claim SQL; 1 only if --strict and a goal
+    is missed."""
+    strategies = load_strategies(strategies_dir)
+    if settings.strategy not in strategies:
+        raise HarnessError(
+            f"--strategy: unknown strategy '{settings.strategy}'; available: {sorted(strategies)}"
+        )
+    strategy = strategies[settings.strategy]
+    choice = choose_provider(pg, dsn, os.environ, allow_mismatch)
+    console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
+    with open_server(choice) as server:
+        schema = f"harness_overhead_{os.getpid()}"
+        with own_schema(server.dsn, schema):
+            measured = run_overhead(
+                server.dsn, schema, strategy, settings, lambda m: _show_measurement(m, console)
+            )
+        metadata = collect_all(server.dsn, {"kind": server.provider, **server.details})
+    summaries = summarise(measured, settings)
+    headers, rows = overhead_rows(summaries)
+    title = (
+        f"Client overhead: harness workers against pgbench ({settings.strategy}, "
+        f"{settings.clients} clients, median and range of {settings.rounds} rounds)"
+    )
+    console.print(console_table(title, headers, rows))
+    reached = goals(summaries)
+    for goal in reached:
+        console.print(goal.message, highlight=False, markup=False)
+    folder = RunFolder.create(results_dir, "overhead")
+    folder.write_json("overhead.json", overhead_document(settings, strategy, measured, metadata))
+    lines = "".join(f"- {goal.message}\n" for goal in reached)
+    # Other work on the machine moves both arms' figures far more than the goals allow.
+    load = ", ".join(f"{value:.2f}" for value in metadata["host"]["load_average"])
+    lines += f"\nHost load average (1, 5, 15 min) when it finished: {load}\n"
+    folder.write("overhead.md", f"# {title}\n\n{markdown_table(headers, rows)}\n{lines}")
+    console.print(f"Results: {folder.path}", highlight=False)
+    return 1 if strict and not all(goal.met for goal in reached) else 0
+
+
+def _show_measurement(m: Measurement, console: Console) -> None:
+    console.print(
+        f"round {m.round}, {m.work_ms} ms jobs, {m.arm}: {m.jobs} jobs in {m.makespan_s:.3f} s, "
+        f"{m.throughput:,.0f} jobs/s, claim {m.claim_ms:.3f} ms",
+        highlight=False,
+    )

@@ -1,0 +1,78 @@
+"""The run's progress on the terminal: a bar over the steps (repetitions and plan
+captures) and one over the current step (jobs done, or executions captured)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from harness.run.captures import CaptureRequest
+from harness.run.repetition import Repetition, RepetitionResult
+
+
+class ProgressBars:
+    """An Observer for runner.run_repetition, drawing with rich."""
+
+    def __init__(self, console: Console, steps: int) -> None:
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        )
+        self.overall: TaskID = self.progress.add_task("steps", total=steps)
+        self.current: TaskID | None = None
+
+    def __enter__(self) -> ProgressBars:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def _start(self, label: str, total: int) -> None:
+        if self.current is not None:
+            self.progress.remove_task(self.current)
+        self.current = self.progress.add_task(label, total=total)
+
+    def repetition_started(self, repetition: Repetition, jobs: int) -> None:
+        self._start(f"  {repetition.label}: jobs done", jobs)
+
+    def jobs_done(self, done: int) -> None:
+        if self.current is not None:
+            self.progress.update(self.current, completed=done)
+
+    def capture_started(self, request: CaptureRequest, executions: int) -> None:
+        self.progress.advance(self.overall)
+        self._start(f"  EXPLAIN {request.strategy} on {request.variant}", executions)
+
+    def capture_step(self) -> None:
+        if self.current is not None:
+            self.progress.advance(self.current)
+
+    def repetition_finished(self, result: RepetitionResult) -> None:
+        self.progress.advance(self.overall)
+        self.progress.console.log(
+            f"{result.repetition.label}: {len(result.jobs)} jobs, books {result.books}"
+            + _fault_note(result)
+        )
+
+
+def _fault_note(result: RepetitionResult) -> str:
+    """Stuck jobs said on the console too: a completed run with them is no silent success."""
+    faults = result.faults
+    if not faults:
+        return ""
+    return (
+        f" (lost {faults['lost']}, duplicates {faults['duplicates']}, stuck {faults['stuck']}, "
+        f"dead-lettered {faults['dead_lettered']}, reconnects {faults['reconnects']})"
+    )

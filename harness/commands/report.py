@@ -1,0 +1,24 @@
+"""`harness report`: a run folder's derived files rebuilt from its raw ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from harness.commands.outcome import show_outcome
+from harness.errors import HarnessError
+from harness.results.folder import RunFolder
+from harness.run.render import Rendered, render_run
+
+
+def report_command(run: Path, console: Console) -> Rendered:
+    """Rebuild every derived file of a run folder from its raw files."""
+    if not (run / "run.json").is_file():
+        raise HarnessError(f"{run}: not a run folder (no run.json)")
+    try:
+        rendered = render_run(RunFolder(path=run, run_id=run.name))
+    except (ValueError, KeyError, OSError) as error:
+        raise HarnessError(f"{run}: cannot render: {error}") from error
+    show_outcome(rendered, console)
+    return rendered

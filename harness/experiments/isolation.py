@@ -1,0 +1,457 @@
+"""Tenant isolation: a job's work under row-level security, tenant set by SET or SET LOCAL.
+
+A worker serves every tenant, so each job runs as its tenant: it claims a job (the
+article's claim pattern), sets the tenant context from the claimed row, reads the
+tenant-owned table and writes one row to it, all in one transaction, on a pooled
+connection. Some jobs take a path that never sets the tenant (a system job, a failure
+handler that runs before the tenant was set) and still read and write. Per job we record
+the tenant it ran as, the other tenants' rows it could read, and the tenant its row got.
+
+With SET the tenant outlives the transaction and stays on the connection: the next job
+on it that does not set a tenant runs as the previous one. With SET LOCAL it ends with the
+transaction, and the policy's default deny leaves such a job nothing to read or write.
+
+Results go to a write-once folder, results/isolation/<UTC time>-<short id>/:
+  isolation.json  format version, settings, provenance, the counts per pool and mode
+  jobs.csv        one row per job of every pool and mode: what every count comes from
+  isolation.md    the table
+
+Format history (ISOLATION_FORMAT_VERSION):
+  1  first version.
+
+Two pools: psycopg_pool (threads sharing a few connections) and, where it is installed,
+a PgBouncer of our own in transaction mode (each thread a client of its own, sharing a
+few server connections). Each pool and mode starts from fresh tables and fresh
+connections, so one measurement cannot leave a tenant behind for the next.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import random
+import secrets
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import ConnectionPool
+
+from harness.errors import RunFailed
+from harness.report.tables import markdown_table
+from harness.results.folder import RunFolder
+from harness.server.pgbouncer import login_for, running_pgbouncer, unavailable_reason
+from harness.server.schema import own_schema
+from harness.sqlfiles import SqlBlock, builtin_blocks
+
+ISOLATION_FORMAT_VERSION = 1
+Mode = Literal["set", "set_local"]
+PoolKind = Literal["psycopg", "pgbouncer"]
+MODES: tuple[Mode, ...] = ("set", "set_local")
+POOLS: tuple[PoolKind, ...] = ("psycopg", "pgbouncer")
+MODE_LABELS: dict[Mode, str] = {"set": "SET", "set_local": "SET LOCAL"}
+POOL_LABELS: dict[PoolKind, str] = {
+    "psycopg": "psycopg_pool",
+    "pgbouncer": "PgBouncer (transaction mode)",
+}
+TABLE_HEADERS = [
+    "pool",
+    "mode",
+    "jobs",
+    "without tenant set",
+    "leaks seen",
+    "other tenants' rows read",
+    "leaks written",
+    "denied",
+]
+OUTCOME_COLUMNS = [
+    "pool",
+    "mode",
+    "job_id",
+    "tenant_id",
+    "sets_tenant",
+    "running_as",
+    "other_rows",
+    "rows",
+    "written_tenant",
+]
+
+Connection = psycopg.Connection[Any]
+Borrow = Callable[[], AbstractContextManager[Connection]]  # one connection for one job
+Clients = Callable[[], AbstractContextManager[Borrow]]  # what one worker thread borrows from
+
+
+@dataclass(frozen=True)
+class IsolationSettings:
+    jobs: int = 400
+    tenants: int = 8
+    unset_share: float = 0.1  # jobs that take the path that does not set the tenant
+    workers: int = 4  # threads, each claiming and running jobs
+    pool_size: int = 2  # server connections they share: fewer than workers, so reused
+    seed: int = 1
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    job_id: int
+    tenant_id: int
+    sets_tenant: bool
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    job_id: int
+    tenant_id: int
+    sets_tenant: bool
+    running_as: int | None  # the tenant context the job's reads ran under
+    other_rows: int  # rows of other tenants visible to the job
+    rows: int
+    written_tenant: int | None  # None: the policy refused the row
+
+    @property
+    def leak_seen(self) -> bool:
+        return self.other_rows > 0
+
+    @property
+    def leak_written(self) -> bool:
+        return self.written_tenant is not None and self.written_tenant != self.tenant_id
+
+    @property
+    def denied(self) -> bool:
+        return self.written_tenant is None
+
+
+@dataclass(frozen=True)
+class PoolResult:
+    pool: PoolKind
+    mode: Mode | None
+    outcomes: list[JobOutcome] = field(default_factory=list)
+    skipped: str | None = None  # why the pool was not measured
+
+    def counts(self) -> dict[str, int]:
+        jobs = self.outcomes
+        return {
+            "jobs": len(jobs),
+            "without_tenant": sum(not job.sets_tenant for job in jobs),
+            "leaks_seen": sum(job.leak_seen for job in jobs),
+            "other_rows_read": sum(job.other_rows for job in jobs),
+            "leaks_written": sum(job.leak_written for job in jobs),
+            "denied": sum(job.denied for job in jobs),
+        }
+
+    @property
+    def leaked(self) -> bool:
+        counts = self.counts()
+        return counts["leaks_seen"] + counts["leaks_written"] > 0
+
+
+# --- SQL ---------------------------------------------------------------------------------
+
+
+@cache
+def blocks() -> dict[str, SqlBlock]:
+    return builtin_blocks("harness.experiments", "isolation.sql")
+
+
+def statement(name: str, **parts: sql.Composable) -> sql.Composed:
+    """A block of isolation.sql, its {placeholders} filled as identifiers or literals."""
+    return sql.SQL(blocks()[name].sql).format(**parts)  # type: ignore[arg-type]  # our file
+
+
+def set_tenant(mode: Mode, tenant_id: int) -> sql.Composed:
+    block = "set_session" if mode == "set" else "set_local"
+    return statement(block, tenant=sql.Literal(str(tenant_id)))
+
+
+# --- the plan and one job ----------------------------------------------------------------
+
+
+def plan_jobs(settings: IsolationSettings) -> list[PlannedJob]:
+    """Each job's tenant and path, from the seed alone: both modes run the same jobs."""
+    rng = random.Random(settings.seed)
+    return [
+        PlannedJob(
+            job_id=job_id,
+            tenant_id=rng.randint(1, settings.tenants),
+            sets_tenant=rng.random() >= settings.unset_share,
+        )
+        for job_id in range(1, settings.jobs + 1)
+    ]
+
+
+def run_job(conn: Connection, mode: Mode) -> JobOutcome | None:
+    """Claim the next job and do its work in one transaction; None when the queue is empty."""
+    with conn.transaction():
+        claimed = conn.execute(statement("claim")).fetchone()
+        if claimed is None:
+            return None
+        job_id, tenant_id, sets_tenant = claimed
+        if sets_tenant:
+            conn.execute(set_tenant(mode, tenant_id))
+        seen = conn.execute(statement("read_notes"), {"tenant_id": tenant_id}).fetchone()
+        assert seen is not None  # an aggregate always returns its row
+        written = _write_note(conn, job_id, tenant_id)
+        conn.execute(statement("finish"), {"job_id": job_id})
+    return JobOutcome(job_id, tenant_id, sets_tenant, seen[0], seen[1], seen[2], written)
+
+
+def _write_note(conn: Connection, job_id: int, tenant_id: int) -> int | None:
+    """The tenant the row got, or None if the policy refused it."""
+    body = f"job {job_id} for tenant {tenant_id}"
+    try:
+        with conn.transaction():  # a savepoint: a refused row must not undo the claim
+            row = conn.execute(statement("write_note"), {"job_id": job_id, "body": body})
+            written = row.fetchone()
+    except psycopg.errors.InsufficientPrivilege as error:
+        # Only the policy's refusal counts as denied; a missing grant (same SQLSTATE) would
+        # otherwise pass for a perfectly isolated run.
+        if "row-level security" not in (error.diag.message_primary or ""):
+            raise
+        return None
+    return written[0] if written is not None else None
+
+
+# --- workers ----------------------------------------------------------------------------
+
+
+def run_workers(clients: Clients, mode: Mode, workers: int) -> list[JobOutcome]:
+    """Threads claim and run jobs until the queue is empty; outcomes in job order."""
+    outcomes: list[JobOutcome] = []
+    failures: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            with clients() as borrow:
+                while (outcome := _next_job(borrow, mode)) is not None:
+                    outcomes.append(outcome)  # list.append is atomic under the GIL
+        except Exception as error:
+            failures.append(error)
+
+    threads = [
+        threading.Thread(target=work, name=f"isolation-{i}", daemon=True) for i in range(workers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise RunFailed(f"a job failed: {failures[0]}")
+    return sorted(outcomes, key=lambda outcome: outcome.job_id)
+
+
+def _next_job(borrow: Borrow, mode: Mode) -> JobOutcome | None:
+    # The connection goes back to the pool after every job, as a worker's would.
+    with borrow() as conn:
+        return run_job(conn, mode)
+
+
+@contextmanager
+def psycopg_clients(dsn: str, size: int) -> Iterator[Clients]:
+    """Every thread borrows from one psycopg_pool of `size` connections.
+
+    The pool rolls back a transaction left open, but does not reset session settings:
+    what a SET left on a connection goes to the next borrower.
+    """
+    with ConnectionPool(
+        dsn, min_size=size, max_size=size, kwargs={"autocommit": True}, open=True
+    ) as pool:
+        pool.wait(timeout=30)  # every connection made before the first job
+        yield lambda: nullcontext(pool.connection)
+
+
+@contextmanager
+def pgbouncer_clients(app_dsn: str, size: int) -> Iterator[Clients]:
+    """Every thread a PgBouncer client of its own; PgBouncer shares `size` server
+    connections among them, transaction by transaction."""
+    with running_pgbouncer(login_for(app_dsn), size) as dsn:
+        yield lambda: _dedicated(dsn)
+
+
+@contextmanager
+def _dedicated(dsn: str) -> Iterator[Borrow]:
+    # PgBouncer 1.18 in transaction mode cannot keep named prepared statements.
+    with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as conn:
+        yield lambda: nullcontext(conn)
+
+
+# --- schema, role, runs ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AppRole:
+    name: str
+    dsn: str  # the server, logged in to as this role
+
+
+@contextmanager
+def app_role(admin_dsn: str, schema: str) -> Iterator[AppRole]:
+    """A login role that is neither superuser nor owner, so the policy binds it; dropped
+    at the end. Roles are cluster-wide: the name is unique and created here, or nothing."""
+    name = f"harness_app_{os.getpid()}_{secrets.token_hex(3)}"
+    password = secrets.token_hex(16)
+    role = sql.Identifier(name)
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        conn.execute(statement("create_role", role=role, password=sql.Literal(password)))
+        try:
+            conn.execute(statement("role_search_path", role=role, schema=sql.Identifier(schema)))
+            dsn = psycopg.conninfo.make_conninfo(admin_dsn, user=name, password=password)
+            yield AppRole(name=name, dsn=dsn)
+        finally:
+            conn.execute(statement("drop_owned", role=role))
+            conn.execute(statement("drop_role", role=role))
+
+
+def reset_tables(conn: Connection, schema: str, role: str, jobs: list[PlannedJob]) -> None:
+    """Fresh queue and tenant table with their policy and grants; the jobs queued."""
+    names = {"schema": sql.Identifier(schema), "role": sql.Identifier(role)}
+    conn.execute(sql.SQL("set search_path to {}").format(names["schema"]))
+    for block in ("drop_tables", "jobs", "notes", "enable_rls", "force_rls", "policy"):
+        conn.execute(statement(block))
+    for block in ("grant_schema", "grant_jobs", "grant_notes"):
+        conn.execute(statement(block, **names))
+    conn.execute(
+        statement("enqueue"),
+        {
+            "ids": [job.job_id for job in jobs],
+            "tenant_ids": [job.tenant_id for job in jobs],
+            "sets_tenant": [job.sets_tenant for job in jobs],
+        },
+    )
+
+
+def measure_pool(
+    pool: PoolKind,
+    mode: Mode,
+    admin_dsn: str,
+    schema: str,
+    role: AppRole,
+    settings: IsolationSettings,
+) -> PoolResult:
+    """One pool and one mode, from fresh tables and fresh connections."""
+    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        reset_tables(conn, schema, role.name, plan_jobs(settings))
+    opener = psycopg_clients if pool == "psycopg" else pgbouncer_clients
+    with opener(role.dsn, settings.pool_size) as clients:
+        outcomes = run_workers(clients, mode, settings.workers)
+    if len(outcomes) != settings.jobs:
+        raise RunFailed(f"{pool}, {mode}: {len(outcomes)} jobs ran of {settings.jobs}")
+    return PoolResult(pool=pool, mode=mode, outcomes=outcomes)
+
+
+def pool_unavailable(pool: PoolKind) -> str | None:
+    return unavailable_reason() if pool == "pgbouncer" else None
+
+
+def run_isolation(
+    admin_dsn: str, settings: IsolationSettings, pools: list[PoolKind]
+) -> list[PoolResult]:
+    """Both modes through every pool asked for; an unavailable pool is reported skipped."""
+    schema = f"harness_isolation_{os.getpid()}"
+    results: list[PoolResult] = []
+    with own_schema(admin_dsn, schema), app_role(admin_dsn, schema) as role:
+        for pool in pools:
+            reason = pool_unavailable(pool)
+            if reason is not None:
+                results.append(PoolResult(pool=pool, mode=None, skipped=reason))
+                continue
+            for mode in MODES:
+                results.append(measure_pool(pool, mode, admin_dsn, schema, role, settings))
+    return results
+
+
+# --- tables and records ------------------------------------------------------------------
+
+
+def table_rows(results: list[PoolResult]) -> list[list[str]]:
+    rows = []
+    for result in results:
+        if result.skipped is not None or result.mode is None:
+            blank = [""] * (len(TABLE_HEADERS) - 3)
+            rows.append([POOL_LABELS[result.pool], "-", f"skipped: {result.skipped}", *blank])
+            continue
+        counts = result.counts()
+        rows.append(
+            [POOL_LABELS[result.pool], MODE_LABELS[result.mode]]
+            + [f"{value:,}" for value in counts.values()]
+        )
+    return rows
+
+
+def outcome_records(results: list[PoolResult]) -> list[dict[str, Any]]:
+    """One row per job of every pool and mode: what every count comes from."""
+    return [
+        {"pool": result.pool, "mode": result.mode, **asdict(outcome)}
+        for result in results
+        for outcome in result.outcomes
+    ]
+
+
+def summary_records(results: list[PoolResult]) -> list[dict[str, Any]]:
+    return [{"pool": r.pool, "mode": r.mode, "skipped": r.skipped, **r.counts()} for r in results]
+
+
+def set_local_leaked(results: list[PoolResult]) -> bool:
+    return any(r.mode == "set_local" and r.leaked for r in results)
+
+
+# --- the run folder ----------------------------------------------------------------------
+
+DEFINITIONS = """\
+- **without tenant set**: jobs that took the path that never sets the tenant (a system
+  job, a failure handler that runs before the tenant is set); they still read and write.
+- **leaks seen**: jobs that could read at least one row of another tenant.
+- **other tenants' rows read**: those rows, summed over the jobs.
+- **leaks written**: jobs whose row was stored under another tenant than the job's.
+- **denied**: jobs whose row the policy refused (no tenant set: default deny).
+"""
+
+
+def write_results(
+    root: Path,
+    settings: IsolationSettings,
+    results: list[PoolResult],
+    metadata: dict[str, Any],
+) -> RunFolder:
+    """A new folder under root/isolation; nothing in an existing one is ever replaced."""
+    folder = RunFolder.create(root, "isolation")
+    document = {
+        "format_version": ISOLATION_FORMAT_VERSION,
+        "run_id": folder.run_id,
+        "status": "complete",
+        "finished_at": datetime.now(UTC).isoformat(timespec="microseconds"),
+        "settings": asdict(settings),
+        "results": summary_records(results),
+        "set_local_leaked": set_local_leaked(results),
+        "metadata": metadata,
+        "files": {"jobs": "jobs.csv", "table": "isolation.md"},
+    }
+    folder.write_json("isolation.json", document)
+    folder.write("jobs.csv", _csv(outcome_records(results)))
+    folder.write("isolation.md", markdown(settings, results))
+    return folder
+
+
+def markdown(settings: IsolationSettings, results: list[PoolResult]) -> str:
+    table = markdown_table(TABLE_HEADERS, table_rows(results))
+    shape = (
+        f"{settings.jobs} jobs, {settings.tenants} tenants, {settings.unset_share:g} of the "
+        f"jobs without tenant set, {settings.workers} workers sharing {settings.pool_size} "
+        f"server connections, seed {settings.seed}"
+    )
+    return f"# Tenant isolation: SET vs SET LOCAL\n\n{shape}.\n\n{table}\n{DEFINITIONS}"
+
+
+def _csv(records: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, fieldnames=OUTCOME_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(records)  # None is written as an empty cell
+    return out.getvalue()

@@ -1,0 +1,429 @@
+"""`harness overhead`: the harness's own workers against pgbench, on the same claim SQL.
+
+The harness must not measure itself. Both arms drain the same preloaded queue (N jobs of
+one tenant, freshly reset schema) on the same server with the same number of clients and
+run the same statements, the strategy's own blocks: pgbench as a custom script generated
+from them (`pgbench_script`), the harness as its worker processes (harness/workers.py,
+unchanged). Each arm is timed by the server's clock, from the first job's started_at to
+the last job's finished_at, so both are measured by one definition; throughput is jobs
+over that makespan.
+
+Claim latency is the claim transaction (BEGIN, dequeue, served, start, retire, COMMIT)
+as the client saw it, averaged over the jobs: the workers time each claim themselves
+(claim_ms); for pgbench it is the sum of the per-command average latencies that `-r`
+prints for the claim's commands. `-r` gives only averages (a `-l` log would time the
+whole transaction, work and completion included), so both arms report the mean.
+
+The machine may be small and shared: each load runs `rounds` times with the arms back to
+back in alternating order after an unrecorded warm-up; the summary is the median per arm
+and, for the ratios, the median of the rounds' own ratios.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import psycopg
+
+from harness.errors import RunFailed
+from harness.queues.sql.strategies import Strategy
+from harness.run.books import JobRow, check_books
+from harness.run.repetition import Crew, read_books, reset_schema, worker_spec
+from harness.scenario.distributions import Duration
+from harness.server.embedded import as_server_user, client_program
+
+FORMAT_VERSION = 1  # overhead.json; history: 1 first version
+Arm = Literal["pgbench", "harness"]
+ARMS: tuple[Arm, Arm] = ("pgbench", "harness")
+TENANT = 1
+# No cap: a `served` guard (the capped strategy) then never refuses a claim, so neither
+# arm has lost races to retry; pgbench could not roll one back and dequeue again.
+PARAMS: dict[str, Any] = {"tenant_cap": 2**31 - 1}
+# psycopg prepares a statement from its fifth execution on; pgbench's prepared mode is the
+# like-for-like comparison, and the fastest client pgbench can be.
+PGBENCH_MODE = "prepared"
+POLL_INTERVAL_MS = 10  # only the last claims, when the queue runs dry, ever poll
+ARM_TIMEOUT_S = 600
+WARM_UP_JOBS = 200
+THROUGHPUT_GOAL = 0.8  # harness / pgbench, 0 ms jobs, at least
+MAKESPAN_GOAL = 1.03  # harness / pgbench, jobs with work, at most
+_PLACEHOLDER = re.compile(r"%\((?P<name>[a-z_][a-z0-9_]*)\)s")
+_LATENCY = re.compile(r"^\s*(?P<ms>\d+\.\d+)\s+(?P<failures>\d+)\s+\S")
+# libpq's variable for a connection parameter is PG + its name, but for these
+_LIBPQ_ENV = {"dbname": "PGDATABASE", "application_name": "PGAPPNAME"}
+
+
+@dataclass(frozen=True)
+class OverheadSettings:
+    strategy: str = "fifo"
+    clients: int = 4
+    jobs: int = 2000  # with 0 ms jobs: what the client costs per claim shows most
+    work_jobs: int = 1000  # with work_ms jobs: about 5 s with 4 clients
+    work_ms: int = 20
+    rounds: int = 3
+
+    def loads(self) -> list[Load]:
+        """Each load's jobs rounded up to a multiple of the clients: pgbench runs a fixed
+        count of transactions per client, one job each."""
+        return [
+            Load(work_ms=0, jobs=_multiple(self.jobs, self.clients)),
+            Load(work_ms=self.work_ms, jobs=_multiple(self.work_jobs, self.clients)),
+        ]
+
+
+def _multiple(jobs: int, clients: int) -> int:
+    return -(-jobs // clients) * clients
+
+
+@dataclass(frozen=True)
+class Load:
+    work_ms: int
+    jobs: int
+
+
+@dataclass(frozen=True)
+class Measurement:
+    arm: Arm
+    work_ms: int
+    round: int
+    jobs: int
+    makespan_s: float  # first started_at to last finished_at, by the server's clock
+    claim_ms: float  # mean claim transaction latency, as the client saw it
+
+    @property
+    def throughput(self) -> float:
+        return self.jobs / self.makespan_s
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "throughput_jobs_s": self.throughput}
+
+
+# --- pgbench script --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PgbenchScript:
+    text: str
+    claim_commands: int  # the first commands, in `pgbench -r` order, are the claim
+
+
+def pgbench_script(strategy: Strategy, work_ms: int) -> PgbenchScript:
+    """The worker's claim, work and completion as a pgbench script, from the blocks."""
+    claim = ["begin;", to_pgbench(strategy.sql("dequeue"), gset=True)]
+    # The workers pass the dequeued id as job_id; \gset names it after its column, id.
+    claim.append(r"\set job_id :id")
+    claim += [to_pgbench(strategy.sql(b)) for b in ("served", "start", "retire") if strategy.has(b)]
+    work = [rf"\sleep {work_ms} ms"] if work_ms > 0 else []
+    complete = to_pgbench(strategy.sql("complete"))
+    if strategy.hold_lock:  # `-- claim: hold`: one transaction around it all
+        return PgbenchScript(_lines(*claim, *work, complete, "commit;"), len(claim))
+    return PgbenchScript(_lines(*claim, "commit;", *work, complete), len(claim) + 1)
+
+
+def _lines(*commands: str) -> str:
+    return "\n".join(commands) + "\n"
+
+
+def to_pgbench(sql: str, gset: bool = False) -> str:
+    """A block as pgbench runs it: psycopg's %(name)s becomes pgbench's :name; with
+    `gset`, \\gset takes the place of the final semicolon, so the row's columns become
+    variables (a dequeue that finds no job aborts the client: the books then fail)."""
+    text = _PLACEHOLDER.sub(r":\g<name>", sql).replace("%%", "%")
+    if not gset:
+        return text
+    return text.rstrip().removesuffix(";").rstrip() + r" \gset"
+
+
+@dataclass(frozen=True)
+class PgbenchOutput:
+    processed: int
+    failed: int
+    latencies_ms: list[float]  # per command of the script, in order (from -r)
+
+
+def parse_pgbench(stdout: str) -> PgbenchOutput:
+    processed = re.search(r"actually processed: (\d+)", stdout)
+    failed = re.search(r"number of failed transactions: (\d+)", stdout)
+    latencies = stdout.partition("statement latencies in milliseconds")[2].splitlines()[1:]
+    return PgbenchOutput(
+        processed=int(processed[1]) if processed else 0,
+        failed=int(failed[1]) if failed else 0,
+        latencies_ms=[float(m["ms"]) for line in latencies if (m := _LATENCY.match(line))],
+    )
+
+
+def pgbench_env(dsn: str, schema: str) -> dict[str, str]:
+    """libpq variables for the DSN, so that a password stays off pgbench's command line,
+    and the run's schema through PGOPTIONS, as the workers set it."""
+    env = dict(os.environ)
+    options = [f"-c search_path={schema}"]
+    for key, value in psycopg.conninfo.conninfo_to_dict(dsn).items():
+        if key == "options":
+            options.insert(0, str(value))
+            continue
+        env[_LIBPQ_ENV.get(key, "PG" + key.upper())] = str(value)
+    env["PGOPTIONS"] = " ".join(options)
+    return env
+
+
+# --- the arms --------------------------------------------------------------------------
+
+
+Measure = Callable[[str, str, Strategy, Load, int], tuple[float, list[int] | None]]
+
+
+def run_pgbench(
+    dsn: str, schema: str, strategy: Strategy, load: Load, clients: int
+) -> tuple[float, list[int] | None]:
+    """Mean claim latency; no job ids (pgbench reports none)."""
+    script = pgbench_script(strategy, load.work_ms)
+    variables = [arg for name, value in PARAMS.items() for arg in ("-D", f"{name}={value}")]
+    command = [
+        str(client_program("pgbench")),
+        *("-n", "-r", "-M", PGBENCH_MODE),
+        # A thread per client, as the harness has a process per worker: the scheduler
+        # shares the CPUs per thread, and one thread would serve four clients with one share.
+        *("-c", str(clients), "-j", str(clients), "-t", str(load.jobs // clients)),
+        *variables,
+        *("-f", "-"),
+    ]
+    try:
+        done = subprocess.run(  # type: ignore[call-overload]
+            command,
+            input=script.text,
+            env=pgbench_env(dsn, schema),
+            capture_output=True,
+            text=True,
+            timeout=ARM_TIMEOUT_S,
+            check=False,
+            **as_server_user(),
+        )
+    except subprocess.TimeoutExpired as error:
+        raise RunFailed(f"pgbench did not finish within {ARM_TIMEOUT_S} s") from error
+    output = parse_pgbench(done.stdout)
+    if done.returncode != 0 or output.failed or output.processed != load.jobs:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise RunFailed(f"pgbench (exit {done.returncode}): {tail[0]}")
+    return sum(output.latencies_ms[: script.claim_commands]), None
+
+
+def run_workers(
+    dsn: str, schema: str, strategy: Strategy, load: Load, clients: int
+) -> tuple[float, list[int] | None]:
+    """Mean claim latency and every claimed job id, from the worker processes."""
+    work = {TENANT: Duration("constant", load.work_ms)}
+    spec = worker_spec(dsn, schema, strategy, POLL_INTERVAL_MS, 0, work, PARAMS)
+    reports = Crew.workers_only(spec, clients).drain(load.jobs, ARM_TIMEOUT_S)
+    claims = [claim for report in reports for claim in report.claims]
+    return statistics.fmean(ms for _, _, ms in claims), [job for job, _, _ in claims]
+
+
+_ARMS: dict[Arm, Measure] = {"pgbench": run_pgbench, "harness": run_workers}
+
+
+def fresh_queue(conn: psycopg.Connection, schema: str, strategy: Strategy, jobs: int) -> None:
+    """Empty tables, then `jobs` queued jobs of one tenant, by the strategy's own enqueue
+    and with statistics, as a backlog is loaded."""
+    reset_schema(conn, schema, strategy)
+    params = {**PARAMS, "tenant_ids": [TENANT] * jobs, "weights": [1] * jobs}
+    conn.execute(strategy.sql("enqueue"), {**params, "priorities": [0] * jobs})  # type: ignore[arg-type]
+    conn.execute(strategy.sql("after_load"))  # type: ignore[arg-type]
+
+
+def measure(
+    dsn: str, schema: str, strategy: Strategy, arm: Arm, load: Load, clients: int, round_: int
+) -> Measurement:
+    """One arm drains a fresh queue; the books are checked before anything is kept."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        fresh_queue(conn, schema, strategy, load.jobs)
+        claim_ms, claimed = _ARMS[arm](dsn, schema, strategy, load, clients)
+        rows = read_books(conn, strategy)
+    _check_books(arm, load.jobs, rows, claimed)
+    return Measurement(arm, load.work_ms, round_, load.jobs, makespan_s(rows), claim_ms)
+
+
+def _check_books(arm: Arm, jobs: int, rows: list[JobRow], claimed: list[int] | None) -> None:
+    # pgbench names no job; each of its `jobs` transactions claims one, so `jobs` rows done
+    # means each was done exactly once: a transaction that found no job aborts pgbench,
+    # one whose start or completion changed no row leaves a job not done.
+    problems = check_books(jobs, rows, claimed if claimed is not None else [r.job_id for r in rows])
+    if problems:
+        raise RunFailed(f"{arm}: the books do not balance: " + "; ".join(problems))
+
+
+def makespan_s(rows: list[JobRow]) -> float:
+    started = min(row.started_at for row in rows if row.started_at is not None)
+    finished = max(row.finished_at for row in rows if row.finished_at is not None)
+    return (finished - started).total_seconds()
+
+
+def run_overhead(
+    dsn: str,
+    schema: str,
+    strategy: Strategy,
+    settings: OverheadSettings,
+    measured: Callable[[Measurement], None],
+) -> list[Measurement]:
+    """Every round of every load, arms alternating; `measured` sees each as it comes."""
+    for arm in ARMS:  # connections, caches and the first prepared plans, unrecorded
+        measure(dsn, schema, strategy, arm, Load(0, WARM_UP_JOBS), settings.clients, 0)
+    results = []
+    for round_, load, arm in schedule(settings):
+        result = measure(dsn, schema, strategy, arm, load, settings.clients, round_)
+        measured(result)
+        results.append(result)
+    return results
+
+
+def schedule(settings: OverheadSettings) -> Iterator[tuple[int, Load, Arm]]:
+    """pgbench first in odd rounds, the harness first in even ones: drift and warm-up
+    favour neither."""
+    for round_ in range(1, settings.rounds + 1):
+        for load in settings.loads():
+            order = ARMS if round_ % 2 else ARMS[::-1]
+            for arm in order:
+                yield round_, load, arm
+
+
+# --- summary ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Spread:
+    median: float
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, values: list[float]) -> Spread:
+        return cls(statistics.median(values), min(values), max(values))
+
+
+@dataclass(frozen=True)
+class ArmSummary:
+    throughput: Spread
+    makespan_s: Spread
+    claim_ms: Spread
+
+
+METRICS = ("throughput", "makespan_s", "claim_ms")
+
+
+@dataclass(frozen=True)
+class LoadSummary:
+    load: Load
+    pgbench: ArmSummary
+    harness: ArmSummary
+    ratios: dict[str, float]  # harness / pgbench, the median of the rounds' ratios
+
+    def ratio(self, metric: str) -> float:
+        return self.ratios[metric]
+
+
+def summarise(measurements: list[Measurement], settings: OverheadSettings) -> list[LoadSummary]:
+    """Per load, each arm's median and range over rounds, and the ratios. A ratio is taken
+    within each round, whose two arms ran back to back, then the median over rounds: the
+    shared machine's drift from one round to the next cancels out."""
+
+    def arm(load: Load, name: Arm) -> list[Measurement]:
+        return sorted(
+            (m for m in measurements if m.arm == name and m.work_ms == load.work_ms),
+            key=lambda m: m.round,
+        )
+
+    def spreads(mine: list[Measurement]) -> ArmSummary:
+        values = {metric: [getattr(m, metric) for m in mine] for metric in METRICS}
+        return ArmSummary(**{metric: Spread.of(v) for metric, v in values.items()})
+
+    summaries = []
+    for load in settings.loads():
+        theirs, mine = arm(load, "pgbench"), arm(load, "harness")
+        ratios = {
+            metric: statistics.median(
+                getattr(h, metric) / getattr(p, metric) for h, p in zip(mine, theirs, strict=True)
+            )
+            for metric in METRICS
+        }
+        summaries.append(LoadSummary(load, spreads(theirs), spreads(mine), ratios))
+    return summaries
+
+
+@dataclass(frozen=True)
+class Goal:
+    figure: str
+    measured: float
+    bound: float
+    at_least: bool  # the bound is a minimum, else a maximum
+
+    @property
+    def met(self) -> bool:
+        return self.measured >= self.bound if self.at_least else self.measured <= self.bound
+
+    @property
+    def message(self) -> str:
+        relation = "at least" if self.at_least else "at most"
+        verdict = "goal met" if self.met else "GOAL MISSED"
+        return f"{verdict}: {self.figure} {self.measured:.3f} (goal: {relation} {self.bound:g})"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.__dict__, "met": self.met}
+
+
+def goals(summaries: list[LoadSummary]) -> list[Goal]:
+    """The issue's goals: the harness's throughput near pgbench's where the client's cost
+    per claim shows most (0 ms jobs), and its makespan near pgbench's with work."""
+    instant, work = summaries
+    return [
+        Goal(
+            "harness / pgbench throughput, 0 ms jobs",
+            instant.ratio("throughput"),
+            THROUGHPUT_GOAL,
+            at_least=True,
+        ),
+        Goal(
+            f"harness / pgbench makespan, {work.load.work_ms} ms jobs",
+            work.ratio("makespan_s"),
+            MAKESPAN_GOAL,
+            at_least=False,
+        ),
+    ]
+
+
+def overhead_document(
+    settings: OverheadSettings,
+    strategy: Strategy,
+    measurements: list[Measurement],
+    metadata: dict[str, Any],
+) -> dict[str, Any]:
+    """overhead.json: what ran, every measurement, the medians and the goals."""
+    summaries = summarise(measurements, settings)
+    return {
+        "format_version": FORMAT_VERSION,
+        "settings": settings.__dict__,
+        "pgbench": {
+            "mode": PGBENCH_MODE,
+            "scripts": {
+                load.work_ms: pgbench_script(strategy, load.work_ms).text
+                for load in settings.loads()
+            },
+        },
+        "measurements": [m.as_dict() for m in measurements],
+        "summary": [_summary_entry(s) for s in summaries],
+        "goals": [goal.as_dict() for goal in goals(summaries)],
+        "metadata": metadata,
+    }
+
+
+def _summary_entry(summary: LoadSummary) -> dict[str, Any]:
+    return {
+        **summary.load.__dict__,
+        "pgbench": {m: getattr(summary.pgbench, m).__dict__ for m in METRICS},
+        "harness": {m: getattr(summary.harness, m).__dict__ for m in METRICS},
+        "ratio": summary.ratios,
+    }

@@ -1,0 +1,1 @@
+"""What is measured: the queue seam a repetition drives, and its implementations."""

@@ -1,0 +1,139 @@
+"""Plan captures: each strategy's dequeue under EXPLAIN (ANALYZE, BUFFERS), on a backlog.
+
+For every explain variant (a backlog shape) and strategy, the run's schema is built
+afresh and the backlog loaded set-based, with statistics gathered. Then the dequeue,
+the same text the workers run, is executed under EXPLAIN inside BEGIN ... ROLLBACK: it
+locks a job, and nothing is claimed or changed. First once in text form, for people (it
+doubles as the warm-up), then `repeat` times in JSON, the data every figure comes from.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import psycopg
+from psycopg import sql
+
+from harness.analysis.plans import Capture
+from harness.queues.sql.strategies import Strategy
+from harness.run.repetition import load_backlog, reset_schema, scenario_params
+from harness.scenario.model import Scenario
+from harness.scenario.workload import BacklogRows, backlog_rows
+
+
+@dataclass(frozen=True)
+class CaptureRequest:
+    variant: str
+    strategy: str
+    slow: bool  # the scenario marks it as taking long; skipped unless asked for
+
+
+class CaptureObserver(Protocol):
+    def capture_started(self, request: CaptureRequest, executions: int) -> None: ...
+
+    def capture_step(self) -> None: ...
+
+
+def requests(
+    scenario: Scenario, strategies: list[str] | None = None, variants: list[str] | None = None
+) -> list[CaptureRequest]:
+    """What to capture: every explain variant x strategy, narrowed by the filters."""
+    assert scenario.explain is not None
+    chosen = [
+        CaptureRequest(variant.name, strategy, strategy in variant.slow)
+        for variant in scenario.explain.variants
+        if variants is None or variant.name in variants
+        for strategy in scenario.explain_strategies
+        if strategies is None or strategy in strategies
+    ]
+    return chosen
+
+
+def capture_all(
+    dsn: str,
+    schema: str,
+    scenario: Scenario,
+    strategies: dict[str, Strategy],
+    chosen: list[CaptureRequest],
+    repeat: int,
+    include_slow: bool,
+    observer: CaptureObserver,
+) -> Iterator[Capture]:
+    """Each request's capture, in order; slow ones come back skipped unless asked for."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for request in chosen:
+            rows = backlog_rows(scenario, scenario.variant_backlog(request.variant))
+            if request.slow and not include_slow:
+                yield Capture(
+                    request.variant,
+                    request.strategy,
+                    _backlog_shape(rows),
+                    skipped="slow: pass --include-slow to capture it",
+                )
+                continue
+            observer.capture_started(request, repeat + 1)
+            yield capture(
+                conn,
+                schema,
+                strategies[request.strategy],
+                request.variant,
+                rows,
+                repeat,
+                observer,
+                scenario_params(scenario),
+            )
+
+
+def capture(
+    conn: psycopg.Connection,
+    schema: str,
+    strategy: Strategy,
+    variant: str,
+    rows: BacklogRows,
+    repeat: int,
+    observer: CaptureObserver,
+    params: dict[str, Any] | None = None,
+) -> Capture:
+    """Build the schema, load the backlog, EXPLAIN the dequeue: text once, JSON `repeat`."""
+    began = time.perf_counter()
+    reset_schema(conn, schema, strategy)
+    load_backlog(conn, strategy, rows, params)
+    result = Capture(
+        variant, strategy.name, _backlog_shape(rows), load_s=round(time.perf_counter() - began, 3)
+    )
+    # The text form is the first execution, which also warms up: one execution of a trap
+    # variant takes ten seconds, and the backlog has just been loaded, so caches are warm.
+    result.text = explain_dequeue(conn, strategy, "text", params)
+    observer.capture_step()
+    for _ in range(repeat):
+        result.plans.append(explain_dequeue(conn, strategy, "json", params))
+        observer.capture_step()
+    return result
+
+
+def explain_dequeue(
+    conn: psycopg.Connection,
+    strategy: Strategy,
+    form: str,
+    params: dict[str, Any] | None = None,
+) -> Any:
+    """The dequeue, exactly as the workers run it, under EXPLAIN; rolled back."""
+    query = sql.SQL("explain (analyze, buffers, format {}) ").format(sql.SQL(form)) + sql.SQL(
+        strategy.sql("dequeue")
+    )  # type: ignore[arg-type]
+    with conn.transaction(force_rollback=True):
+        rows = conn.execute(query, params or {}).fetchall()
+    if form == "json":
+        return rows[0][0]
+    return "\n".join(row[0] for row in rows) + "\n"
+
+
+def _backlog_shape(rows: BacklogRows) -> dict[str, int]:
+    return {
+        "registered_tenants": len(rows.tenant_ids),
+        "idle_tenants": sum(1 for jobs in rows.jobs if jobs == 0),
+        "queued_jobs": rows.total_jobs,
+    }

