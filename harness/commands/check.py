@@ -33,8 +33,9 @@ from harness.report.tables import (
 from harness.results.folder import atomic_write
 from harness.run.captures import requests
 from harness.scenario.loader import LoadedScenario, load_scenario
+from harness.server.kinds import ProviderChoice
 from harness.server.provenance import collect_all
-from harness.server.providers import ProviderChoice, choose_provider, open_server
+from harness.server.providers import choose_provider, open_server
 from harness.server.schema import own_schema
 
 

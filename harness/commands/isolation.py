@@ -20,9 +20,10 @@ from harness.experiments.isolation import (
 from harness.report.tables import (
     console_table,
 )
+from harness.server.kinds import ProviderChoice
 from harness.server.pgbouncer import pgbouncer_version
 from harness.server.provenance import collect_all
-from harness.server.providers import ProviderChoice, open_server
+from harness.server.providers import open_server
 
 
 def isolation_command(

@@ -24,8 +24,8 @@ from harness.run.render import Rendered, render_run
 from harness.run.repetition import Observer, RepetitionResult, plan, run_repetition
 from harness.scenario.loader import LoadedScenario
 from harness.scenario.model import Scenario
+from harness.server.kinds import Server
 from harness.server.provenance import collect_all
-from harness.server.providers import Server
 from harness.server.schema import own_schema
 
 

@@ -8,7 +8,7 @@ import socket
 from collections.abc import Iterator, Mapping
 
 from harness.errors import ProviderUnavailable
-from harness.server.providers import CONTAINER_IMAGE, ProviderChoice, Server
+from harness.server.kinds import CONTAINER_IMAGE, ProviderChoice, Server
 
 
 @contextlib.contextmanager

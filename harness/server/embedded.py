@@ -18,13 +18,13 @@ from pathlib import Path
 import psycopg
 
 from harness.errors import ProviderUnavailable
+from harness.server.kinds import UNPRIVILEGED_USER, ProviderChoice, Server
 from harness.server.processes import (
     as_owner,
     spawn_server_process,
     stop_escalating,
     wait_until_accepting,
 )
-from harness.server.providers import UNPRIVILEGED_USER, ProviderChoice, Server
 
 
 @dataclass

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import psycopg
 
 from harness.errors import ProviderUnavailable
-from harness.server.providers import ProviderChoice, Server
+from harness.server.kinds import ProviderChoice, Server
 
 
 @contextlib.contextmanager

@@ -8,36 +8,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Literal, get_args
+from typing import get_args
 
 import psycopg
 
 from harness.errors import HarnessError
+from harness.server.kinds import PG_MAJOR, ProviderChoice, ProviderKind, Server
 
-ProviderKind = Literal["embedded", "container", "external"]
-PG_MAJOR = 17
-UNPRIVILEGED_USER = "nobody"
-CONTAINER_IMAGE = "postgres:17"
 _PG_ENV = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
-
-
-@dataclass(frozen=True)
-class ProviderChoice:
-    kind: ProviderKind
-    dsn: str = ""
-    allow_version_mismatch: bool = False
-
-
-@dataclass(frozen=True)
-class Server:
-    """A running PostgreSQL: how to connect, and what to record about it."""
-
-    dsn: str
-    provider: ProviderKind
-    details: dict[str, str] = field(default_factory=dict)
-    # Stops and starts the server again (embedded only): a fault scenario's restart.
-    restart: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
 
 def choose_provider(

@@ -12,7 +12,8 @@ from harness.run.render import Rendered
 from harness.run.repetition import Repetition, RepetitionResult, reset_schema
 from harness.run.scenario_run import RunOptions, run_scenario
 from harness.scenario.loader import load_scenario
-from harness.server.providers import Server, choose_provider, open_server
+from harness.server.kinds import Server
+from harness.server.providers import choose_provider, open_server
 from tests.conftest import SHORT_NOISY
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ from harness.check.verdict import CheckSettings
 from harness.commands.check import CheckRequest, check_command
 from harness.queues.sql.strategies import load_strategies
 from harness.scenario.loader import load_scenario
-from harness.server.providers import Server
+from harness.server.kinds import Server
 from tests.conftest import ROOT
 
 PROBES = ROOT / "scenarios/dequeue-check.yaml"

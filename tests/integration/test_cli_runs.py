@@ -13,7 +13,7 @@ import pandas as pd
 import psycopg
 import pytest
 
-from harness.server.providers import Server
+from harness.server.kinds import Server
 from tests.conftest import SHORT_NOISY
 from tests.integration.test_embedded import command_lines, postgres_processes
 

@@ -12,7 +12,8 @@ import psycopg
 import pytest
 
 from harness.server.embedded import reachable_install
-from harness.server.providers import Server, choose_provider, open_server
+from harness.server.kinds import Server
+from harness.server.providers import choose_provider, open_server
 
 
 def command_lines() -> dict[int, str]:

@@ -17,7 +17,7 @@ from harness.run.repetition import load_backlog, reset_schema
 from harness.run.scenario_run import RunOptions
 from harness.scenario.model import Scenario
 from harness.scenario.workload import backlog_rows
-from harness.server.providers import Server
+from harness.server.kinds import Server
 from tests.integration.conftest import run_yaml
 
 SMALL_SKEW = """\

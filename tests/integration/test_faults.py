@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.results.folder import load_jobs
 from harness.scenario.distributions import attempt_fails
-from harness.server.providers import Server
+from harness.server.kinds import Server
 from tests.integration.conftest import run_yaml
 
 BASE = """\

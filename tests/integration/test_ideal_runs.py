@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.server.providers import Server
+from harness.server.kinds import Server
 from tests.conftest import SCENARIOS, SHORT_NOISY
 from tests.integration.conftest import run_yaml
 

@@ -25,8 +25,8 @@ from harness.experiments.isolation import (
     run_isolation,
     run_job,
 )
+from harness.server.kinds import Server
 from harness.server.pgbouncer import unavailable_reason
-from harness.server.providers import Server
 from harness.server.schema import own_schema
 
 # One server connection shared by two workers: transactions run one at a time, jobs are

@@ -11,7 +11,7 @@ import psycopg
 
 from harness.run.long_transaction import Holder
 from harness.scenario.model import LongTransaction
-from harness.server.providers import Server
+from harness.server.kinds import Server
 from tests.integration.conftest import run_yaml
 
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from harness.commands.overhead import overhead_command
 from harness.experiments.overhead import Load, OverheadSettings, measure
 from harness.queues.sql.strategies import Strategy
-from harness.server.providers import Server
+from harness.server.kinds import Server
 from harness.server.schema import own_schema
 
 SCHEMA = "overhead_test"

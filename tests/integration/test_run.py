@@ -11,7 +11,7 @@ import pytest
 
 from harness.errors import RunFailed
 from harness.results.folder import JOB_COLUMNS, load_jobs
-from harness.server.providers import Server
+from harness.server.kinds import Server
 from tests.conftest import SHORT_NOISY
 from tests.integration.conftest import run_yaml
 

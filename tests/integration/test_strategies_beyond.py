@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from harness.run.render import Rendered
-from harness.server.providers import Server
+from harness.server.kinds import Server
 from tests.integration.conftest import run_yaml
 
 

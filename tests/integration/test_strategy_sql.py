@@ -8,7 +8,7 @@ import pytest
 from harness.queues.sql.strategies import Strategy
 from harness.queues.sql.worker import Prepared, WorkerSpec, claim, complete
 from harness.run.repetition import worker_spec
-from harness.server.providers import Server
+from harness.server.kinds import Server
 
 
 def spec(server: Server, strategy: Strategy) -> WorkerSpec:

@@ -11,7 +11,7 @@ from harness.run.books import JobRow, check_fault_books
 from harness.run.scenario_run import refuse_restart_without_embedded
 from harness.scenario.distributions import attempt_fails
 from harness.scenario.loader import load_scenario
-from harness.server.providers import Server
+from harness.server.kinds import Server
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 BASE = """\
