@@ -15,6 +15,7 @@ from harness.run.captures import CaptureObserver, capture, requests
 from harness.run.repetition import scenario_params, worker_spec
 from harness.scenario.model import Scenario
 from harness.scenario.workload import backlog_rows
+from harness.server.connections import connect
 from harness.sqlfiles import builtin_blocks
 
 WARM_UP = 8
@@ -30,7 +31,7 @@ def measure(
     observer: CaptureObserver,
 ) -> Iterator[Probe]:
     """Every probe of the probe scenario: plan figures, then timed claims in that state."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with connect(dsn) as conn:
         for request in requests(probes):
             strategy = strategies[request.strategy]
             rows = backlog_rows(probes, probes.variant_backlog(request.variant))

@@ -48,6 +48,7 @@ from psycopg_pool import ConnectionPool
 from harness.errors import RunFailed
 from harness.report.tables import markdown_table
 from harness.results.folder import RunFolder
+from harness.server.connections import connect
 from harness.server.pgbouncer import login_for, running_pgbouncer, unavailable_reason
 from harness.server.schema import own_schema
 from harness.sqlfiles import SqlBlock, builtin_blocks
@@ -278,7 +279,7 @@ def pgbouncer_clients(app_dsn: str, size: int) -> Iterator[Clients]:
 @contextmanager
 def _dedicated(dsn: str) -> Iterator[Borrow]:
     # PgBouncer 1.18 in transaction mode cannot keep named prepared statements.
-    with psycopg.connect(dsn, autocommit=True, prepare_threshold=None) as conn:
+    with connect(dsn, prepare_threshold=None) as conn:
         yield lambda: nullcontext(conn)
 
 
@@ -298,7 +299,7 @@ def app_role(admin_dsn: str, schema: str) -> Iterator[AppRole]:
     name = f"harness_app_{os.getpid()}_{secrets.token_hex(3)}"
     password = secrets.token_hex(16)
     role = sql.Identifier(name)
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+    with connect(admin_dsn) as conn:
         conn.execute(statement("create_role", role=role, password=sql.Literal(password)))
         try:
             conn.execute(statement("role_search_path", role=role, schema=sql.Identifier(schema)))
@@ -336,7 +337,7 @@ def measure_pool(
     settings: IsolationSettings,
 ) -> PoolResult:
     """One pool and one mode, from fresh tables and fresh connections."""
-    with psycopg.connect(admin_dsn, autocommit=True) as conn:
+    with connect(admin_dsn) as conn:
         reset_tables(conn, schema, role.name, plan_jobs(settings))
     opener = psycopg_clients if pool == "psycopg" else pgbouncer_clients
     with opener(role.dsn, settings.pool_size) as clients:

@@ -36,6 +36,7 @@ from harness.queues.sql.strategies import Strategy
 from harness.run.books import JobRow, check_books
 from harness.run.repetition import Crew, read_books, reset_schema, worker_spec
 from harness.scenario.distributions import Duration
+from harness.server.connections import connect
 from harness.server.embedded import as_server_user, client_program
 
 FORMAT_VERSION = 1  # overhead.json; history: 1 first version
@@ -240,7 +241,7 @@ def measure(
     dsn: str, schema: str, strategy: Strategy, arm: Arm, load: Load, clients: int, round_: int
 ) -> Measurement:
     """One arm drains a fresh queue; the books are checked before anything is kept."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with connect(dsn) as conn:
         fresh_queue(conn, schema, strategy, load.jobs)
         claim_ms, claimed = _ARMS[arm](dsn, schema, strategy, load, clients)
         rows = read_books(conn, strategy)

@@ -22,6 +22,7 @@ from harness.queues.sql.strategies import Strategy
 from harness.run.repetition import load_backlog, reset_schema, scenario_params
 from harness.scenario.model import Scenario
 from harness.scenario.workload import BacklogRows, backlog_rows
+from harness.server.connections import connect
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def capture_all(
     observer: CaptureObserver,
 ) -> Iterator[Capture]:
     """Each request's capture, in order; slow ones come back skipped unless asked for."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with connect(dsn) as conn:
         for request in chosen:
             rows = backlog_rows(scenario, scenario.variant_backlog(request.variant))
             if request.slow and not include_slow:

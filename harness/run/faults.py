@@ -24,6 +24,7 @@ from harness.queues.sql.worker import FaultSpec, WorkerReport
 from harness.run.books import FaultBooks, JobRow, check_fault_books
 from harness.scenario.model import Crash, Scenario, TenantGroup
 from harness.scenario.workload import tenant_ranges
+from harness.server.connections import connect
 from harness.sqlfiles import builtin_blocks
 
 RETRIED, DEAD = "+retried", "+dead"  # tenant_class suffixes in jobs.csv
@@ -169,7 +170,7 @@ class FaultDriver:
 
 
 def runner_connection(dsn: str, schema: str) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=True, options=f"-c TimeZone=UTC -c search_path={schema}")
+    return connect(dsn, schema=schema, utc=True)
 
 
 def _now(conn: psycopg.Connection) -> datetime:

@@ -28,6 +28,7 @@ from psycopg import sql
 from harness.analysis.plans import plan_figures
 from harness.errors import RunFailed
 from harness.scenario.model import LongTransaction
+from harness.server.connections import connect
 from harness.sqlfiles import builtin_blocks
 
 SQL = builtin_blocks("harness.run", "long_transaction.sql")
@@ -97,9 +98,8 @@ class Holder:
         self._pgstattuple = False
 
     def __enter__(self) -> Holder:
-        options = f"-c search_path={self._schema} -c TimeZone=UTC"
-        self._holding = psycopg.connect(self._dsn, autocommit=True, options=options)
-        self._sampling = psycopg.connect(self._dsn, autocommit=True, options=options)
+        self._holding = connect(self._dsn, schema=self._schema, utc=True)
+        self._sampling = connect(self._dsn, schema=self._schema, utc=True)
         self._pgstattuple = self._find_pgstattuple(self._sampling)
         self._thread.start()
         return self

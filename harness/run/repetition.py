@@ -57,6 +57,7 @@ from harness.scenario.workload import (
     tenant_classes,
     tenant_durations,
 )
+from harness.server.connections import connect
 from harness.server.schema import create_marked
 
 _SPAWN = multiprocessing.get_context("spawn")
@@ -156,7 +157,7 @@ def _run_plain(
     repetition: Repetition,
     observer: Observer,
 ) -> RepetitionResult:
-    with psycopg.connect(dsn, autocommit=True, options="-c TimeZone=UTC") as conn:
+    with connect(dsn, utc=True) as conn:
         reset_schema(conn, schema, strategy)
         workload = generate(scenario)
         observer.repetition_started(repetition, workload.total_jobs)
@@ -195,7 +196,7 @@ def _run_with_faults(
 ) -> RepetitionResult:
     """As _run_plain, with the fault tables, the fault driver and the fault books."""
     check_strategy(strategy)
-    with psycopg.connect(dsn, autocommit=True, options="-c TimeZone=UTC") as conn:
+    with connect(dsn, utc=True) as conn:
         reset_schema(conn, schema, strategy)
         create_tables(conn, scenario)
         workload = generate(scenario)

@@ -15,9 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
-
 from harness.errors import ProviderUnavailable
+from harness.server.connections import connect
 from harness.server.kinds import UNPRIVILEGED_USER, ProviderChoice, Server
 from harness.server.processes import (
     as_owner,
@@ -71,7 +70,7 @@ def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
         _initdb(install, data, owner)
         admin_dsn = f"host={workdir} port=5432 user=postgres dbname=postgres"
         postmaster.start(admin_dsn)
-        with psycopg.connect(admin_dsn, autocommit=True) as conn:
+        with connect(admin_dsn) as conn:
             conn.execute("create database bench")
         details = {"install": str(install), "data_dir": str(data), "run_as": _user_name(owner)}
         yield Server(

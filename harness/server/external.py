@@ -8,13 +8,14 @@ from collections.abc import Iterator
 import psycopg
 
 from harness.errors import ProviderUnavailable
+from harness.server.connections import connect
 from harness.server.kinds import ProviderChoice, Server
 
 
 @contextlib.contextmanager
 def start_external(choice: ProviderChoice) -> Iterator[Server]:
     try:
-        with psycopg.connect(choice.dsn, connect_timeout=10):
+        with connect(choice.dsn, connect_timeout=10):
             pass
     except psycopg.OperationalError as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else "no answer"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from harness.errors import ProviderUnavailable
+from harness.server.connections import connect
 
 if TYPE_CHECKING:
     import pwd  # POSIX only; annotations only
@@ -58,7 +59,7 @@ def wait_until_accepting(
     process: subprocess.Popen[bytes],
     logs: list[Path],
     timeout_s: float,
-    **connect: Any,
+    **options: Any,
 ) -> None:
     """Until a server program we started takes connections; its log's last line if it
     exits or does not answer in time."""
@@ -67,7 +68,7 @@ def wait_until_accepting(
         if process.poll() is not None:
             raise ProviderUnavailable(f"{program} exited at start: {last_log_line(logs)}")
         try:
-            with psycopg.connect(dsn, connect_timeout=2, **connect):
+            with connect(dsn, connect_timeout=2, **options):
                 return
         except psycopg.OperationalError:
             time.sleep(0.05)

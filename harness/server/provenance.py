@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 
 import harness
+from harness.server.connections import connect
 from harness.server.external import redact
 
 # Settings that shape queue performance, recorded even when they are at their default.
@@ -100,7 +101,7 @@ def _proc_field(path: str, name: str) -> str | None:
 
 def collect_postgres(dsn: str) -> dict[str, Any]:
     """Server version, every setting not at its built-in default, and the key settings."""
-    with psycopg.connect(dsn) as conn:
+    with connect(dsn, autocommit=False) as conn:
         version = conn.execute("select version()").fetchone()
         changed = conn.execute(
             "select name, setting, unit, source from pg_settings "

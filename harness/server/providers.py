@@ -10,9 +10,8 @@ import contextlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import get_args
 
-import psycopg
-
 from harness.errors import HarnessError
+from harness.server.connections import connect
 from harness.server.kinds import PG_MAJOR, ProviderChoice, ProviderKind, Server
 
 _PG_ENV = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
@@ -43,7 +42,7 @@ def open_server(choice: ProviderChoice) -> Iterator[Server]:
 
 
 def check_server_version(dsn: str, allow_mismatch: bool) -> int:
-    with psycopg.connect(dsn, connect_timeout=10) as conn:
+    with connect(dsn, connect_timeout=10) as conn:
         version = conn.info.server_version
     if version // 10000 != PG_MAJOR and not allow_mismatch:
         raise HarnessError(

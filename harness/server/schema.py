@@ -11,6 +11,7 @@ import psycopg
 from psycopg import sql
 
 from harness.errors import HarnessError
+from harness.server.connections import connect
 
 SCHEMA_MARK = "created by tenant-queue-bench"  # the comment on every schema it creates
 
@@ -21,7 +22,7 @@ def own_schema(dsn: str, schema: str, reuse: bool = False) -> Iterator[None]:
 
     One that exists already is refused, unless `reuse` and it carries the harness's mark
     (left behind by a run that was killed outright): nothing else is ever dropped."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with connect(dsn) as conn:
         found = conn.execute(
             "select obj_description(oid, 'pg_namespace') from pg_namespace where nspname = %s",
             (schema,),
@@ -33,7 +34,7 @@ def own_schema(dsn: str, schema: str, reuse: bool = False) -> Iterator[None]:
     try:
         yield
     finally:
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        with connect(dsn) as conn:
             conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))
 
 

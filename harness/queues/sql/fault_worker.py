@@ -37,9 +37,9 @@ from harness.queues.sql.worker import (
     WorkerSpec,
     claim_statements,
     complete,
-    connect,
 )
 from harness.scenario.distributions import attempt_fails, job_duration_ms
+from harness.server.connections import connect
 
 RECONNECT_FIRST_S = 0.05
 RECONNECT_CAP_S = 1.0
@@ -78,7 +78,7 @@ class Session:
         while True:
             time.sleep(delay)
             try:
-                self.conn = connect(self.spec.dsn, self.spec.schema)
+                self.conn = connect(self.spec.dsn, schema=self.spec.schema)
             except psycopg.OperationalError:
                 if time.monotonic() > deadline or self.signals.stop.is_set():
                     raise

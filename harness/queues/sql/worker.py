@@ -41,6 +41,7 @@ from psycopg import pq
 from psycopg.pq.abc import PGresult
 
 from harness.scenario.distributions import Duration, job_duration_ms
+from harness.server.connections import connect
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def _run_process(index: int, spec: Any, signals: WorkerSignals, body: Callable[.
     _die_with_parent()
     report = WorkerReport(worker=index)
     try:
-        with connect(spec.dsn, spec.schema) as conn:
+        with connect(spec.dsn, schema=spec.schema) as conn:
             signals.ready[index] = 1
             body(conn, spec, index, signals, report)
     except Exception:
@@ -133,10 +134,6 @@ def _run_process(index: int, spec: Any, signals: WorkerSignals, body: Callable[.
 def _die_with_parent() -> None:
     pr_set_pdeathsig = 1
     ctypes.CDLL("libc.so.6").prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
-def connect(dsn: str, schema: str) -> psycopg.Connection:
-    return psycopg.connect(dsn, autocommit=True, options=f"-c search_path={schema}")
 
 
 class Statements(Protocol):

@@ -1,0 +1,169 @@
+"""The queue seam: what a repetition asks of a queue, whatever implements it.
+
+A repetition (harness/run/repetition.py) drives every kind of queue the same way:
+
+  1. `install(conn)`: the queue's objects, fresh, in the run's own schema (the
+     connection's search_path is that schema);
+  2. `load_backlog(conn, rows)`: the scenario's pre-loaded queue, if it has one, once
+     every process is connected and just before the clock starts;
+  3. `workers(count)` and `enqueuers(schedules)`: the programs of the repetition's
+     processes. The crew (harness/run/crew.py) starts each in a process of its own,
+     waits until every one is connected, then sets the start signal: enqueuers insert
+     their batches at their offsets, workers claim and work until the stop signal;
+  4. `ledger(conn, reports)`: every job as the queue's own state records it, beside
+     the claims the workers reported: what the books check and what jobs.csv holds.
+
+Implementations: the built-in SQL strategies (harness/queues/sql/queue.py), real queue
+libraries driven through their own code, workers on other hosts. A program is a
+module-level function and a picklable spec, so the same program runs in a local process
+or, sent through the run's schema, on another host.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from multiprocessing.queues import Queue as ProcessQueue
+from multiprocessing.synchronize import Event
+from typing import Any, Literal, Protocol
+
+import psycopg
+
+from harness.scenario.inputs import RunInputs
+from harness.scenario.traits import QueueTraits
+from harness.scenario.workload import BacklogRows, Batch
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a queue lives: the server, and the run's own schema on it."""
+
+    dsn: str
+    schema: str
+
+
+@dataclass(frozen=True)
+class Signals:
+    """Shared between the runner and the processes of one repetition.
+
+    Shared memory without locks: each process writes only its own slot."""
+
+    ready: ctypes.Array[Any]  # 1 once connected
+    done: ctypes.Array[Any]  # jobs each process has completed
+    holding: ctypes.Array[Any]  # the job each worker is working on, 0 between jobs
+    start: Event  # the clock starts: enqueuers begin their schedules, workers claim
+    stop: Event
+    reports: ProcessQueue  # type: ignore[type-arg]  # each process's WorkerReport
+
+
+ProgramMain = Callable[[int, Any, Signals], None]
+
+
+@dataclass(frozen=True)
+class Program:
+    """What one process of a repetition runs.
+
+    `main(index, spec, signals)` connects, sets `signals.ready[index] = 1`, waits for
+    `signals.start`, and works until `signals.stop` (an enqueuer until its schedule is
+    done and then the stop); it counts its completed jobs in `signals.done[index]` and,
+    before it exits, puts one WorkerReport (its `error` set if it failed) on
+    `signals.reports`. `main` must be a module-level function and `spec` picklable."""
+
+    role: Literal["worker", "enqueuer"]
+    main: ProgramMain
+    spec: Any
+    name: str = ""  # shown in errors: 'harness-worker-3'
+
+
+@dataclass
+class WorkerReport:
+    """What a process sends back when it stops: each claim it made, or why it failed."""
+
+    worker: int
+    claims: list[tuple[int, int, float]] = field(default_factory=list)  # job, tenant, ms
+    empty_polls: int = 0
+    lost_races: int = 0
+    error: str | None = None
+    reconnects: int = 0  # connections re-opened after the server went away
+    in_doubt: int = 0  # claims whose commit was cut by a disconnect (resolved on reconnect)
+    failed_attempts: int = 0
+    leases_lost: int = 0  # jobs finished after their lease ran out: someone else ran them
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    """One job after a repetition, as the queue's own state and the workers recorded it.
+
+    The timestamps are the server's clock. `worker` is the process slot that finished
+    it (the last claim's), `claim_ms` that claim's latency as the worker saw it (None
+    where no live worker reported it: a killed one never does)."""
+
+    job_id: int
+    tenant_id: int
+    status: str  # done, dead (dead-lettered), or anything else: not finished
+    enqueued_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    worker: int | None = None
+    claim_ms: float | None = None
+    failed_attempts: int = 0
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """What the books are checked against: every job, and the job of every committed
+    claim, one entry per claim (a job claimed twice appears twice)."""
+
+    records: list[JobRecord]
+    claims: list[int]
+
+
+class Queue(Protocol):
+    """One kind of queue, set up for one scenario on one site."""
+
+    name: str
+    traits: QueueTraits
+
+    def install(self, conn: psycopg.Connection[Any]) -> None:
+        """Fresh queue objects in the run's schema (the connection's search_path)."""
+
+    def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
+        """The pre-loaded queue, with statistics, before the clock starts."""
+
+    def workers(self, count: int) -> list[Program]:
+        """The worker processes for `count` workers: one each, or one process that runs
+        the library's own loop with `count` as its concurrency."""
+
+    def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
+        """One process per schedule: its batches, in order of their offsets."""
+
+    def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
+        """Every job and every committed claim, once the workers have stopped."""
+
+    def dequeue_sql(self) -> str | None:
+        """The statement that picks the next job, exactly as the workers run it: what
+        EXPLAIN captures and the long transaction's sampling run. None if unknown."""
+
+    def monitor(self, conn: psycopg.Connection[Any]) -> tuple[int, float] | None:
+        """Sampled while the workers run: stranded jobs and the oldest one's age (s), for
+        queues that can strand a job; None otherwise."""
+
+    def provenance(self) -> dict[str, Any]:
+        """What run.json records of this queue: versions, effective settings."""
+
+
+QueueFactory = Callable[[Site, RunInputs], Queue]
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """A queue a scenario can name in `strategies`: what it can take, how to make it for
+    a run, and what `harness sql NAME` shows of it."""
+
+    name: str
+    traits: QueueTraits
+    make: QueueFactory
+    simulate_as: str | None = None  # the simulator's policy for its order, if it has one
+    shown: Callable[[], str] | None = None  # the SQL it runs, as `harness sql` prints it

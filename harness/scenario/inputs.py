@@ -1,0 +1,123 @@
+"""The inputs of a scenario's repetitions, computed once from the scenario.
+
+Every repetition of a scenario queues the same jobs (the workload is drawn from the seed),
+so everything a repetition needs of the scenario is worked out here, once, and handed
+down as one value: the workload, each tenant's class and duration distribution, the
+parameters every statement may use, each enqueuer's schedule of batches, the backlog's
+rows, and the fault plan. Nothing below the scenario run derives them again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.scenario.distributions import Duration
+from harness.scenario.model import Crash, Faults, LongTransaction, Scenario, TenantGroup
+from harness.scenario.workload import (
+    BacklogRows,
+    Batch,
+    Workload,
+    backlog_rows,
+    build_batches,
+    generate,
+    tenant_ranges,
+)
+
+NO_CAP = 2**31 - 1  # a cap no tenant reaches: strategies without one see this
+
+
+@dataclass(frozen=True)
+class Failures:
+    """How a tenant's jobs fail: each attempt with `probability`, dead-lettered after
+    `max_attempts` failures, retried after `backoff_s` (doubling with each failure)."""
+
+    probability: float
+    max_attempts: int
+    backoff_s: float
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    """What the scenario's faults do, if it has any."""
+
+    crashes: list[Crash] = field(default_factory=list)
+    restart_workers: bool = True
+    lease_s: float | None = None  # None: no lease, a killed worker's job stays running
+    restart_at_s: float | None = None  # a server restart (embedded only)
+    failures: dict[int, Failures] = field(default_factory=dict)  # tenant -> how it fails
+
+    @property
+    def at_least_once(self) -> bool:
+        """A lease hands a job whose holder died to another worker: it may run twice."""
+        return self.lease_s is not None
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    scenario: Scenario
+    workload: Workload  # every job of a repetition, in id order
+    classes: dict[int, str]  # tenant id -> its group's name
+    durations: dict[int, Duration]  # tenant id -> its jobs' duration distribution
+    params: dict[str, Any]  # parameters every statement may use
+    schedules: list[list[Batch]]  # per enqueuer: its batches, by offset
+    backlog: BacklogRows | None  # the pre-loaded queue, if the scenario has one
+    faults: FaultPlan | None  # None: no fault features at all
+    long_transaction: LongTransaction | None
+
+    @property
+    def total_jobs(self) -> int:
+        return self.workload.total_jobs
+
+    @property
+    def seed(self) -> int:
+        return self.scenario.seed
+
+    @classmethod
+    def of(cls, scenario: Scenario) -> RunInputs:
+        workload = generate(scenario)
+        return cls(
+            scenario=scenario,
+            workload=workload,
+            classes={tenant: info.group for tenant, info in workload.tenants.items()},
+            durations={tenant: info.duration for tenant, info in workload.tenants.items()},
+            params=statement_params(scenario),
+            schedules=enqueuer_schedules(scenario),
+            backlog=backlog_rows(scenario, scenario.backlog) if scenario.backlog else None,
+            faults=fault_plan(scenario) if scenario.uses_faults else None,
+            long_transaction=scenario.long_transaction,
+        )
+
+
+def statement_params(scenario: Scenario) -> dict[str, Any]:
+    """Parameters every statement of a run may use, beside its own."""
+    return {"tenant_cap": scenario.tenant_cap or NO_CAP}
+
+
+def enqueuer_schedules(scenario: Scenario) -> list[list[Batch]]:
+    """The batches dealt round-robin to the scenario's enqueuers, each list by offset."""
+    batches = build_batches(scenario)
+    count = min(scenario.enqueuers, max(len(batches), 1))
+    return [batches[index::count] for index in range(count)]
+
+
+def fault_plan(scenario: Scenario) -> FaultPlan:
+    faults = scenario.faults or Faults()
+    return FaultPlan(
+        crashes=sorted(faults.crashes, key=lambda crash: crash.at_s),
+        restart_workers=faults.restart_workers,
+        lease_s=faults.lease.seconds if faults.lease else None,
+        restart_at_s=faults.server_restart.at_s if faults.server_restart else None,
+        failures=_failures(scenario),
+    )
+
+
+def _failures(scenario: Scenario) -> dict[int, Failures]:
+    return {
+        tenant: Failures(
+            r.group.failure_probability, r.group.max_attempts, r.group.backoff_ms / 1000
+        )
+        for r in tenant_ranges(scenario)
+        if isinstance(r.group, TenantGroup) and r.group.failure_probability > 0
+        for tenant in r.ids
+    }

@@ -1,0 +1,25 @@
+"""What a queue can take, as the scenario loader checks it before any server starts.
+
+Every kind of queue (a built-in SQL strategy, a library adapter) says here which scenario
+features it cannot run, and why; `None` means it can. The loader refuses a scenario that
+asks a queue for one of them, naming the file, the line and the strategy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class QueueTraits:
+    faults: str | None = None  # crashes, leases, retries, a server restart
+    backlog: str | None = None  # a pre-loaded backlog before the clock starts
+    explain: str | None = None  # EXPLAIN captures of its dequeue
+    long_transaction: str | None = None  # a transaction held beside the churning queue
+
+    def refusals(self) -> dict[str, str]:
+        """The features it cannot take, each with its reason."""
+        return {name: why for name, why in self.__dict__.items() if why is not None}
+
+
+ANY = QueueTraits()  # a queue that takes every feature
