@@ -9,13 +9,14 @@ from rich.console import Console
 
 from harness.commands.outcome import show_outcome
 from harness.commands.progress import ProgressBars
+from harness.commands.validate import load_all
 from harness.errors import HarnessError
-from harness.queues.sql.strategies import load_strategies
+from harness.queues.catalog import catalog
 from harness.run.captures import requests
 from harness.run.render import Rendered
 from harness.run.repetition import plan
 from harness.run.scenario_run import RunOptions, run_scenario
-from harness.scenario.loader import LoadedScenario, load_scenario
+from harness.scenario.loader import LoadedScenario
 from harness.server.providers import choose_provider, open_server
 from harness.server.schema import check_schema_name
 
@@ -30,8 +31,8 @@ def run_command(
     options: RunOptions,
     console: Console,
 ) -> list[Rendered]:
-    strategies = load_strategies(strategies_dir)
-    scenarios = [load_scenario(path, set(strategies)) for path in paths]
+    entries = catalog(strategies_dir)
+    scenarios = load_all(paths, entries)
     for loaded in scenarios:
         _check_selection(loaded, options)
     check_schema_name(options.schema, options.reuse_schema)
@@ -43,7 +44,7 @@ def run_command(
             steps = _steps(loaded, options)
             console.rule(f"{loaded.scenario.name}: {steps} steps")
             with ProgressBars(console, steps) as bars:
-                outcome = run_scenario(loaded, strategies, server, results_dir, bars, options)
+                outcome = run_scenario(loaded, entries, server, results_dir, bars, options)
             show_outcome(outcome, console)
             outcomes.append(outcome)
     if len(outcomes) > 1:

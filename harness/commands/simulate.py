@@ -8,17 +8,12 @@ from pathlib import Path
 import pandas as pd
 from rich.console import Console
 
-from harness.analysis.fairness import repetition_fairness, tenant_table
+from harness.analysis.fairness import fairness_rows, jain_rows, repetition_fairness, tenant_table
 from harness.analysis.ideal import simulated_jobs
-from harness.analysis.waits import summarize, with_waits
+from harness.analysis.waits import summarize, summary_rows, with_waits
 from harness.errors import HarnessError
 from harness.queues.sql.strategies import load_strategies
-from harness.report.tables import (
-    console_table,
-    fairness_rows,
-    jain_rows,
-    summary_rows,
-)
+from harness.report.console import console_table
 from harness.results.folder import atomic_write
 from harness.scenario.loader import load_scenario
 from harness.scenario.workload import generate

@@ -109,6 +109,7 @@ class JobRecord:
     worker: int | None = None
     claim_ms: float | None = None
     failed_attempts: int = 0
+    dead_lettered: bool = False  # the queue's own dead-letter mark (status says 'dead' too)
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,15 @@ class Ledger:
 class Queue(Protocol):
     """One kind of queue, set up for one scenario on one site."""
 
-    name: str
-    traits: QueueTraits
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def traits(self) -> QueueTraits:
+        """What it cannot take (faults, a backlog, ...), and why."""
+
+    @property
+    def site(self) -> Site: ...
 
     def install(self, conn: psycopg.Connection[Any]) -> None:
         """Fresh queue objects in the run's schema (the connection's search_path)."""
@@ -152,6 +160,20 @@ class Queue(Protocol):
 
     def provenance(self) -> dict[str, Any]:
         """What run.json records of this queue: versions, effective settings."""
+
+
+class Recovery(Protocol):
+    """The runner's side of the fault features, for a queue that can take them (its
+    traits say so): the reaper, the retry scheduler, and the test for the end."""
+
+    def reap_expired(self, conn: psycopg.Connection[Any]) -> int:
+        """Jobs whose lease ran out, put back in the queue."""
+
+    def requeue_due(self, conn: psycopg.Connection[Any]) -> int:
+        """Failed jobs whose backoff has ended, put back in the queue."""
+
+    def progress(self, conn: psycopg.Connection[Any], held: list[int]) -> tuple[int, int]:
+        """Jobs finished for good (done or dead), and of `held` those still running."""
 
 
 QueueFactory = Callable[[Site, RunInputs], Queue]

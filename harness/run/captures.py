@@ -18,11 +18,12 @@ import psycopg
 from psycopg import sql
 
 from harness.analysis.plans import Capture
-from harness.queues.sql.strategies import Strategy
-from harness.run.repetition import load_backlog, reset_schema, scenario_params
+from harness.errors import HarnessError
+from harness.queues.base import Queue, Site
 from harness.scenario.model import Scenario
 from harness.scenario.workload import BacklogRows, backlog_rows
 from harness.server.connections import connect
+from harness.server.schema import recreate
 
 
 @dataclass(frozen=True)
@@ -54,17 +55,17 @@ def requests(
 
 
 def capture_all(
-    dsn: str,
-    schema: str,
+    site: Site,
     scenario: Scenario,
-    strategies: dict[str, Strategy],
+    queues: dict[str, Queue],
     chosen: list[CaptureRequest],
     repeat: int,
     include_slow: bool,
     observer: CaptureObserver,
+    params: dict[str, Any],
 ) -> Iterator[Capture]:
     """Each request's capture, in order; slow ones come back skipped unless asked for."""
-    with connect(dsn) as conn:
+    with connect(site.dsn, schema=site.schema) as conn:
         for request in chosen:
             rows = backlog_rows(scenario, scenario.variant_backlog(request.variant))
             if request.slow and not include_slow:
@@ -76,57 +77,51 @@ def capture_all(
                 )
                 continue
             observer.capture_started(request, repeat + 1)
-            yield capture(
-                conn,
-                schema,
-                strategies[request.strategy],
-                request.variant,
-                rows,
-                repeat,
-                observer,
-                scenario_params(scenario),
-            )
+            queue = queues[request.strategy]
+            yield capture(conn, queue, request.variant, rows, repeat, observer, params)
 
 
 def capture(
-    conn: psycopg.Connection,
-    schema: str,
-    strategy: Strategy,
+    conn: psycopg.Connection[Any],
+    queue: Queue,
     variant: str,
     rows: BacklogRows,
     repeat: int,
     observer: CaptureObserver,
-    params: dict[str, Any] | None = None,
+    params: dict[str, Any],
 ) -> Capture:
     """Build the schema, load the backlog, EXPLAIN the dequeue: text once, JSON `repeat`."""
     began = time.perf_counter()
-    reset_schema(conn, schema, strategy)
-    load_backlog(conn, strategy, rows, params)
+    recreate(conn, queue.site.schema)
+    queue.install(conn)
+    queue.load_backlog(conn, rows)
     result = Capture(
-        variant, strategy.name, _backlog_shape(rows), load_s=round(time.perf_counter() - began, 3)
+        variant, queue.name, _backlog_shape(rows), load_s=round(time.perf_counter() - began, 3)
     )
+    dequeue = queue.dequeue_sql()
+    if dequeue is None:
+        raise HarnessError(
+            f"{queue.name}: its dequeue statement is not known; it cannot be explained"
+        )
     # The text form is the first execution, which also warms up: one execution of a trap
     # variant takes ten seconds, and the backlog has just been loaded, so caches are warm.
-    result.text = explain_dequeue(conn, strategy, "text", params)
+    result.text = explain(conn, dequeue, "text", params)
     observer.capture_step()
     for _ in range(repeat):
-        result.plans.append(explain_dequeue(conn, strategy, "json", params))
+        result.plans.append(explain(conn, dequeue, "json", params))
         observer.capture_step()
     return result
 
 
-def explain_dequeue(
-    conn: psycopg.Connection,
-    strategy: Strategy,
-    form: str,
-    params: dict[str, Any] | None = None,
+def explain(
+    conn: psycopg.Connection[Any], statement: str, form: str, params: dict[str, Any]
 ) -> Any:
-    """The dequeue, exactly as the workers run it, under EXPLAIN; rolled back."""
+    """The statement, exactly as the workers run it, under EXPLAIN; rolled back."""
     query = sql.SQL("explain (analyze, buffers, format {}) ").format(sql.SQL(form)) + sql.SQL(
-        strategy.sql("dequeue")
-    )  # type: ignore[arg-type]
+        statement  # type: ignore[arg-type]  # the queue's own statement, never user input
+    )
     with conn.transaction(force_rollback=True):
-        rows = conn.execute(query, params or {}).fetchall()
+        rows = conn.execute(query, params).fetchall()
     if form == "json":
         return rows[0][0]
     return "\n".join(row[0] for row in rows) + "\n"

@@ -3,10 +3,11 @@ and a server restart. Counts only; times only as lower bounds the configuration 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from harness.results.folder import load_jobs
+from harness.results.jobs import load_jobs
 from harness.scenario.distributions import attempt_fails
 from harness.server.kinds import Server
 from tests.integration.conftest import run_yaml
@@ -26,7 +27,7 @@ CRASHES = "faults:\n  crashes: [{worker: 1, at_s: 0.3}, {worker: 2, at_s: 0.6}]\
 
 
 def only_repetition(outcome: Any) -> dict[str, Any]:
-    (entry,) = outcome.document["repetitions"]
+    (entry,) = json.loads((outcome.folder.path / "run.json").read_text())["repetitions"]
     return entry  # type: ignore[no-any-return]
 
 
