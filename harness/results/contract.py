@@ -179,3 +179,12 @@ def _regex(pattern: str) -> re.Pattern[str]:
         for index, part in enumerate(parts)
     ]
     return re.compile("".join(pieces))
+
+
+def listed(name: str, kind: Literal["raw", "derived"]) -> str:
+    """`name`, if the contract lists it as `kind`: the writers ask before they write, so a
+    run folder never holds a file the contract (and docs/results-format.md) does not say."""
+    entry = matching(name)
+    if entry is None or entry.kind != kind:
+        raise ValueError(f"{name} is not a {kind} file of the run-folder contract")
+    return name

@@ -52,6 +52,7 @@ from harness.analysis.waits import summarize, summary_section, with_waits
 from harness.report.html import Page, report_html
 from harness.report.plots import FORMATS, encode
 from harness.report.sections import Section, markdown
+from harness.results.contract import listed
 from harness.results.document import RunDocument, load_document
 from harness.results.folder import RunFolder
 from harness.results.jobs import load_jobs
@@ -294,7 +295,7 @@ def _bloat_summary(raw: RawRun, jobs: pd.DataFrame | None) -> pd.DataFrame | Non
 
 def _writer(folder: RunFolder, files: dict[str, str]) -> Callable[[str, str, str | bytes], None]:
     def write(key: str, name: str, data: str | bytes) -> None:
-        files[key] = folder.write(name, data, replace=True).name
+        files[key] = folder.write(listed(name, "derived"), data, replace=True).name
 
     return write
 

@@ -17,8 +17,10 @@ from harness.analysis.plans import Capture
 from harness.analysis.properties import MONITOR_COLUMNS
 from harness.errors import HarnessError, Terminated
 from harness.queues.base import Queue, QueueEntry, Site
+from harness.results.contract import listed
 from harness.results.document import PlanEntry, RepetitionEntry, RunDocument, ScenarioRef
 from harness.results.folder import RunFolder, point_latest
+from harness.results.jobs import jobs_csv
 from harness.run.captures import CaptureObserver, capture_all, requests
 from harness.run.long_transaction import SAMPLE_COLUMNS
 from harness.run.render import Rendered, render_run
@@ -68,12 +70,12 @@ def run_scenario(
     scenario = loaded.scenario
     refuse_restart_without_embedded(scenario, server)
     folder = RunFolder.create(root, scenario.name)
-    folder.write("scenario.yaml", loaded.text)
+    _write(folder, "scenario.yaml", loaded.text)
     site = Site(server.dsn, options.schema or "harness_" + folder.run_id.lower().replace("-", "_"))
     inputs = RunInputs.of(scenario)  # once: every repetition queues the same jobs
     queues = {name: entries[name].make(site, inputs) for name in named_queues(scenario)}
     document = _run_document(loaded, folder, server, options, entries, queues)
-    folder.write("run.json", document.dumps())
+    _write(folder, "run.json", document.dumps())
     point_latest(root, folder.path)
     measured = Measured()
     try:
@@ -144,8 +146,7 @@ def _capture_plans(
 
 def _write_capture(folder: RunFolder, capture: Capture, dequeue: str) -> None:
     stem = f"explain/{capture.variant}/{capture.strategy}"
-    folder.write_json(
-        f"{stem}.json",
+    saved = json.dumps(
         {
             "variant": capture.variant,
             "strategy": capture.strategy,
@@ -155,13 +156,15 @@ def _write_capture(folder: RunFolder, capture: Capture, dequeue: str) -> None:
             "figures": [figures.as_dict() for figures in capture.figures],
             "plans": capture.plans,
         },
+        indent=2,
     )
+    _write(folder, f"{stem}.json", saved + "\n")
     header = (
         f"-- {capture.strategy} on {capture.variant} "
         f"({json.dumps(capture.backlog)}): the first execution, which is also the "
         "warm-up\n-- EXPLAIN (ANALYZE, BUFFERS) of:\n"
     )
-    folder.write(f"{stem}.txt", header + dequeue + "\n\n" + capture.text)
+    _write(folder, f"{stem}.txt", header + dequeue + "\n\n" + capture.text)
 
 
 def _run_document(
@@ -213,18 +216,18 @@ def _close_unfinished(
     document.error = str(error) or type(error).__name__
     document.finished_at = _utc_now()
     _write_raw(folder, document, measured)
-    folder.write("run.json", document.dumps(), replace=True)
+    _write(folder, "run.json", document.dumps(), replace=True)
 
 
 def _write_raw(folder: RunFolder, document: RunDocument, measured: Measured) -> None:
     if measured.jobs:
-        document.files["jobs"] = folder.write_jobs(measured.jobs).name
+        document.files["jobs"] = _write(folder, "jobs.csv", jobs_csv(measured.jobs))
     if measured.monitor:
         monitor = pd.DataFrame.from_records(measured.monitor, columns=MONITOR_COLUMNS)
-        document.files["monitor"] = folder.write("monitor.csv", monitor.to_csv(index=False)).name
+        document.files["monitor"] = _write(folder, "monitor.csv", monitor.to_csv(index=False))
     if measured.bloat:
         bloat = pd.DataFrame.from_records(measured.bloat, columns=BLOAT_COLUMNS)
-        document.files["bloat"] = folder.write("bloat.csv", bloat.to_csv(index=False)).name
+        document.files["bloat"] = _write(folder, "bloat.csv", bloat.to_csv(index=False))
     document.plans = [
         PlanEntry(
             variant=c.variant,
@@ -237,11 +240,15 @@ def _write_raw(folder: RunFolder, document: RunDocument, measured: Measured) -> 
     ]
 
 
+def _write(folder: RunFolder, name: str, text: str, replace: bool = False) -> str:
+    return folder.write(listed(name, "raw"), text, replace=replace).name
+
+
 def _finish(folder: RunFolder, document: RunDocument, measured: Measured) -> Rendered:
     _write_raw(folder, document, measured)
     document.status = "complete"
     document.finished_at = _utc_now()
-    folder.write("run.json", document.dumps(), replace=True)
+    _write(folder, "run.json", document.dumps(), replace=True)
     return render_run(folder)
 
 

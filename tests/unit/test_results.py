@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.results.contract import listed
 from harness.results.document import (
     RUN_FORMAT_VERSION,
     RepetitionEntry,
@@ -96,3 +97,12 @@ def test_a_document_that_cannot_be_read_is_refused_naming_the_file(
     with pytest.raises(ValueError, match=message) as caught:
         load_document(folder.path)
     assert "run.json" in str(caught.value)
+
+
+def test_a_writer_may_write_only_what_the_contract_lists() -> None:
+    assert listed("explain/skewed/round_robin.json", "raw") == "explain/skewed/round_robin.json"
+    assert listed("waits.svg", "derived") == "waits.svg"
+    with pytest.raises(ValueError, match=r"notes\.txt is not a raw file"):
+        listed("notes.txt", "raw")
+    with pytest.raises(ValueError, match=r"jobs\.csv is not a derived file"):
+        listed("jobs.csv", "derived")  # raw: a render never rewrites it
