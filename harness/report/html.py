@@ -23,7 +23,7 @@ table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.92em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
 td.text, th.text { text-align: left; white-space: nowrap; } .status { font-weight: bold; }
-.complete { color: #17702a; } .failed, .interrupted, .running { color: #a11; }
+.complete { color: #17702a; } .failed, .interrupted, .running, .warning { color: #a11; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
 pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
 details { margin: 0.4em 0; } .wide { overflow-x: auto; } summary { cursor: pointer; }
@@ -68,6 +68,7 @@ def _section(section: Section) -> str:
     parts = [f"<h2 id='{_e(section.key)}'>{_e(section.title)}</h2>"]
     if section.intro:
         parts.append(f"<p>{_e(section.intro)}</p>")
+    parts += [f"<p class='warning'>Warning: {_e(warning)}</p>" for warning in section.warnings]
     if section.bullets:
         parts.append("<ul>" + "".join(f"<li>{_e(b)}</li>" for b in section.bullets) + "</ul>")
     parts += [_table(table) for table in section.page_tables]

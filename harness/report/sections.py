@@ -33,6 +33,7 @@ class Section:
     tables: list[Table] = field(default_factory=list)
     console: list[Table] = field(default_factory=list)  # what the terminal shows of it
     html_tables: list[Table] | None = None  # where the page shows them otherwise
+    warnings: list[str] = field(default_factory=list)  # shown first, on every medium
 
     @property
     def page_tables(self) -> list[Table]:
@@ -57,6 +58,7 @@ def _markdown_section(section: Section) -> list[str]:
     parts = [
         f"## {section.title}\n\n{section.intro}\n" if section.intro else f"## {section.title}\n"
     ]
+    parts += [f"**Warning:** {warning}\n" for warning in section.warnings]
     if section.bullets:
         parts.append("".join(f"- {bullet}\n" for bullet in section.bullets))
     for index, table in enumerate(section.tables):

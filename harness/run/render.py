@@ -29,7 +29,7 @@ from harness.analysis.bloat import (
     windows_on_clock,
 )
 from harness.analysis.fairness import fairness_section, repetition_fairness, tenant_table
-from harness.analysis.faults import fault_table, faults_section
+from harness.analysis.faults import fault_table, faults_section, missed_faults
 from harness.analysis.figures import (
     PLOT_TITLES,
     bloat_over_time,
@@ -208,7 +208,7 @@ def run_sections(raw: RawRun, tables: RunTables) -> list[Section]:
     if tables.properties is not None:
         sections.append(properties_section(tables.properties))
     if tables.faults is not None:
-        sections.append(faults_section(tables.faults))
+        sections.append(faults_section(tables.faults, missed_faults(raw.document, raw.scenario)))
     if tables.bloat is not None:
         sections.append(bloat_section(tables.bloat))
     return sections
