@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from multiprocessing.queues import Queue as ProcessQueue
 from multiprocessing.synchronize import Event
@@ -75,6 +75,16 @@ class Program:
     main: ProgramMain
     spec: Any
     name: str = ""  # shown in errors: 'harness-worker-3'
+
+
+def relocated(program: Program, dsn: str) -> Program:
+    """The same program, connecting through `dsn` (another host's way to the same server):
+    its spec's `site` is where it connects. A fleet member runs what the coordinator
+    assigned it this way."""
+    site = getattr(program.spec, "site", None)
+    if not isinstance(site, Site):
+        raise TypeError(f"{program.role} program {program.main.__name__}: its spec has no site")
+    return replace(program, spec=replace(program.spec, site=replace(site, dsn=dsn)))
 
 
 @dataclass

@@ -9,8 +9,9 @@ migrated on reading, and written back in the current one by the next render.
 Format history (RUN_FORMAT_VERSION):
   1  first version.
   2  `queues`: per strategy, the kind of queue that ran and its provenance (the SQL
-     files of a built-in strategy; a library's version and effective settings).
-     Version 1 documents read with `queues` empty.
+     files of a built-in strategy; a library's version and effective settings); per
+     repetition, `fleet`: where a fleet's members ran their workers (jobs.csv gained a
+     `host` column). Version 1 documents read with `queues` empty.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class RepetitionEntry(_Part):
     finished_at: str
     faults: dict[str, Any] | None = None  # harness/run/faults.py FaultDriver.summary
     long_transaction: dict[str, Any] | None = None  # harness/run/long_transaction.py
+    fleet: list[dict[str, Any]] | None = None  # each member: host, pid, slots (--fleet)
 
 
 class PlanEntry(_Part):
@@ -85,7 +87,7 @@ class RunDocument(_Part):
     def dumps(self) -> str:
         data = self.model_dump(mode="json", by_alias=True)
         for entry in data["repetitions"]:  # features absent from a repetition stay absent
-            for feature in ("faults", "long_transaction"):
+            for feature in ("faults", "long_transaction", "fleet"):
                 if entry[feature] is None:
                     del entry[feature]
         return json.dumps(data, indent=2) + "\n"

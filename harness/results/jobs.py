@@ -22,6 +22,8 @@ JOB_COLUMNS = [
     "worker",
     "duration_ms",
     "claim_ms",
+    "host",  # the host the job's worker ran on
+    "member",  # its fleet member: 0 for the coordinator's own workers (harness run --fleet)
 ]
 
 

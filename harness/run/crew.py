@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import platform
 import queue
 import signal
 import time
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from harness.errors import RunFailed
 from harness.queues.base import Program, Signals, WorkerReport
@@ -160,6 +161,15 @@ class Crew:
         """How many workers are working on a claimed job right now."""
         return sum(1 for job in self.signals.holding if job)
 
+    def hosts(self) -> dict[int, tuple[str, int]]:
+        """Where every worker slot ran: (host, fleet member); here, member 0."""
+        here = (platform.node(), 0)
+        return {slot: here for slot in range(len(self.workers) + self.spares)}
+
+    def members(self) -> list[dict[str, Any]] | None:
+        """Where a fleet's members ran their share (run.json); None: all ran here."""
+        return None
+
     def drain(self, total: int, timeout_s: float) -> list[WorkerReport]:
         """Workers claim from the queue as it stands until `total` jobs are done."""
         self.go()
@@ -170,6 +180,22 @@ class Crew:
                 raise RunFailed(f"only {done} of {total} jobs done after {timeout_s:g} s")
             time.sleep(POLL_S)
         return self.stop()
+
+
+class Placement(Protocol):
+    """Where a repetition's programs run: all here (LOCAL), or spread over a fleet of
+    hosts (harness/run/fleet.py); either way the repetition drives what it gets back
+    the same way."""
+
+    def crew(self, workers: list[Program], enqueuers: list[Program], spares: int) -> Crew: ...
+
+
+class _Here:
+    def crew(self, workers: list[Program], enqueuers: list[Program], spares: int) -> Crew:
+        return Crew(workers, enqueuers, spares)
+
+
+LOCAL: Placement = _Here()
 
 
 def _end_processes(processes: list[Any]) -> None:

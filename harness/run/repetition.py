@@ -22,7 +22,7 @@ import psycopg
 from harness.errors import HarnessError, RunFailed
 from harness.queues.base import JobRecord, Queue, Recovery, Site, WorkerReport
 from harness.run.books import FINISHED, check_books
-from harness.run.crew import Crew
+from harness.run.crew import LOCAL, Crew, Placement
 from harness.run.faults import Driver, FaultDriver, NullDriver, tenant_class
 from harness.run.long_transaction import Holder, HoldRecord
 from harness.scenario.distributions import job_duration_ms
@@ -57,6 +57,7 @@ class RepetitionResult:
     faults: dict[str, Any] | None = None  # what the faults did (harness/run/faults.py)
     books: str = "balanced"  # or "stuck: N" (jobs held forever by killed workers)
     hold: HoldRecord | None = None  # the scenario's long_transaction, if it has one
+    fleet: list[dict[str, Any]] | None = None  # the fleet members' share, with --fleet
 
 
 class Observer(Protocol):
@@ -86,6 +87,8 @@ class Measured:
     reports: list[WorkerReport]
     monitor: list[tuple[float, int, float]]
     hold: HoldRecord | None
+    hosts: dict[int, tuple[str, int]]  # worker slot -> (host, fleet member) it ran on
+    fleet: list[dict[str, Any]] | None  # where a fleet's members ran their workers
 
 
 def run_repetition(
@@ -95,8 +98,10 @@ def run_repetition(
     repetition: Repetition,
     observer: Observer,
     restart: Callable[[], None] | None = None,
+    placement: Placement = LOCAL,
 ) -> RepetitionResult:
-    """`restart` stops and starts the server (embedded only): a fault scenario's restart."""
+    """`restart` stops and starts the server (embedded only): a fault scenario's restart;
+    `placement` is where the programs run (here, or over a fleet)."""
     with connect(site.dsn, schema=site.schema, utc=True) as conn:
         recreate(conn, site.schema)
         queue.install(conn)
@@ -104,7 +109,7 @@ def run_repetition(
         started_at = _now(conn)
         driver = _driver(queue, inputs, site, conn, restart)
         try:
-            measured = _measure(queue, inputs, repetition, driver, observer)
+            measured = _measure(queue, inputs, repetition, driver, observer, placement)
         finally:
             driver.close()
     with connect(site.dsn, schema=site.schema, utc=True) as conn:  # the server may have restarted
@@ -117,7 +122,7 @@ def run_repetition(
         )
     result = RepetitionResult(
         repetition=repetition,
-        jobs=job_rows(inputs, repetition, ledger.records),
+        jobs=job_rows(inputs, repetition, ledger.records, measured.hosts),
         started_at=started_at,
         finished_at=finished_at,
         empty_polls=sum(report.empty_polls for report in measured.reports),
@@ -126,16 +131,23 @@ def run_repetition(
         faults=driver.summary(books, ledger.records, measured.reports),
         books=books.status,
         hold=measured.hold,
+        fleet=measured.fleet,
     )
     observer.repetition_finished(result)
     return result
 
 
 def _measure(
-    queue: Queue, inputs: RunInputs, repetition: Repetition, driver: Driver, observer: Observer
+    queue: Queue,
+    inputs: RunInputs,
+    repetition: Repetition,
+    driver: Driver,
+    observer: Observer,
+    placement: Placement,
 ) -> Measured:
     spares = len(inputs.faults.crashes) if inputs.faults is not None else 0
-    crew = Crew(queue.workers(repetition.workers), queue.enqueuers(inputs.schedules), spares)
+    workers, enqueuers = queue.workers(repetition.workers), queue.enqueuers(inputs.schedules)
+    crew = placement.crew(workers, enqueuers, spares)
     with _holder(queue, inputs, crew) as holder, crew:
         # The backlog goes in once every process is connected, just before the clock
         # starts, so that its waits do not include the processes' start-up.
@@ -144,7 +156,8 @@ def _measure(
         crew.go()
         samples = _watch(driver, crew, queue, inputs, observer)
         reports = crew.stop()
-    return Measured(reports, samples, holder.record if holder is not None else None)
+    hold = holder.record if holder is not None else None
+    return Measured(reports, samples, hold, crew.hosts(), crew.members())
 
 
 def _watch(
@@ -200,7 +213,10 @@ def _now(conn: psycopg.Connection[Any]) -> datetime:
 
 
 def job_rows(
-    inputs: RunInputs, repetition: Repetition, records: list[JobRecord]
+    inputs: RunInputs,
+    repetition: Repetition,
+    records: list[JobRecord],
+    hosts: dict[int, tuple[str, int]],
 ) -> list[dict[str, Any]]:
     """jobs.csv's rows for the jobs finished (done or dead): the contract that analysis,
     notebooks and checks read. Stuck jobs are in run.json."""
@@ -221,10 +237,17 @@ def job_rows(
                 inputs.seed, record.job_id, inputs.durations[record.tenant_id]
             ),
             "claim_ms": round(record.claim_ms, 4) if record.claim_ms is not None else None,
+            **_where(hosts, record.worker),
         }
         for record in records
         if record.status in FINISHED
     ]
+
+
+def _where(hosts: dict[int, tuple[str, int]], worker: int | None) -> dict[str, Any]:
+    """The host and fleet member (0: the coordinator's own) of the job's worker."""
+    host, member = hosts.get(worker, (None, None)) if worker is not None else (None, None)
+    return {"host": host, "member": member}
 
 
 def _iso(moment: datetime | None) -> str:

@@ -22,6 +22,7 @@ from harness.results.document import PlanEntry, RepetitionEntry, RunDocument, Sc
 from harness.results.folder import RunFolder, point_latest
 from harness.results.jobs import jobs_csv
 from harness.run.captures import CaptureObserver, capture_all, requests
+from harness.run.crew import LOCAL, Placement
 from harness.run.long_transaction import SAMPLE_COLUMNS
 from harness.run.render import Rendered, render_run
 from harness.run.repetition import Observer, RepetitionResult, plan, run_repetition
@@ -47,6 +48,10 @@ class RunOptions:
     repeat: int | None = None  # overrides the scenario's explain.repeat
     schema: str | None = None  # default: harness_<run id>
     reuse_schema: bool = False  # take over a schema the harness left behind
+    fleet: int = 0  # members of a worker fleet on other hosts (harness worker)
+    local_workers: int = 0  # with a fleet: of each repetition's workers, those run here
+    fleet_id: str | None = None  # what the members are given (--run); default: random
+    fleet_timeout_s: float = 120.0  # how long the members may take to join
 
 
 @dataclass
@@ -66,7 +71,9 @@ def run_scenario(
     root: Path,
     observer: RunObserver,
     options: RunOptions,
+    placement: Placement = LOCAL,
 ) -> Rendered:
+    """`placement`: where the repetitions' programs run (here, or a fleet's hosts)."""
     scenario = loaded.scenario
     refuse_restart_without_embedded(scenario, server)
     folder = RunFolder.create(root, scenario.name)
@@ -81,7 +88,8 @@ def run_scenario(
     try:
         with own_schema(server.dsn, site.schema, options.reuse_schema):
             if options.timed and scenario.timed:
-                _run_timed(queues, site, inputs, observer, document, measured, server.restart)
+                timed = Timed(queues, site, inputs, server.restart, placement)
+                _run_timed(timed, observer, document, measured)
             if options.plans and scenario.explain is not None:
                 _capture_plans(site, inputs, queues, observer, options, folder, measured)
     except BaseException as error:
@@ -95,18 +103,23 @@ def named_queues(scenario: Scenario) -> list[str]:
     return list(dict.fromkeys([*scenario.strategies, *scenario.explain_strategies]))
 
 
-def _run_timed(
-    queues: dict[str, Queue],
-    site: Site,
-    inputs: RunInputs,
-    observer: Observer,
-    document: RunDocument,
-    measured: Measured,
-    restart: Callable[[], None] | None = None,
-) -> None:
-    for repetition in plan(inputs.scenario):
-        queue = queues[repetition.strategy]
-        result = run_repetition(queue, site, inputs, repetition, observer, restart)
+@dataclass(frozen=True)
+class Timed:
+    """What the timed repetitions run on: the queues, where, with what, and how."""
+
+    queues: dict[str, Queue]
+    site: Site
+    inputs: RunInputs
+    restart: Callable[[], None] | None
+    placement: Placement
+
+
+def _run_timed(timed: Timed, observer: Observer, document: RunDocument, measured: Measured) -> None:
+    for repetition in plan(timed.inputs.scenario):
+        queue = timed.queues[repetition.strategy]
+        result = run_repetition(
+            queue, timed.site, timed.inputs, repetition, observer, timed.restart, timed.placement
+        )
         measured.jobs += result.jobs
         measured.monitor += monitor_records(result)
         measured.bloat += bloat_records(result)
@@ -204,6 +217,7 @@ def _repetition_entry(result: RepetitionResult) -> RepetitionEntry:
         finished_at=result.finished_at.isoformat(),
         faults=result.faults,
         long_transaction=result.hold.window() if result.hold is not None else None,
+        fleet=result.fleet,
     )
 
 
