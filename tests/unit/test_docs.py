@@ -221,3 +221,17 @@ def test_every_path_into_the_package_exists(page: Path) -> None:
 
 def test_the_slug_of_a_heading() -> None:
     assert slug("Workers: where `this` machine saturates") == "workers-where-this-machine-saturates"
+
+
+def test_the_shipped_launchers_are_the_ones_the_fleet_page_shows() -> None:
+    """deploy/ holds the manifests docs/fleets.md shows, and they start what the CLI has."""
+    page = (ROOT / "docs" / "fleets.md").read_text()
+    shown = re.findall(r"```yaml\n(.*?)```", page, re.S)
+    shipped = [ROOT / "deploy" / name for name in ("fleet-job.yaml", "compose.yaml")]
+    assert [path.read_text().split("\n", 1)[1] for path in shipped] == shown
+    job = yaml.safe_load(shipped[0].read_text())
+    (member,) = job["spec"]["template"]["spec"]["containers"]
+    assert member["command"][:3] == ["harness", "worker", "--run"]
+    assert job["spec"]["parallelism"] == job["spec"]["completions"]
+    compose = yaml.safe_load(shipped[1].read_text())
+    assert compose["services"]["member"]["command"][:3] == ["harness", "worker", "--run"]
