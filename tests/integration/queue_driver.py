@@ -1,0 +1,114 @@
+"""A small driver of the queue seam, for the library adapters' tests until the repetition
+drives every Queue: install, processes, the start signal, the books, the ledger."""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue as stdlib_queue
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import sql
+
+from harness.queues.base import Ledger, Queue, QueueEntry, Signals, Site, WorkerReport
+from harness.run.books import JobRow, check_books
+from harness.scenario.inputs import RunInputs
+from harness.server.connections import connect
+from harness.server.schema import create_marked
+
+_SPAWN = multiprocessing.get_context("spawn")
+
+
+@dataclass
+class Driven:
+    queue: Queue
+    ledger: Ledger
+    reports: list[WorkerReport]
+    problems: list[str]  # what the books found; empty when they balance
+
+
+def drive(entry: QueueEntry, dsn: str, schema: str, inputs: RunInputs, workers: int) -> Driven:
+    """One repetition of `entry` on a fresh schema, dropped afterwards."""
+    fresh_schema(dsn, schema)
+    try:
+        queue = entry.make(Site(dsn, schema), inputs)
+        with connect(dsn, schema=schema, utc=True) as conn:
+            queue.install(conn)
+            reports = run_programs(queue, conn, inputs, workers)
+            ledger = queue.ledger(conn, reports)
+    finally:
+        with connect(dsn) as conn:
+            conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))
+    return Driven(queue, ledger, reports, books(inputs, ledger))
+
+
+def fresh_schema(dsn: str, schema: str) -> None:
+    with connect(dsn) as conn:
+        conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))
+        create_marked(conn, schema)
+
+
+def run_programs(queue: Queue, conn: Any, inputs: RunInputs, workers: int) -> list[WorkerReport]:
+    programs = queue.workers(workers) + queue.enqueuers(inputs.schedules)
+    signals = _signals(len(programs))
+    processes = [
+        _SPAWN.Process(target=p.main, args=(i, p.spec, signals), daemon=True, name=p.name)
+        for i, p in enumerate(programs)
+    ]
+    for process in processes:
+        process.start()
+    try:
+        _wait(lambda: sum(signals.ready) == len(programs), processes, signals, 120, "ready")
+        if inputs.backlog is not None:
+            queue.load_backlog(conn, inputs.backlog)
+        signals.start.set()
+        total = inputs.total_jobs
+        _wait(lambda: sum(signals.done) >= total, processes, signals, inputs.scenario.timeout_s, "done")
+        signals.stop.set()
+        return [signals.reports.get(timeout=60) for _ in programs]
+    finally:
+        signals.stop.set()
+        signals.start.set()
+        for process in processes:
+            process.join(timeout=30)
+            if process.is_alive():
+                process.kill()
+
+
+def _wait(condition: Any, processes: list[Any], signals: Signals, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        dead = [p for p in processes if p.exitcode is not None]
+        if dead:
+            raise RuntimeError(f"{dead[0].name} died before {what}: {_error(signals)}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not {what} after {timeout_s} s")
+        time.sleep(0.02)
+
+
+def _error(signals: Signals) -> str:
+    try:
+        report: WorkerReport = signals.reports.get(timeout=5)
+    except stdlib_queue.Empty:
+        return "no report"
+    return report.error or "no error reported"
+
+
+def _signals(count: int) -> Signals:
+    return Signals(
+        ready=_SPAWN.Array("b", count, lock=False),
+        done=_SPAWN.Array("q", count, lock=False),
+        holding=_SPAWN.Array("q", count, lock=False),
+        start=_SPAWN.Event(),
+        stop=_SPAWN.Event(),
+        reports=_SPAWN.Queue(),
+    )
+
+
+def books(inputs: RunInputs, ledger: Ledger) -> list[str]:
+    rows = [
+        JobRow(r.job_id, r.tenant_id, r.status, r.enqueued_at, r.started_at, r.finished_at)
+        for r in ledger.records
+    ]
+    return check_books(inputs.total_jobs, rows, ledger.claims)

@@ -1,0 +1,63 @@
+"""The queue libraries through their own code, on a small noisy neighbour: the books
+balance from the library's tables and the task log, every job has the contract's times
+in order, and nothing of the library is left on the server afterwards."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from harness.queues import libraries
+from harness.scenario.inputs import RunInputs
+from harness.scenario.model import Scenario
+from harness.server.connections import connect
+from harness.server.kinds import Server
+from tests.integration.queue_driver import drive
+
+pytestmark = pytest.mark.integration
+
+SMALL = {
+    "name": "library-small",
+    "workers": 2,
+    "strategies": ["fifo"],
+    "repetitions": 1,
+    "poll_interval_ms": 10,
+    "timeout_s": 60,
+    "tenant_cap": 1,
+    "tenant_groups": [
+        {"name": "large", "tenants": 1, "jobs_per_tenant": 30, "duration_ms": 5},
+        {"name": "small", "tenants": 3, "jobs_per_tenant": 2, "duration_ms": 5, "enqueue_at_s": 0.1},
+    ],
+}
+NODE = {"pgboss", "pgboss_group_concurrency", "graphile_worker", "graphile_worker_queue_per_tenant"}
+NO_NPM = "pg-boss and graphile-worker need npm to install their Node runner"
+
+
+def _entry(name: str) -> libraries.QueueEntry:
+    return next(entry for entry in libraries.entries() if entry.name == name)
+
+
+def _schemas_like(server: Server, prefix: str) -> list[str]:
+    with connect(server.dsn) as conn:
+        rows = conn.execute(
+            "select nspname from pg_namespace where nspname like %s", (prefix + "%",)
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+@pytest.mark.parametrize("name", sorted(libraries.MAPPINGS))
+def test_library_books_balance_and_nothing_is_left(server: Server, name: str) -> None:
+    if name in NODE and shutil.which("npm") is None:
+        pytest.skip(NO_NPM)
+    inputs = RunInputs.of(Scenario.model_validate(SMALL))
+    driven = drive(_entry(name), server.dsn, f"lib_{name}", inputs, workers=2)
+    assert driven.problems == []
+    assert [r.job_id for r in driven.ledger.records] == list(range(1, inputs.total_jobs + 1))
+    assert sorted(driven.ledger.claims) == list(range(1, inputs.total_jobs + 1))
+    for record in driven.ledger.records:
+        assert record.status == "done"
+        assert record.tenant_id == inputs.workload.tenant_ids[record.job_id - 1]
+        assert record.started_at is not None and record.finished_at is not None
+        assert record.enqueued_at <= record.started_at <= record.finished_at
+    assert _schemas_like(server, f"lib_{name}") == []
