@@ -64,7 +64,13 @@ def run_programs(queue: Queue, conn: Any, inputs: RunInputs, workers: int) -> li
             queue.load_backlog(conn, inputs.backlog)
         signals.start.set()
         total = inputs.total_jobs
-        _wait(lambda: sum(signals.done) >= total, processes, signals, inputs.scenario.timeout_s, "done")
+        _wait(
+            lambda: sum(signals.done) >= total,
+            processes,
+            signals,
+            inputs.scenario.timeout_s,
+            "done",
+        )
         signals.stop.set()
         return [signals.reports.get(timeout=60) for _ in programs]
     finally:
@@ -76,14 +82,16 @@ def run_programs(queue: Queue, conn: Any, inputs: RunInputs, workers: int) -> li
                 process.kill()
 
 
-def _wait(condition: Any, processes: list[Any], signals: Signals, timeout_s: float, what: str) -> None:
+def _wait(
+    condition: Any, processes: list[Any], signals: Signals, timeout_s: float, what: str
+) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
         dead = [p for p in processes if p.exitcode is not None]
         if dead:
             raise RuntimeError(f"{dead[0].name} died before {what}: {_error(signals)}")
         if time.monotonic() > deadline:
-            raise RuntimeError(f"not {what} after {timeout_s} s")
+            raise RuntimeError(f"not {what} after {timeout_s} s: {list(signals.done)} done")
         time.sleep(0.02)
 
 
@@ -112,3 +120,74 @@ def books(inputs: RunInputs, ledger: Ledger) -> list[str]:
         for r in ledger.records
     ]
     return check_books(inputs.total_jobs, rows, ledger.claims)
+
+
+def job_rows(
+    name: str, inputs: RunInputs, workers: int, index: int, ledger: Ledger
+) -> list[dict[str, Any]]:
+    """jobs.csv's columns for one driven repetition."""
+    return [
+        {
+            "scenario": inputs.scenario.name,
+            "strategy": name,
+            "workers": workers,
+            "repetition": index,
+            "job_id": r.job_id,
+            "tenant_id": r.tenant_id,
+            "tenant_class": inputs.classes[r.tenant_id],
+            "enqueued_at": r.enqueued_at,
+            "started_at": r.started_at,
+            "finished_at": r.finished_at,
+            "worker": r.worker,
+            "duration_ms": inputs.workload.duration_ms(r.job_id),
+            "claim_ms": r.claim_ms,
+        }
+        for r in ledger.records
+    ]
+
+
+def main() -> None:
+    """Drive a scenario's library strategies; write their jobs as jobs.csv has them."""
+    import argparse
+    import csv
+    import json
+    from pathlib import Path
+
+    import yaml
+
+    from harness.queues import libraries
+    from harness.scenario.model import Scenario
+    from harness.server.providers import choose_provider, open_server
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("scenario", type=Path)
+    parser.add_argument("out", type=Path)
+    arguments = parser.parse_args()
+    scenario = Scenario.model_validate(yaml.safe_load(arguments.scenario.read_text()))
+    inputs = RunInputs.of(scenario)
+    names = [name for name in scenario.strategies if name in libraries.MAPPINGS]
+    entries = {entry.name: entry for entry in libraries.entries()}
+    rows: list[dict[str, Any]] = []
+    provenance = {}
+    with open_server(choose_provider("embedded", None, {}, False)) as server:
+        for index in range(1, scenario.repetitions + 1):
+            for name in names:
+                for workers in scenario.workers:
+                    driven = drive(entries[name], server.dsn, "real_queues", inputs, workers)
+                    if driven.problems:
+                        raise SystemExit(
+                            f"{name} #{index}: the books do not balance: {driven.problems}"
+                        )
+                    rows += job_rows(name, inputs, workers, index, driven.ledger)
+                    provenance[name] = driven.queue.provenance()
+                    print(name, index, "balanced", len(driven.ledger.records), flush=True)
+    arguments.out.mkdir(parents=True, exist_ok=True)
+    with (arguments.out / "jobs.csv").open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    (arguments.out / "provenance.json").write_text(json.dumps(provenance, indent=2, default=str))
+
+
+if __name__ == "__main__":
+    main()

@@ -23,11 +23,17 @@ SMALL = {
     "strategies": ["fifo"],
     "repetitions": 1,
     "poll_interval_ms": 10,
-    "timeout_s": 60,
+    "timeout_s": 20,
     "tenant_cap": 1,
     "tenant_groups": [
         {"name": "large", "tenants": 1, "jobs_per_tenant": 30, "duration_ms": 5},
-        {"name": "small", "tenants": 3, "jobs_per_tenant": 2, "duration_ms": 5, "enqueue_at_s": 0.1},
+        {
+            "name": "small",
+            "tenants": 3,
+            "jobs_per_tenant": 2,
+            "duration_ms": 5,
+            "enqueue_at_s": 0.1,
+        },
     ],
 }
 NODE = {"pgboss", "pgboss_group_concurrency", "graphile_worker", "graphile_worker_queue_per_tenant"}

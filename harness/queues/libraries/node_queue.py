@@ -203,6 +203,8 @@ class Runner:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
         self.stderr.close()
 
 
@@ -231,7 +233,10 @@ def _work(index: int, spec: NodeSpec, signals: Signals, report: WorkerReport) ->
         runner.send({"cmd": "start"})
         reader = _Reader(runner, index, signals, report)
         reader.start()
-        signals.stop.wait()
+        while not signals.stop.wait(0.05) and reader.is_alive():
+            pass  # a runner that fails stops the reader: its error is this program's
+        if reader.error is not None:
+            raise reader.error
         runner.send({"cmd": "stop"})
         reader.join(timeout=60)
         if reader.error is not None:
@@ -385,9 +390,10 @@ def _settings(spec: NodeSpec, requested_ms: float) -> dict[str, Any]:
             "pollingIntervalSeconds_note": "pg-boss refuses less than 0.5 s"
             if spec.poll_interval_ms > requested_ms
             else "",
+            "notifyPollingIntervalSeconds": spec.poll_interval_ms / 1000,
             "useListenNotify": True,
             "queue notify": True,
-            "burstWhenReadyExceeds": 0,
+            "burstWhenReadyExceeds": 1,
             "queueCacheIntervalSeconds": 1,
             "groupConcurrency": spec.cap if spec.mapping == "group_concurrency" else None,
         }

@@ -16,7 +16,6 @@ function options(config) {
     supervise: config.role === "worker",
     migrate: config.role === "install",
     useListenNotify: config.role === "worker",
-    pollingIntervalSeconds: config.pollIntervalMs / 1000,
     queueCacheIntervalSeconds: 1,
   };
 }
@@ -53,7 +52,11 @@ export async function worker(config, emit) {
   const workOptions = {
     localConcurrency: config.concurrency,
     batchSize: 1,
-    burstWhenReadyExceeds: 0,
+    pollingIntervalSeconds: config.pollIntervalMs / 1000,
+    // With LISTEN/NOTIFY on, its poll would otherwise back off to 30 s, and it waits out
+    // that interval after every fetch that finds a job, unless a NOTIFY comes meanwhile.
+    notifyPollingIntervalSeconds: config.pollIntervalMs / 1000,
+    burstWhenReadyExceeds: 1,
     ...(config.mapping === "group_concurrency" ? { groupConcurrency: config.cap } : {}),
   };
   return {
