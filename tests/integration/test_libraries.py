@@ -26,7 +26,7 @@ SMALL = {
     "timeout_s": 20,
     "tenant_cap": 1,
     "tenant_groups": [
-        {"name": "large", "tenants": 1, "jobs_per_tenant": 30, "duration_ms": 5},
+        {"name": "large", "tenants": 1, "jobs_per_tenant": 12, "duration_ms": 5},
         {
             "name": "small",
             "tenants": 3,
