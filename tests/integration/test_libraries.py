@@ -67,3 +67,44 @@ def test_library_books_balance_and_nothing_is_left(server: Server, name: str) ->
         assert record.started_at is not None and record.finished_at is not None
         assert record.enqueued_at <= record.started_at <= record.finished_at
     assert _schemas_like(server, f"lib_{name}") == []
+
+
+PLANS = {
+    **SMALL,
+    "name": "library-plans",
+    "tenant_groups": [],
+    "backlog": {
+        "groups": [
+            {"name": "large", "tenants": 1, "jobs_per_tenant": 200},
+            {"name": "small", "tenants": 3, "jobs_per_tenant": 1},
+            {"name": "idle", "tenants": 20, "jobs_per_tenant": 0},
+        ]
+    },
+    "explain": {"repeat": 2},
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "procrastinate_lock_per_tenant",
+        "pgqueuer_entrypoint_per_tenant",
+        "pgboss_group_concurrency",
+        "graphile_worker_queue_per_tenant",
+    ],
+)
+def test_plan_capture_is_the_library_fetch_as_it_ran(server: Server, name: str) -> None:
+    """auto_explain's plans of the library's own fetch: each locks a row of the library's
+    table, the later ones run with the earlier jobs still held."""
+    if name in NODE and shutil.which("npm") is None:
+        pytest.skip(NO_NPM)
+    from tests.integration.capture_driver import capture_variant
+
+    scenario = Scenario.model_validate(PLANS)
+    result = capture_variant(server.dsn, scenario, name, "backlog", fetches=3)
+    assert len(result.plans) == 3
+    assert result.backlog == {"registered_tenants": 24, "queued_jobs": 203}
+    for plan in result.plans:
+        assert plan.query  # the library's own text, as it ran it
+        assert plan.figures()["shared_buffers"] > 0
+    assert _schemas_like(server, "real_queue_plans") == []

@@ -33,7 +33,7 @@ import psycopg
 
 from harness.errors import HarnessError
 from harness.queues.base import Ledger, Program, Signals, Site, TaskRun, WorkerReport
-from harness.queues.libraries import common
+from harness.queues.libraries import captures, common
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows, Batch
 
@@ -131,7 +131,7 @@ class NodeSpec:
     cap: int = 1
     concurrency: int = 1
     schedule: common.Schedule | None = None
-    notices: bool = False  # a plan capture: auto_explain's plans as events, jobs held
+    plans_file: str | None = None  # a plan capture: auto_explain's notices go there
 
     def config(self, role: str) -> dict[str, Any]:
         return {
@@ -143,7 +143,8 @@ class NodeSpec:
             "concurrency": self.concurrency,
             "pollIntervalMs": self.poll_interval_ms,
             "cap": self.cap,
-            "notices": self.notices,
+            "notices": self.plans_file is not None,
+            "explainOptions": captures.explain_options() if self.plans_file else None,
         }
 
 
@@ -156,6 +157,7 @@ class Runner:
 
     def __init__(self, spec: NodeSpec, role: str) -> None:
         folder = runner_dir()
+        self.plans_file = spec.plans_file
         # Kept open for the process's life, read when it fails: no `with` fits that.
         self.stderr: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115
         self.process = subprocess.Popen(
@@ -251,16 +253,16 @@ class _Reader(threading.Thread):
     def __init__(self, runner: Runner, index: int, signals: Signals, report: WorkerReport):
         super().__init__(daemon=True)
         self.runner, self.index, self.signals, self.report = runner, index, signals, report
+        self.spec_plans = runner.plans_file
         self.error: Exception | None = None
-        self.plans: list[str] = []
 
     def run(self) -> None:
         try:
             while (event := self.runner.next_event())["event"] != "stopped":
                 if event["event"] == "job":
                     common.record_run(self.report, self.signals, self.index, _task_run(event))
-                elif event["event"] == "plan":
-                    self.plans.append(event["message"])
+                elif event["event"] == "plan" and self.spec_plans is not None:
+                    captures.append_notice(self.spec_plans, event["message"])
         except Exception as error:
             self.error = error
 
@@ -352,6 +354,11 @@ class NodeQueue:
     def workers(self, count: int) -> list[Program]:
         spec = replace(self.spec, concurrency=count)
         return [Program("worker", worker_main, spec, name=f"{self.spec.library}-worker")]
+
+    def capture_workers(self, count: int, plans_file: str) -> list[Program]:
+        """The worker of a plan capture (harness/queues/libraries/captures.py)."""
+        spec = replace(self.spec, concurrency=count, plans_file=plans_file)
+        return [Program("worker", worker_main, spec, name=f"{self.spec.library}-capture")]
 
     def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
         numbered = common.numbered_schedules(self.inputs, schedules)

@@ -29,7 +29,7 @@ from typing import Any
 import psycopg
 
 from harness.queues.base import Ledger, Program, Signals, Site, TaskRun, WorkerReport
-from harness.queues.libraries import common
+from harness.queues.libraries import captures, common
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows, Batch
 
@@ -47,12 +47,17 @@ class Spec:
     cap: int = 1
     tenants: tuple[int, ...] = ()
     schedule: common.Schedule | None = None
-    hold: bool = False  # a plan capture: each job holds its slot until the stop
+    plans_file: str | None = None  # a plan capture: auto_explain's notices go there
+
+    @property
+    def hold(self) -> bool:
+        """In a plan capture each job holds its slot until the stop."""
+        return self.plans_file is not None
 
     @property
     def batch_size(self) -> int:
         """pgqueuer refuses max_concurrent_tasks below twice batch_size."""
-        return max(1, self.concurrency // 2)
+        return 1 if self.plans_file is not None else max(1, self.concurrency // 2)
 
     @property
     def entrypoints(self) -> list[str]:
@@ -83,7 +88,13 @@ async def _queries(spec: Spec) -> tuple[Any, Any]:
     from pgqueuer.queries import Queries
 
     settings = _settings(spec)
-    conn = await asyncpg.connect(**_asyncpg_arguments(spec.dsn))
+    arguments = _asyncpg_arguments(spec.dsn)
+    if spec.plans_file is not None:
+        arguments["server_settings"] = captures.EXPLAIN_SETTINGS
+    conn = await asyncpg.connect(**arguments)
+    if spec.plans_file is not None:
+        path = spec.plans_file
+        conn.add_log_listener(lambda _, message: captures.append_notice(path, message.message))
     queries = Queries(
         AsyncpgDriver(conn),
         qbe=qb.QueryBuilderEnvironment(settings),
@@ -214,6 +225,12 @@ class PgqueuerQueue:
     def workers(self, count: int) -> list[Program]:
         spec = replace(self.spec, concurrency=count)
         return [Program("worker", worker_main, spec, name="pgqueuer-worker")]
+
+    def capture_workers(self, count: int, plans_file: str) -> list[Program]:
+        """The worker of a plan capture (harness/queues/libraries/captures.py): pgqueuer
+        takes at least twice its batch size, so the batch is 1 and the tasks 2 x fetches."""
+        spec = replace(self.spec, concurrency=2 * count, plans_file=plans_file)
+        return [Program("worker", worker_main, spec, name="pgqueuer-capture")]
 
     def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
         numbered = common.numbered_schedules(self.inputs, schedules)

@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 
 from harness.queues.base import Ledger, Program, Signals, Site, TaskRun, WorkerReport
-from harness.queues.libraries import common
+from harness.queues.libraries import captures, common
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows, Batch
 
@@ -40,17 +40,34 @@ class Spec:
     poll_interval_s: float = 0.01
     tenants: tuple[int, ...] = ()
     schedule: common.Schedule | None = None
-    hold: bool = False  # a plan capture: each job holds its slot until the stop
+    plans_file: str | None = None  # a plan capture: auto_explain's notices go there
+
+    @property
+    def hold(self) -> bool:
+        """In a plan capture each job holds its slot until the stop."""
+        return self.plans_file is not None
 
 
 def _app(spec: Spec, **pool: Any) -> Any:
     import procrastinate
 
     options = f"-c search_path={spec.schema}"
+    if spec.plans_file is not None:
+        options += " " + captures.explain_options()
+        pool["configure"] = _notices_to(spec.plans_file)
     connector = procrastinate.PsycopgConnector(
         conninfo=spec.dsn, kwargs={"options": options}, **pool
     )
     return procrastinate.App(connector=connector)
+
+
+def _notices_to(path: str) -> Any:
+    async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+        conn.add_notice_handler(
+            lambda notice: captures.append_notice(path, notice.message_primary or "")
+        )
+
+    return configure
 
 
 def _queue_of(spec: Spec, tenant: int) -> str:
@@ -165,6 +182,11 @@ class ProcrastinateQueue:
     def workers(self, count: int) -> list[Program]:
         spec = replace(self.spec, concurrency=count)
         return [Program("worker", worker_main, spec, name="procrastinate-worker")]
+
+    def capture_workers(self, count: int, plans_file: str) -> list[Program]:
+        """The worker of a plan capture (harness/queues/libraries/captures.py)."""
+        spec = replace(self.spec, concurrency=count, plans_file=plans_file)
+        return [Program("worker", worker_main, spec, name="procrastinate-capture")]
 
     def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
         numbered = common.numbered_schedules(self.inputs, schedules)

@@ -1,25 +1,12 @@
-// What both Node adapters share: the pg connection config, auto_explain notices for the
-// plan captures, and the simulated work.
+// What both Node adapters share: the pg connection config (in a plan capture with the
+// harness's auto_explain settings, `explainOptions`), the plans forwarded as events, and
+// the simulated work.
 
 import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 
-// auto_explain in each session, its plans sent to the client as notices: the plan of every
-// statement the library runs, nested ones included, as it ran them (EXPLAIN ANALYZE).
-const EXPLAIN_OPTIONS = [
-  "-c session_preload_libraries=auto_explain",
-  "-c auto_explain.log_min_duration=0",
-  "-c auto_explain.log_analyze=on",
-  "-c auto_explain.log_buffers=on",
-  "-c auto_explain.log_timing=on",
-  "-c auto_explain.log_format=json",
-  "-c auto_explain.log_nested_statements=on",
-  "-c auto_explain.log_level=notice",
-  "-c client_min_messages=notice",
-].join(" ");
-
 export function pgConfig(config, max) {
-  const options = [config.connection.options, config.notices ? EXPLAIN_OPTIONS : ""]
+  const options = [config.connection.options, config.explainOptions ?? ""]
     .filter(Boolean)
     .join(" ");
   return { ...config.connection, max, ...(options ? { options } : {}) };
