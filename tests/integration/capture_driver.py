@@ -23,7 +23,7 @@ from harness.scenario.inputs import RunInputs
 from harness.scenario.model import Scenario
 from harness.scenario.workload import backlog_rows
 from harness.server.providers import choose_provider, open_server
-from tests.integration.queue_driver import fresh_schema
+from tests.integration.queue_driver import drop_schema, fresh_schema
 
 SCHEMA = "real_queue_plans"
 
@@ -42,7 +42,7 @@ def capture_variant(
             queue, Site(dsn, SCHEMA), inputs, backlog_rows(reshaped, backlog), fetches, variant
         )
     finally:
-        fresh_schema(dsn, SCHEMA)
+        drop_schema(dsn, SCHEMA)
 
 
 def summary(result: LibraryCapture) -> dict[str, Any]:

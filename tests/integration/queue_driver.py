@@ -38,15 +38,19 @@ def drive(entry: QueueEntry, dsn: str, schema: str, inputs: RunInputs, workers: 
             reports = run_programs(queue, conn, inputs, workers)
             ledger = queue.ledger(conn, reports)
     finally:
-        with connect(dsn) as conn:
-            conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))
+        drop_schema(dsn, schema)
     return Driven(queue, ledger, reports, books(inputs, ledger))
 
 
 def fresh_schema(dsn: str, schema: str) -> None:
+    drop_schema(dsn, schema)
+    with connect(dsn) as conn:
+        create_marked(conn, schema)
+
+
+def drop_schema(dsn: str, schema: str) -> None:
     with connect(dsn) as conn:
         conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))
-        create_marked(conn, schema)
 
 
 def run_programs(queue: Queue, conn: Any, inputs: RunInputs, workers: int) -> list[WorkerReport]:

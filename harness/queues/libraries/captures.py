@@ -6,8 +6,9 @@ and graphile-worker's are built in JavaScript. So the library's own worker runs 
 loaded backlog with auto_explain in every session (`session_preload_libraries`, which
 needs a superuser: the embedded server's), its plans sent to the client as notices: the
 EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) of every statement the library runs, nested ones
-included, with the text and parameters the library gave it. The fetches are the plans
-with a LockRows node (each fetch locks its job FOR UPDATE SKIP LOCKED).
+included, with the text the library gave it. The fetches are the plans with a LockRows
+node whose text has the library's mark of its fetch (`fetch_marker`: foreign-key checks
+and maintenance statements lock rows too).
 
 The worker runs with `fetches` concurrency and tasks that hold their jobs until the stop,
 so fetch k runs with the k - 1 jobs before it still running: the first is the one an idle
@@ -95,23 +96,24 @@ def _scan(node: dict[str, Any]) -> str:
     return f"{node['Node Type']}{f' using {index}' if index else ''} on {node['Relation Name']}"
 
 
-def parse_notice(message: str) -> FetchPlan | None:
+def parse_notice(message: str, marker: str) -> FetchPlan | None:
     """A fetch's plan from auto_explain's notice; None for any other statement."""
     found = _DURATION.match(message)
     if found is None:
         return None
     document = json.loads(message[found.end() :])
-    plan = document["Plan"]
-    if not any(node.get("Node Type") == "LockRows" for node in nodes(plan)):
+    plan, query = document["Plan"], str(document.get("Query Text", ""))
+    locks = any(node.get("Node Type") == "LockRows" for node in nodes(plan))
+    if not locks or marker not in " ".join(query.split()):
         return None
-    return FetchPlan(float(found["ms"]), str(document.get("Query Text", "")), plan)
+    return FetchPlan(float(found["ms"]), query, plan)
 
 
-def read_plans(path: Path) -> list[FetchPlan]:
+def read_plans(path: Path, marker: str) -> list[FetchPlan]:
     if not path.exists():
         return []
     messages = path.read_text(encoding="utf-8").split(SEPARATOR)
-    return [plan for message in messages if (plan := parse_notice(message)) is not None]
+    return [plan for text in messages if (plan := parse_notice(text, marker)) is not None]
 
 
 @dataclass
@@ -136,8 +138,9 @@ def capture(
     with tempfile.TemporaryDirectory(prefix="plans-") as folder:
         path = Path(folder) / "notices"
         programs = queue.capture_workers(fetches, str(path))
-        _run_until(programs, lambda: len(read_plans(path)) >= fetches)
-        plans = read_plans(path)[:fetches]
+        marker = queue.fetch_marker
+        _run_until(programs, lambda: len(read_plans(path, marker)) >= fetches)
+        plans = read_plans(path, marker)[:fetches]
     shape = {"registered_tenants": len(rows.tenant_ids), "queued_jobs": rows.total_jobs}
     return LibraryCapture(queue.name, variant, shape, load_s, plans)
 
@@ -151,9 +154,9 @@ def _run_until(programs: list[Program], done: Any) -> list[WorkerReport]:
     for process in processes:
         process.start()
     try:
-        _wait(lambda: sum(signals.ready) == len(programs), processes)
+        _wait(lambda: sum(signals.ready) == len(programs), processes, signals)
         signals.start.set()
-        _wait(done, processes)
+        _wait(done, processes, signals)
         signals.stop.set()
         reports = [signals.reports.get(timeout=60) for _ in programs]
     finally:
@@ -169,11 +172,13 @@ def _run_until(programs: list[Program], done: Any) -> list[WorkerReport]:
     return reports
 
 
-def _wait(condition: Any, processes: list[Any]) -> None:
+def _wait(condition: Any, processes: list[Any], signals: Signals) -> None:
     deadline = time.monotonic() + FETCH_TIMEOUT_S
     while not condition():
         if any(process.exitcode is not None for process in processes):
-            raise RuntimeError("a capture's worker stopped before its fetches were explained")
+            report: WorkerReport = signals.reports.get(timeout=10)
+            reason = (report.error or "no error reported").strip().splitlines()[-1]
+            raise RuntimeError(f"a capture's worker stopped before its fetches: {reason}")
         if time.monotonic() > deadline:
             raise RuntimeError(f"fetches not explained within {FETCH_TIMEOUT_S} s")
         time.sleep(0.05)

@@ -48,6 +48,7 @@ RUNNER_FILES = (
 PGBOSS_MIN_POLL_S = 0.5  # pg-boss refuses a pollingIntervalSeconds below it
 READY_TIMEOUT_S = 60
 BACKLOG_CHUNK = 10_000
+FETCH_MARKERS = {"pgboss": "j.state < 'active'", "graphile": "jobs.is_available = true"}
 
 
 def cache_root() -> Path:
@@ -176,6 +177,15 @@ class Runner:
         self.process.stdin.flush()
 
     def next_event(self) -> dict[str, Any]:
+        """The next event; a plan (a capture's, whenever it comes) goes to the plans file."""
+        while True:
+            event = self._read()
+            if event.get("event") != "plan":
+                return event
+            if self.plans_file is not None:
+                captures.append_notice(self.plans_file, event["message"])
+
+    def _read(self) -> dict[str, Any]:
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         if not line:
@@ -253,7 +263,6 @@ class _Reader(threading.Thread):
     def __init__(self, runner: Runner, index: int, signals: Signals, report: WorkerReport):
         super().__init__(daemon=True)
         self.runner, self.index, self.signals, self.report = runner, index, signals, report
-        self.spec_plans = runner.plans_file
         self.error: Exception | None = None
 
     def run(self) -> None:
@@ -261,8 +270,7 @@ class _Reader(threading.Thread):
             while (event := self.runner.next_event())["event"] != "stopped":
                 if event["event"] == "job":
                     common.record_run(self.report, self.signals, self.index, _task_run(event))
-                elif event["event"] == "plan" and self.spec_plans is not None:
-                    captures.append_notice(self.spec_plans, event["message"])
+
         except Exception as error:
             self.error = error
 
@@ -318,6 +326,7 @@ class NodeQueue:
     ) -> None:
         self.name = name
         self.traits = common.LIBRARY_TRAITS
+        self.fetch_marker = FETCH_MARKERS[library]  # its fetch among a capture's statements
         self.inputs = inputs
         runner_dir()  # installed before any process starts; refused here without npm
         self.spec = NodeSpec(

@@ -205,6 +205,7 @@ class PgqueuerQueue:
     def __init__(self, name: str, mapping: str, site: Site, inputs: RunInputs) -> None:
         self.name = name
         self.traits = common.LIBRARY_TRAITS
+        self.fetch_marker = "SET status = 'picked'"  # its fetch among the statements a capture sees
         self.inputs = inputs
         self.spec = Spec(
             dsn=site.dsn,
