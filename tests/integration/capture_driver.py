@@ -1,8 +1,9 @@
-"""Plan captures of a scenario's library strategies, until `harness explain` drives the
-queue seam: each explain variant's backlog through the library's own enqueue, then its
-own worker's fetches under auto_explain (harness/queues/libraries/captures.py).
+"""Plan captures of a scenario's library strategies: each explain variant's backlog
+through the library's own enqueue, then its own worker's fetches under auto_explain
+(harness/queues/libraries/captures.py). `harness explain` EXPLAINs a queue's dequeue
+statement, which a library does not have; this is the libraries' way until the two meet.
 
-    python -m tests.integration.capture_driver scenarios/real-queues-plans.yaml OUT
+    python -m tests.integration.capture_driver tests/integration/real-queues-plans.yaml OUT
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from psycopg import sql
 
 from harness.queues import libraries
 from harness.queues.base import Site
@@ -22,10 +24,22 @@ from harness.queues.libraries.captures import LibraryCapture, capture
 from harness.scenario.inputs import RunInputs
 from harness.scenario.model import Scenario
 from harness.scenario.workload import backlog_rows
+from harness.server.connections import connect
 from harness.server.providers import choose_provider, open_server
-from tests.integration.queue_driver import drop_schema, fresh_schema
+from harness.server.schema import create_marked
 
 SCHEMA = "real_queue_plans"
+
+
+def fresh_schema(dsn: str, schema: str) -> None:
+    drop_schema(dsn, schema)
+    with connect(dsn) as conn:
+        create_marked(conn, schema)
+
+
+def drop_schema(dsn: str, schema: str) -> None:
+    with connect(dsn) as conn:
+        conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))
 
 
 def capture_variant(

@@ -9,11 +9,14 @@ import shutil
 import pytest
 
 from harness.queues import libraries
+from harness.queues.base import Site
+from harness.run.repetition import Repetition, run_repetition
 from harness.scenario.inputs import RunInputs
 from harness.scenario.model import Scenario
 from harness.server.connections import connect
 from harness.server.kinds import Server
-from tests.integration.queue_driver import drive
+from harness.server.schema import own_schema
+from tests.integration.conftest import Quiet
 
 pytestmark = pytest.mark.integration
 
@@ -40,6 +43,9 @@ NODE = {"pgboss", "pgboss_group_concurrency", "graphile_worker", "graphile_worke
 NO_NPM = "pg-boss and graphile-worker need npm to install their Node runner"
 
 
+LIBRARY_OBJECTS = r"^(procrastinate_|pgqueuer|_private_job|job_common$|job$)"
+
+
 def _entry(name: str) -> libraries.QueueEntry:
     return next(entry for entry in libraries.entries() if entry.name == name)
 
@@ -52,21 +58,35 @@ def _schemas_like(server: Server, prefix: str) -> list[str]:
     return [row[0] for row in rows]
 
 
+def _library_objects(server: Server) -> list[str]:
+    """Tables and types of any of the libraries, in any schema of the server."""
+    with connect(server.dsn) as conn:
+        rows = conn.execute(
+            "select relname from pg_class where relname ~ %(names)s"
+            " union all select typname from pg_type where typname ~ %(names)s",
+            {"names": LIBRARY_OBJECTS},
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
 @pytest.mark.parametrize("name", sorted(libraries.MAPPINGS))
-def test_library_books_balance_and_nothing_is_left(server: Server, name: str) -> None:
+def test_library_runs_through_the_repetition_with_balanced_books(server: Server, name: str) -> None:
+    """The repetition's own path (install, crew, ledger, books); nothing left afterwards."""
     if name in NODE and shutil.which("npm") is None:
         pytest.skip(NO_NPM)
-    inputs = RunInputs.of(Scenario.model_validate(SMALL))
-    driven = drive(_entry(name), server.dsn, f"lib_{name}", inputs, workers=2)
-    assert driven.problems == []
-    assert [r.job_id for r in driven.ledger.records] == list(range(1, inputs.total_jobs + 1))
-    assert sorted(driven.ledger.claims) == list(range(1, inputs.total_jobs + 1))
-    for record in driven.ledger.records:
-        assert record.status == "done"
-        assert record.tenant_id == inputs.workload.tenant_ids[record.job_id - 1]
-        assert record.started_at is not None and record.finished_at is not None
-        assert record.enqueued_at <= record.started_at <= record.finished_at
-    assert _schemas_like(server, f"lib_{name}") == []
+    inputs = RunInputs.of(Scenario.model_validate({**SMALL, "strategies": [name]}))
+    site = Site(server.dsn, f"lib_{name}")
+    with own_schema(site.dsn, site.schema):
+        queue = _entry(name).make(site, inputs)
+        result = run_repetition(queue, site, inputs, Repetition(name, 2, 1), Quiet())
+    assert result.books == "balanced"
+    assert sorted(row["job_id"] for row in result.jobs) == list(range(1, inputs.total_jobs + 1))
+    for row in result.jobs:
+        assert row["tenant_id"] == inputs.workload.tenant_ids[row["job_id"] - 1]
+        assert row["enqueued_at"] <= row["started_at"] <= row["finished_at"]
+        assert row["duration_ms"] == inputs.workload.duration_ms(row["job_id"])
+    assert _schemas_like(server, site.schema) == []
+    assert _library_objects(server) == []
 
 
 PLANS = {
@@ -116,3 +136,4 @@ def test_plan_capture_is_the_library_fetch_as_it_ran(server: Server, name: str) 
         assert figures["shared_buffers"] > 0
         assert any(scan.endswith(f" on {table}") for scan in figures["scans"])
     assert _schemas_like(server, "real_queue_plans") == []
+    assert _library_objects(server) == []

@@ -11,7 +11,6 @@ job, and jobs.csv joins up with the workload whatever ids the library chose.
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import signal
 import traceback
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from typing import Any
 import psycopg
 
 from harness.queues.base import JobRecord, Ledger, Signals, TaskRun, WorkerReport
+from harness.queues.process import die_with_parent
 from harness.scenario.distributions import job_duration_ms
 from harness.scenario.inputs import RunInputs
 from harness.scenario.traits import QueueTraits
@@ -35,6 +35,11 @@ Schedule = list[tuple[float, list[Job]]]  # (offset in s, the batch's jobs), by 
 LIBRARY_TRAITS = QueueTraits(
     faults="crashes, leases and retries are the harness's own; a library has its own",
     long_transaction="its fetch runs inside the library; nothing for the holder to sample",
+    explain=(
+        "its fetch runs inside the library, not as one statement to EXPLAIN: it is captured "
+        "from its own worker with auto_explain (python -m tests.integration.capture_driver "
+        "tests/integration/real-queues-plans.yaml OUT; docs/real-queues.md)"
+    ),
 )
 STOP_POLL_S = 0.01
 
@@ -82,9 +87,10 @@ def tenant_ids(inputs: RunInputs, rows: BacklogRows | None = None) -> list[int]:
 
 
 def run_program(index: int, signals: Signals, body: Callable[[WorkerReport], None]) -> None:
-    """A program's process: its report always sent, an exception as its error."""
+    """A program's process as harness/queues/process.py has it, but that the library opens
+    its own connections: its report always sent, an exception as its error."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner decides when its children stop
-    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: dies with the runner
+    die_with_parent()
     report = WorkerReport(worker=index)
     try:
         body(report)

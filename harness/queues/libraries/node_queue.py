@@ -326,6 +326,7 @@ class NodeQueue:
     ) -> None:
         self.name = name
         self.traits = common.LIBRARY_TRAITS
+        self.site = site
         self.fetch_marker = FETCH_MARKERS[library]  # its fetch among a capture's statements
         self.inputs = inputs
         runner_dir()  # installed before any process starts; refused here without npm

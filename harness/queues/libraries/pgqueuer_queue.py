@@ -82,7 +82,7 @@ def _settings(spec: Spec) -> Any:
 
 
 async def _queries(spec: Spec) -> tuple[Any, Any]:
-    import asyncpg
+    import asyncpg  # type: ignore[import-untyped]  # it ships no type hints
     from pgqueuer.adapters.persistence import qb
     from pgqueuer.db import AsyncpgDriver
     from pgqueuer.queries import Queries
@@ -205,7 +205,8 @@ class PgqueuerQueue:
     def __init__(self, name: str, mapping: str, site: Site, inputs: RunInputs) -> None:
         self.name = name
         self.traits = common.LIBRARY_TRAITS
-        self.fetch_marker = "SET status = 'picked'"  # its fetch among the statements a capture sees
+        self.site = site
+        self.fetch_marker = "SET status = 'picked'"  # its fetch, among a capture's
         self.inputs = inputs
         self.spec = Spec(
             dsn=site.dsn,

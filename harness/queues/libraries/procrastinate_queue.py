@@ -162,10 +162,8 @@ class ProcrastinateQueue:
     def __init__(self, name: str, mapping: str, site: Site, inputs: RunInputs) -> None:
         self.name = name
         self.traits = common.LIBRARY_TRAITS
-        self.fetch_marker = (
-            "FOR UPDATE OF jobs SKIP LOCKED"  # its fetch among the statements a capture sees
-        )
         self.site = site
+        self.fetch_marker = "FOR UPDATE OF jobs SKIP LOCKED"  # its fetch, among a capture's
         self.inputs = inputs
         self.spec = Spec(
             dsn=site.dsn,
