@@ -87,6 +87,22 @@ def relocated(program: Program, dsn: str) -> Program:
     return replace(program, spec=replace(program.spec, site=replace(site, dsn=dsn)))
 
 
+@dataclass(frozen=True)
+class TaskRun:
+    """One run of a queue library's task, as the task saw it: the harness's number for the
+    job (carried in its payload), its tenant, and the library's own id for it. A library
+    that keeps no record of finished jobs (graphile-worker deletes them) has the task read
+    the job's times from the server before it returns; the others leave them None and
+    their ledger takes them from the library's tables."""
+
+    job: int
+    tenant: int
+    library_id: str
+    enqueued_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
 @dataclass
 class WorkerReport:
     """What a process sends back when it stops: each claim it made, or why it failed."""
@@ -100,6 +116,9 @@ class WorkerReport:
     in_doubt: int = 0  # claims whose commit was cut by a disconnect (resolved on reconnect)
     failed_attempts: int = 0
     leases_lost: int = 0  # jobs finished after their lease ran out: someone else ran them
+    # A library's task log: one entry per run of its task (the claims of a queue whose
+    # library, not the harness, claims the jobs; `claims` then holds no latency).
+    task_runs: list[TaskRun] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
