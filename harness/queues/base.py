@@ -79,12 +79,14 @@ class Program:
 
 def relocated(program: Program, dsn: str) -> Program:
     """The same program, connecting through `dsn` (another host's way to the same server):
-    its spec's `site` is where it connects. A fleet member runs what the coordinator
-    assigned it this way."""
+    its spec's `site` (or `dsn`) is where it connects. A fleet member runs what the
+    coordinator assigned it this way."""
     site = getattr(program.spec, "site", None)
-    if not isinstance(site, Site):
-        raise TypeError(f"{program.role} program {program.main.__name__}: its spec has no site")
-    return replace(program, spec=replace(program.spec, site=replace(site, dsn=dsn)))
+    if isinstance(site, Site):
+        return replace(program, spec=replace(program.spec, site=replace(site, dsn=dsn)))
+    if isinstance(getattr(program.spec, "dsn", None), str):
+        return replace(program, spec=replace(program.spec, dsn=dsn))
+    raise TypeError(f"{program.role} program {program.main.__name__}: its spec names no server")
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import platform
 import queue
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Protocol
@@ -182,17 +183,21 @@ class Crew:
         return self.stop()
 
 
+Workers = Callable[[int], list[Program]]  # a queue's programs for that many workers
+
+
 class Placement(Protocol):
     """Where a repetition's programs run: all here (LOCAL), or spread over a fleet of
     hosts (harness/run/fleet.py); either way the repetition drives what it gets back
-    the same way."""
+    the same way. `workers(n)` makes the programs of n workers: one process each for the
+    SQL strategies, one process running n for a library's own loop."""
 
-    def crew(self, workers: list[Program], enqueuers: list[Program], spares: int) -> Crew: ...
+    def crew(self, workers: Workers, count: int, enqueuers: list[Program], spares: int) -> Crew: ...
 
 
 class _Here:
-    def crew(self, workers: list[Program], enqueuers: list[Program], spares: int) -> Crew:
-        return Crew(workers, enqueuers, spares)
+    def crew(self, workers: Workers, count: int, enqueuers: list[Program], spares: int) -> Crew:
+        return Crew(workers(count), enqueuers, spares)
 
 
 LOCAL: Placement = _Here()

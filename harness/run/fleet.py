@@ -34,7 +34,7 @@ import harness
 from harness.errors import HarnessError, RunFailed
 from harness.queues.base import Program, WorkerReport
 from harness.queues.wire import program_to_wire, reports_from_wire
-from harness.run.crew import Crew
+from harness.run.crew import Crew, Workers
 from harness.server.connections import connect
 from harness.server.schema import own_schema
 from harness.sqlfiles import builtin_blocks
@@ -130,15 +130,22 @@ class Fleet:
                     f"{member.silent_s:.1f} s ago (repetition {repetition})"
                 )
 
-    def crew(self, workers: list[Program], enqueuers: list[Program], spares: int) -> Crew:
+    def crew(self, workers: Workers, count: int, enqueuers: list[Program], spares: int) -> Crew:
         """A repetition's crew across the fleet: the Placement of a fleet run."""
         if spares:
             raise HarnessError("faults (crashes) run on local workers only, not with --fleet")
         self.repetitions += 1
-        local = workers[: self.local_workers]
-        shares = _deal(workers[self.local_workers :], self.expected)
+        local = workers(self.local_workers) if self.local_workers else []
+        counts = _deal(count - self.local_workers, self.expected)
+        shares = [workers(n) for n in counts]
         return FleetCrew(
-            local, enqueuers, 0, fleet=self, repetition=self.repetitions, shares=shares
+            local,
+            enqueuers,
+            0,
+            fleet=self,
+            repetition=self.repetitions,
+            shares=shares,
+            counts=counts,
         )
 
     def beat(self) -> None:
@@ -153,9 +160,9 @@ class Fleet:
             self.run("set_run", {"state": state, "error": error})
 
 
-def _deal(workers: list[Program], members: int) -> list[list[Program]]:
-    """The remote workers, as evenly as they go, member by member."""
-    return [workers[index::members] for index in range(members)]
+def _deal(workers: int, members: int) -> list[int]:
+    """How many of the remote workers each member runs: as evenly as they go."""
+    return [workers // members + (index < workers % members) for index in range(members)]
 
 
 @contextlib.contextmanager
@@ -202,6 +209,7 @@ class FleetCrew(Crew):
     fleet: Fleet = field(kw_only=True)
     repetition: int = field(kw_only=True)
     shares: list[list[Program]] = field(kw_only=True)
+    counts: list[int] = field(kw_only=True)  # the workers each share runs
     first_slots: list[int] = field(init=False, default_factory=list)
 
     def __enter__(self) -> FleetCrew:
@@ -284,7 +292,10 @@ class FleetCrew(Crew):
                 "host": m.host,
                 "pid": m.pid,
                 "first_slot": first,
-                "workers": len(s),
+                "workers": workers,
+                "processes": len(share),
             }
-            for m, first, s in zip(self.fleet.members, self.first_slots, self.shares, strict=True)
+            for m, first, share, workers in zip(
+                self.fleet.members, self.first_slots, self.shares, self.counts, strict=True
+            )
         ]

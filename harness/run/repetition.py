@@ -146,8 +146,8 @@ def _measure(
     placement: Placement,
 ) -> Measured:
     spares = len(inputs.faults.crashes) if inputs.faults is not None else 0
-    workers, enqueuers = queue.workers(repetition.workers), queue.enqueuers(inputs.schedules)
-    crew = placement.crew(workers, enqueuers, spares)
+    enqueuers = queue.enqueuers(inputs.schedules)
+    crew = placement.crew(queue.workers, repetition.workers, enqueuers, spares)
     with _holder(queue, inputs, crew) as holder, crew:
         # The backlog goes in once every process is connected, just before the clock
         # starts, so that its waits do not include the processes' start-up.

@@ -85,7 +85,7 @@ def test_three_members_run_a_scenario_and_jobs_csv_names_each(tmp_path: Path) ->
     document = json.loads((folder / "run.json").read_text())
     for entry in document["repetitions"]:
         shares = entry["fleet"]
-        assert [share["workers"] for share in shares] == [2, 2, 2]
+        assert [(share["workers"], share["processes"]) for share in shares] == [(2, 2)] * 3
         assert len({share["pid"] for share in shares}) == 3
     assert document["options"]["fleet"] == 3
 
