@@ -75,7 +75,8 @@ def plan_figures(explained: list[dict[str, Any]]) -> PlanFigures:
     root = document["Plan"]
     jobs = [node for node in nodes(root) if node.get("Relation Name") == QUEUE_TABLE]
     return PlanFigures(
-        planning_ms=float(document["Planning Time"]),
+        # auto_explain (a library's fetch captured from its own worker) has no planning time
+        planning_ms=float(document.get("Planning Time", "nan")),
         execution_ms=float(document["Execution Time"]),
         shared_hit=int(root.get("Shared Hit Blocks", 0)),
         shared_read=int(root.get("Shared Read Blocks", 0)),

@@ -193,6 +193,29 @@ class Queue(Protocol):
         """What run.json records of this queue: versions, effective settings."""
 
 
+@dataclass(frozen=True)
+class ExplainedFetch:
+    """One fetch a queue's own worker ran, as auto_explain reported it: the text the
+    library sent, and its plan in the shape of EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON),
+    without a planning time (auto_explain has none)."""
+
+    query: str
+    explained: list[dict[str, Any]]
+
+
+class FetchExplainer(Protocol):
+    """A queue whose fetch is no one statement to EXPLAIN (built inside a library, in a
+    function, per call): its own worker runs on the loaded backlog with auto_explain on,
+    each fetched job held, and its fetches' plans are read back."""
+
+    def capture_workers(self, count: int, plans_file: str) -> list[Program]:
+        """The worker of a capture: `count` slots, each job held until the stop, every
+        plan notice appended to `plans_file`."""
+
+    def explained(self, plans_file: str) -> list[ExplainedFetch]:
+        """The fetches among the plans the capture's worker wrote, in order."""
+
+
 class Recovery(Protocol):
     """The runner's side of the fault features, for a queue that can take them (its
     traits say so): the reaper, the retry scheduler, and the test for the end."""

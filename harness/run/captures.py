@@ -9,21 +9,27 @@ doubles as the warm-up), then `repeat` times in JSON, the data every figure come
 
 from __future__ import annotations
 
+import json
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol, cast
 
 import psycopg
 from psycopg import sql
 
 from harness.analysis.plans import Capture
-from harness.errors import HarnessError
-from harness.queues.base import Queue, Site
+from harness.errors import RunFailed
+from harness.queues.base import ExplainedFetch, FetchExplainer, Queue, Site
+from harness.run.crew import Crew
 from harness.scenario.model import Scenario
 from harness.scenario.workload import BacklogRows, backlog_rows
 from harness.server.connections import connect
 from harness.server.schema import recreate
+
+FETCH_TIMEOUT_S = 300
 
 
 @dataclass(frozen=True)
@@ -100,9 +106,7 @@ def capture(
     )
     dequeue = queue.dequeue_sql()
     if dequeue is None:
-        raise HarnessError(
-            f"{queue.name}: its dequeue statement is not known; it cannot be explained"
-        )
+        return _captured_fetches(cast(FetchExplainer, queue), result, repeat, observer)
     # The text form is the first execution, which also warms up: one execution of a trap
     # variant takes ten seconds, and the backlog has just been loaded, so caches are warm.
     result.text = explain(conn, dequeue, "text", params)
@@ -111,6 +115,38 @@ def capture(
         result.plans.append(explain(conn, dequeue, "json", params))
         observer.capture_step()
     return result
+
+
+def _captured_fetches(
+    queue: FetchExplainer, result: Capture, repeat: int, observer: CaptureObserver
+) -> Capture:
+    """A library's own fetches, `repeat` + 1 of them, each job held: the first (an idle
+    worker's, on the backlog as loaded) is the text form, the rest the repetitions (the
+    fetches of a busy worker, with the jobs before them still running)."""
+    fetches = explained_fetches(queue, repeat + 1)
+    first = fetches[0]
+    result.text = f"{first.query}\n\n{json.dumps(first.explained, indent=2)}\n"
+    result.plans = [fetch.explained for fetch in fetches[1:]]
+    for _ in fetches:
+        observer.capture_step()
+    return result
+
+
+def explained_fetches(queue: FetchExplainer, count: int) -> list[ExplainedFetch]:
+    """The queue's capture worker, run until it has fetched `count` times under
+    auto_explain; the plans come back through a file of the capture's own."""
+    with tempfile.TemporaryDirectory(prefix="tqb-plans-") as folder:
+        path = str(Path(folder) / "notices")
+        with Crew(queue.capture_workers(count, path)) as crew:
+            crew.go()
+            deadline = time.monotonic() + FETCH_TIMEOUT_S
+            while len(queue.explained(path)) < count:
+                crew.fail_if_one_died()
+                if time.monotonic() > deadline:
+                    raise RunFailed(f"{count} fetches not explained within {FETCH_TIMEOUT_S} s")
+                time.sleep(0.05)
+            crew.stop()
+        return queue.explained(path)[:count]
 
 
 def explain(

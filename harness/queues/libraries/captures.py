@@ -10,7 +10,9 @@ included, with the text the library gave it. The fetches are the plans with a Lo
 node whose text has the library's mark of its fetch (`fetch_marker`: foreign-key checks
 and maintenance statements lock rows too).
 
-The worker runs with `fetches` concurrency and tasks that hold their jobs until the stop,
+The harness's plan captures (harness/run/captures.py) run that worker through the
+`FetchExplainer` side of the queue (harness/queues/base.py). The worker runs with
+`fetches` concurrency and tasks that hold their jobs until the stop,
 so fetch k runs with the k - 1 jobs before it still running: the first is the one an idle
 worker makes on the backlog; the later ones are the steady state of a busy pool (for a
 lock or a cap per tenant, the large tenant's first job is running and its backlog must be
@@ -20,19 +22,13 @@ passed over). auto_explain gives no planning time; its duration is the executor'
 from __future__ import annotations
 
 import json
-import multiprocessing
 import re
-import tempfile
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.analysis.plans import nodes
-from harness.queues.base import Program, Signals, Site, WorkerReport
-from harness.scenario.inputs import RunInputs
-from harness.scenario.workload import BacklogRows
-from harness.server.connections import connect
+from harness.queues.base import ExplainedFetch
 
 EXPLAIN_SETTINGS = {
     "session_preload_libraries": "auto_explain",
@@ -47,8 +43,6 @@ EXPLAIN_SETTINGS = {
 }
 SEPARATOR = "\x1e"  # between the notices a capture's worker appends to its plans file
 _DURATION = re.compile(r"^duration: (?P<ms>[0-9.]+) ms\s+plan:\s*", re.DOTALL)
-_SPAWN = multiprocessing.get_context("spawn")
-FETCH_TIMEOUT_S = 300
 
 
 def explain_options() -> str:
@@ -70,6 +64,10 @@ class FetchPlan:
     duration_ms: float
     query: str
     plan: dict[str, Any]
+
+    def fetch(self) -> ExplainedFetch:
+        """As the harness's plan captures hold a plan (analysis/plans.py reads it)."""
+        return ExplainedFetch(self.query, [{"Plan": self.plan, "Execution Time": self.duration_ms}])
 
     def figures(self) -> dict[str, Any]:
         every = list(nodes(self.plan))
@@ -109,87 +107,13 @@ def parse_notice(message: str, marker: str) -> FetchPlan | None:
     return FetchPlan(float(found["ms"]), query, plan)
 
 
+def explained(path: str, marker: str) -> list[ExplainedFetch]:
+    """The fetches a capture's worker wrote to `path`: the FetchExplainer's reading."""
+    return [plan.fetch() for plan in read_plans(Path(path), marker)]
+
+
 def read_plans(path: Path, marker: str) -> list[FetchPlan]:
     if not path.exists():
         return []
     messages = path.read_text(encoding="utf-8").split(SEPARATOR)
     return [plan for text in messages if (plan := parse_notice(text, marker)) is not None]
-
-
-@dataclass
-class LibraryCapture:
-    strategy: str
-    variant: str
-    backlog: dict[str, int]
-    load_s: float
-    plans: list[FetchPlan] = field(default_factory=list)
-
-
-def capture(
-    queue: Any, site: Site, inputs: RunInputs, rows: BacklogRows, fetches: int, variant: str
-) -> LibraryCapture:
-    """The library's objects and the backlog in the site's schema (fresh, the caller's),
-    then its worker until `fetches` fetches have been explained."""
-    began = time.perf_counter()
-    with connect(site.dsn, schema=site.schema, utc=True) as conn:
-        queue.install(conn)
-        queue.load_backlog(conn, rows)
-    load_s = round(time.perf_counter() - began, 3)
-    with tempfile.TemporaryDirectory(prefix="plans-") as folder:
-        path = Path(folder) / "notices"
-        programs = queue.capture_workers(fetches, str(path))
-        marker = queue.fetch_marker
-        _run_until(programs, lambda: len(read_plans(path, marker)) >= fetches)
-        plans = read_plans(path, marker)[:fetches]
-    shape = {"registered_tenants": len(rows.tenant_ids), "queued_jobs": rows.total_jobs}
-    return LibraryCapture(queue.name, variant, shape, load_s, plans)
-
-
-def _run_until(programs: list[Program], done: Any) -> list[WorkerReport]:
-    signals = _signals(len(programs))
-    processes = [
-        _SPAWN.Process(target=p.main, args=(i, p.spec, signals), daemon=True, name=p.name)
-        for i, p in enumerate(programs)
-    ]
-    for process in processes:
-        process.start()
-    try:
-        _wait(lambda: sum(signals.ready) == len(programs), processes, signals)
-        signals.start.set()
-        _wait(done, processes, signals)
-        signals.stop.set()
-        reports = [signals.reports.get(timeout=60) for _ in programs]
-    finally:
-        signals.stop.set()
-        signals.start.set()
-        for process in processes:
-            process.join(timeout=30)
-            if process.is_alive():
-                process.kill()
-    failed = [report.error for report in reports if report.error]
-    if failed:
-        raise RuntimeError(f"a capture's worker failed: {failed[0].strip().splitlines()[-1]}")
-    return reports
-
-
-def _wait(condition: Any, processes: list[Any], signals: Signals) -> None:
-    deadline = time.monotonic() + FETCH_TIMEOUT_S
-    while not condition():
-        if any(process.exitcode is not None for process in processes):
-            report: WorkerReport = signals.reports.get(timeout=10)
-            reason = (report.error or "no error reported").strip().splitlines()[-1]
-            raise RuntimeError(f"a capture's worker stopped before its fetches: {reason}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"fetches not explained within {FETCH_TIMEOUT_S} s")
-        time.sleep(0.05)
-
-
-def _signals(count: int) -> Signals:
-    return Signals(
-        ready=_SPAWN.Array("b", count, lock=False),
-        done=_SPAWN.Array("q", count, lock=False),
-        holding=_SPAWN.Array("q", count, lock=False),
-        start=_SPAWN.Event(),
-        stop=_SPAWN.Event(),
-        reports=_SPAWN.Queue(),
-    )

@@ -32,14 +32,11 @@ from harness.sqlfiles import builtin_blocks
 Job = tuple[int, int, float]  # the harness's number, the tenant, the duration in ms
 Schedule = list[tuple[float, list[Job]]]  # (offset in s, the batch's jobs), by offset
 
+# A library's fetch is captured from its own worker with auto_explain (harness explain,
+# harness/queues/libraries/captures.py), so explain captures are no refusal.
 LIBRARY_TRAITS = QueueTraits(
     faults="crashes, leases and retries are the harness's own; a library has its own",
     long_transaction="its fetch runs inside the library; nothing for the holder to sample",
-    explain=(
-        "its fetch runs inside the library, not as one statement to EXPLAIN: it is captured "
-        "from its own worker with auto_explain (python -m tests.integration.capture_driver "
-        "tests/integration/real-queues-plans.yaml OUT; docs/real-queues.md)"
-    ),
 )
 STOP_POLL_S = 0.01
 

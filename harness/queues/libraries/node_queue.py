@@ -32,7 +32,15 @@ from typing import IO, Any
 import psycopg
 
 from harness.errors import HarnessError
-from harness.queues.base import Ledger, Program, Signals, Site, TaskRun, WorkerReport
+from harness.queues.base import (
+    ExplainedFetch,
+    Ledger,
+    Program,
+    Signals,
+    Site,
+    TaskRun,
+    WorkerReport,
+)
 from harness.queues.libraries import captures, common
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows, Batch
@@ -364,6 +372,9 @@ class NodeQueue:
     def workers(self, count: int) -> list[Program]:
         spec = replace(self.spec, concurrency=count)
         return [Program("worker", worker_main, spec, name=f"{self.spec.library}-worker")]
+
+    def explained(self, plans_file: str) -> list[ExplainedFetch]:
+        return captures.explained(plans_file, self.fetch_marker)
 
     def capture_workers(self, count: int, plans_file: str) -> list[Program]:
         """The worker of a plan capture (harness/queues/libraries/captures.py)."""

@@ -21,7 +21,15 @@ from typing import Any
 
 import psycopg
 
-from harness.queues.base import Ledger, Program, Signals, Site, TaskRun, WorkerReport
+from harness.queues.base import (
+    ExplainedFetch,
+    Ledger,
+    Program,
+    Signals,
+    Site,
+    TaskRun,
+    WorkerReport,
+)
 from harness.queues.libraries import captures, common
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows, Batch
@@ -183,6 +191,9 @@ class ProcrastinateQueue:
     def workers(self, count: int) -> list[Program]:
         spec = replace(self.spec, concurrency=count)
         return [Program("worker", worker_main, spec, name="procrastinate-worker")]
+
+    def explained(self, plans_file: str) -> list[ExplainedFetch]:
+        return captures.explained(plans_file, self.fetch_marker)
 
     def capture_workers(self, count: int, plans_file: str) -> list[Program]:
         """The worker of a plan capture (harness/queues/libraries/captures.py)."""
