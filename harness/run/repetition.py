@@ -117,9 +117,8 @@ def run_repetition(
         ledger = queue.ledger(conn, measured.reports)
     books = check_books(inputs.total_jobs, ledger, driver.held, driver.at_least_once)
     if books.problems:
-        raise RunFailed(
-            f"{repetition.label}: the books do not balance: " + "; ".join(books.problems)
-        )
+        problems = "; ".join(books.problems)
+        raise RunFailed(f"{repetition.label}: the books do not balance: {problems}")
     result = RepetitionResult(
         repetition=repetition,
         jobs=job_rows(inputs, repetition, ledger.records, measured.hosts),
