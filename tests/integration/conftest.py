@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from harness.queues.base import Site
-from harness.queues.catalog import catalog
+from harness.queues.catalog import catalog, traits
 from harness.queues.sql.queue import SqlQueue
 from harness.queues.sql.strategies import Strategy, load_strategies
 from harness.run.captures import CaptureRequest
@@ -81,7 +81,7 @@ def run_yaml(
     path = directory / "scenario.yaml"
     path.write_text(text)
     entries = catalog(strategies_dir)
-    loaded = load_scenario(path, set(entries))
+    loaded = load_scenario(path, traits(entries))
     return run_scenario(
         loaded, entries, server, directory / "results", Quiet(), options or RunOptions()
     )

@@ -14,10 +14,9 @@ from rich.console import Console
 
 from harness.check.verdict import CheckSettings
 from harness.commands.check import CheckRequest, check_command
-from harness.queues.sql.strategies import load_strategies
 from harness.scenario.loader import load_scenario
 from harness.server.kinds import Server
-from tests.conftest import ROOT
+from tests.conftest import ROOT, builtin_traits
 
 PROBES = ROOT / "scenarios/dequeue-check.yaml"
 ROUND_ROBIN = ROOT / "harness/queues/sql/strategies/round_robin.sql"
@@ -57,7 +56,7 @@ def test_a_baseline_records_every_probe_and_its_provenance(baseline: Path) -> No
     document = json.loads(baseline.read_text())
     assert document["format_version"] == 1
     assert document["metadata"]["postgres"]["server_version_num"] // 10000 == 17
-    probes = load_scenario(PROBES, set(load_strategies())).scenario
+    probes = load_scenario(PROBES, builtin_traits()).scenario
     assert probes.explain is not None
     expected = {(s, v.name) for s in probes.explain_strategies for v in probes.explain.variants}
     assert {(p["strategy"], p["variant"]) for p in document["probes"]} == expected
