@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis.simulate import sim_jobs, simulate
-from harness.results.folder import load_jobs
+from harness.results.jobs import load_jobs
 from harness.scenario.loader import load_scenario
 from harness.scenario.model import Scenario
 from harness.scenario.workload import generate
