@@ -205,6 +205,21 @@ def test_failing_jobs_are_a_fault_a_strategy_may_not_take(write_yaml) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("extra", "feature"),
+    [
+        ("long_transaction: {from_s: 1, for_s: 2}\n", "a long_transaction"),
+        ("faults:\n  crashes: [{worker: 0, at_s: 1}]\n", "faults"),
+    ],
+)
+def test_a_library_queue_is_refused_what_its_traits_refuse(
+    write_yaml, extra: str, feature: str
+) -> None:
+    text = BASE.replace("strategies: [fifo]", "strategies: [fifo, procrastinate]") + extra
+    reason = getattr(builtin_traits()["procrastinate"], feature.split()[-1])
+    assert refusal(write_yaml(text)) == f"3: strategies[1]: cannot take {feature}: {reason}"
+
+
 def test_a_queue_that_cannot_explain_is_refused_on_the_explain_strategies_line(
     write_yaml,
 ) -> None:
