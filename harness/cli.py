@@ -134,7 +134,11 @@ def _guarded(action: Callable[[], T]) -> T:
     except RunFailed as error:
         _fail(f"run failed: {error}", error.exit_code)
     except (KeyboardInterrupt, Terminated):
-        _fail("interrupted: the server is stopped; the run folder is marked interrupted", 130)
+        _fail(
+            "interrupted: everything the harness started is stopped; a results folder made "
+            "so far is marked interrupted",
+            130,
+        )
     finally:
         signal.signal(signal.SIGTERM, previous)
 

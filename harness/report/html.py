@@ -11,6 +11,7 @@ import base64
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from harness.report.sections import Section, Table
 from harness.results.document import RunDocument
@@ -161,7 +162,7 @@ def _provenance(document: RunDocument) -> str:
         *([f"queue {name}", _queue(entry)] for name, entry in document.queues.items()),
     ]
     settings = [
-        [name, str(value["setting"]) + (value.get("unit") or ""), value["source"]]
+        [name, value.get("shown") or _with_unit(value), value["source"]]
         for name, value in postgres.get("non_default_settings", {}).items()
     ]
     return (
@@ -171,6 +172,12 @@ def _provenance(document: RunDocument) -> str:
         + _html_table(["setting", "value", "source"], settings)
         + "</details>"
     )
+
+
+def _with_unit(value: dict[str, Any]) -> str:
+    """A setting recorded before `shown` was: its raw value and the unit it counts in."""
+    unit = value.get("unit")
+    return f"{value['setting']} x {unit}" if unit else str(value["setting"])
 
 
 def _queue(entry: dict[str, object]) -> str:

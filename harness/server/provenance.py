@@ -103,22 +103,25 @@ def collect_postgres(dsn: str) -> dict[str, Any]:
     """Server version, every setting not at its built-in default, and the key settings."""
     with connect(dsn, autocommit=False) as conn:
         version = conn.execute("select version()").fetchone()
+        # current_setting() is the value as SHOW writes it (128MB): setting and unit
+        # side by side would read 16384 and 8kB as "163848kB".
         changed = conn.execute(
-            "select name, setting, unit, source from pg_settings "
+            "select name, setting, unit, source, current_setting(name) from pg_settings "
             "where source not in ('default', 'override') order by name"
         ).fetchall()
         key = conn.execute(
-            "select name, setting, unit from pg_settings where name = any(%s) order by name",
+            "select name, current_setting(name) from pg_settings where name = any(%s) "
+            "order by name",
             (list(KEY_SETTINGS),),
         ).fetchall()
         return {
             "version": version[0] if version else None,
             "server_version_num": conn.info.server_version,
             "non_default_settings": {
-                name: {"setting": setting, "unit": unit, "source": source}
-                for name, setting, unit, source in changed
+                name: {"setting": setting, "unit": unit, "source": source, "shown": shown}
+                for name, setting, unit, source, shown in changed
             },
-            "key_settings": {name: f"{setting}{unit or ''}" for name, setting, unit in key},
+            "key_settings": dict(key),
         }
 
 
