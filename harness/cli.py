@@ -357,11 +357,30 @@ def simulate_scenario(
             help="Write the summary as CSV there (never overwritten).", show_default=False
         ),
     ] = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            help="A run folder: simulate at the costs measured there (its calibration.json).",
+            show_default=False,
+        ),
+    ] = None,
+    measured: Annotated[
+        Path | None,
+        typer.Option(
+            help="A run folder of this scenario: its figures beside the prediction.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """The ideal schedule of a scenario, simulated without a database."""
+    """The ideal schedule of a scenario, simulated without a database; with --calibration,
+    at a run's measured costs."""
     from harness.commands.simulate import simulate_command
 
-    _guarded(lambda: simulate_command(scenario, workers, strategies_dir, out, console))
+    _guarded(
+        lambda: simulate_command(
+            scenario, workers, strategies_dir, out, console, calibration, measured
+        )
+    )
 
 
 @app.command()

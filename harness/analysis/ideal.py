@@ -2,9 +2,11 @@
 
 The ideal of a (strategy, workers) pair is harness.simulate's schedule of the scenario's
 generated workload under the strategy's policy with zero claim cost; the "costed" ideal
-charges every claim the median claim_ms measured for that pair. Both are turned into a
-jobs table shaped like jobs.csv (times from a fixed epoch), so the same summarize() reads
-them; measured / ideal then compares like with like. Pure: no database, no files.
+is the same schedule with the costs of a calibration (harness/analysis/calibration.py):
+claims and completions drawn from the measured distributions, idle workers polling.
+Both are turned into a jobs table shaped like jobs.csv (times from a fixed epoch), so
+the same summarize() reads them; measured / ideal then compares like with like. Pure: no
+database, no files.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.analysis.simulate import Schedule, sim_jobs, simulate
+from harness.analysis.calibration import Calibration
+from harness.analysis.simulate import ZERO_COSTS, Schedule, sim_jobs, simulate
 from harness.analysis.waits import summarize
 from harness.scenario.model import Scenario
 from harness.scenario.workload import Workload, generate
@@ -55,14 +58,14 @@ def _moments(offsets_s: list[float]) -> pd.DatetimeIndex:
 def ideal_summary(
     scenario: Scenario,
     policies: dict[str, str | None],
-    claim_ms: dict[tuple[str, int], float] | None = None,
+    calibration: Calibration | None = None,
     workload: Workload | None = None,
 ) -> pd.DataFrame:
     """summarize() of the simulated schedule of every strategy with a policy and every
-    worker count; with `claim_ms`, each pair's claims cost that much. `workload`: the
-    scenario's, if the caller has generated it already."""
+    worker count; with a `calibration`, at its costs. `workload`: the scenario's, if the
+    caller has generated it already."""
     workload = workload or generate(scenario)
-    jobs = simulated_jobs(scenario, workload, policies, scenario.workers, claim_ms)
+    jobs = simulated_jobs(scenario, workload, policies, scenario.workers, calibration)
     return summarize(jobs) if len(jobs) else pd.DataFrame()
 
 
@@ -71,9 +74,10 @@ def simulated_jobs(
     workload: Workload,
     policies: dict[str, str | None],
     workers: list[int],
-    claim_ms: dict[tuple[str, int], float] | None = None,
+    calibration: Calibration | None = None,
 ) -> pd.DataFrame:
-    """The jobs table of each simulated (strategy, workers) pair, one after the other."""
+    """The jobs table of each simulated (strategy, workers) pair, one after the other.
+    Costs are drawn from the scenario's seed, so a costed schedule is reproducible."""
     jobs = sim_jobs(workload)
     frames = []
     for count in workers:
@@ -81,19 +85,24 @@ def simulated_jobs(
             policy = policies.get(strategy)
             if policy is None:
                 continue
-            cost = (claim_ms or {}).get((strategy, count), 0.0)
-            schedule = simulate(jobs, policy, count, cost, scenario.tenant_cap)
+            costs = ZERO_COSTS
+            if calibration is not None:
+                costs = calibration.costs(strategy, policy, count, scenario.seed)
+            schedule = simulate(jobs, policy, count, scenario.tenant_cap, costs)
             frames.append(schedule_jobs(scenario, workload, schedule, strategy, count))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def measured_claim_ms(jobs: pd.DataFrame) -> dict[tuple[str, int], float]:
-    """Median claim latency per strategy and worker count: the costed ideal's charge."""
-    medians = jobs.groupby(["strategy", "workers"])["claim_ms"].median().reset_index()
-    return {
-        (str(row.strategy), int(row.workers)): float(row.claim_ms)  # type: ignore[arg-type]
-        for row in medians.itertuples()
-    }
+def saturated_pairs(
+    measured: pd.DataFrame, ideal: pd.DataFrame, share: float = 0.9
+) -> set[tuple[str, int]]:
+    """(strategy, workers) pairs whose measured throughput (median over repetitions) is
+    below `share` of the ideal's: where the machine, not the queue, sets the pace."""
+    keys = ["strategy", "workers"]
+    runs = measured.groupby(keys)["throughput_jobs_s"].median()
+    best = ideal.groupby(keys)["throughput_jobs_s"].median()
+    below = runs[runs < share * best.reindex(runs.index)]
+    return {(str(strategy), int(workers)) for strategy, workers in below.index}
 
 
 def versus_ideal(

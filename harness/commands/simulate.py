@@ -1,13 +1,17 @@
-"""`harness simulate`: the ideal schedule of a scenario, without a database."""
+"""`harness simulate`: the ideal schedule of a scenario, without a database; with
+`--calibration RUN_DIR`, the schedule at the costs measured in that run, and with
+`--measured RUN_DIR`, that prediction beside what a run of the scenario measured."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
 
+from harness.analysis.calibration import Calibration, against_prediction
 from harness.analysis.fairness import repetition_fairness, tenant_table
 from harness.analysis.ideal import simulated_jobs
 from harness.analysis.waits import summarize, with_waits
@@ -17,6 +21,7 @@ from harness.report.tables import (
     console_table,
     fairness_rows,
     jain_rows,
+    number,
     summary_rows,
 )
 from harness.results.folder import atomic_write
@@ -30,8 +35,11 @@ def simulate_command(
     strategies_dir: Path | None,
     out: Path | None,
     console: Console,
+    calibration_dir: Path | None = None,
+    measured_dir: Path | None = None,
 ) -> pd.DataFrame:
-    """The ideal schedule of a scenario, without a database: summary, fairness, timing."""
+    """The ideal (or calibrated) schedule of a scenario, without a database: summary,
+    fairness, timing; beside a run's measured figures if asked."""
     strategies = load_strategies(strategies_dir)
     scenario = load_scenario(path, set(strategies)).scenario
     if not scenario.timed:
@@ -45,13 +53,17 @@ def simulate_command(
         )
     if out is not None and out.exists():
         raise HarnessError(f"{out} exists; results are never overwritten")
+    calibration = None if calibration_dir is None else load_calibration(calibration_dir)
+    measured = None if measured_dir is None else _measured_summary(measured_dir)
+    counts = workers or scenario.workers
     began = time.perf_counter()
     workload = generate(scenario)
-    jobs = simulated_jobs(scenario, workload, policies, workers or scenario.workers)
+    jobs = simulated_jobs(scenario, workload, policies, counts, calibration)
     tenants = tenant_table(with_waits(jobs))
     summary = summarize(jobs, tenants)
     elapsed = time.perf_counter() - began
-    console.print(console_table(f"Ideal schedule: {scenario.name}", *summary_rows(summary)))
+    kind = "Ideal schedule" if calibration is None else "Calibrated schedule"
+    console.print(console_table(f"{kind}: {scenario.name}", *summary_rows(summary)))
     console.print(console_table("Fairness", *fairness_rows(summary)))
     console.print(console_table("Fairness", *jain_rows(repetition_fairness(tenants))))
     console.print(
@@ -59,7 +71,72 @@ def simulate_command(
         f"{len(summary.groupby(['strategy', 'workers']))} schedules, in {elapsed:.1f} s",
         highlight=False,
     )
+    if calibration is not None and calibration_dir is not None:
+        _print_sources(console, calibration, calibration_dir, policies, counts)
+    if measured is not None and measured_dir is not None:
+        table = against_prediction(measured, summary)
+        console.print(console_table(f"Measured ({measured_dir}) / predicted", *_rows(table)))
     if out is not None:
         atomic_write(out, summary.to_csv(index=False).encode())
         console.print(f"Summary: {out}", highlight=False)
     return summary
+
+
+def load_calibration(run: Path) -> Calibration:
+    """A run folder's calibration.json (derived: `harness report RUN_DIR` writes it)."""
+    path = run / "calibration.json"
+    if not path.exists():
+        raise HarnessError(
+            f"{path}: no such file; `harness report {run}` writes it for a run of a timed "
+            "scenario whose strategies have simulation policies"
+        )
+    try:
+        return Calibration.from_dict(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError) as error:
+        raise HarnessError(f"{path}: not a calibration this harness reads: {error}") from None
+
+
+def _measured_summary(run: Path) -> pd.DataFrame:
+    path = run / "summary.csv"
+    if not path.exists():
+        raise HarnessError(f"{path}: no such file; `harness report {run}` writes it")
+    return pd.read_csv(path)
+
+
+def _print_sources(
+    console: Console,
+    calibration: Calibration,
+    run: Path,
+    policies: dict[str, str | None],
+    counts: list[int],
+) -> None:
+    """Which measured costs each simulated pair drew from, where it was not its own."""
+    console.print(f"Costs: {run}/calibration.json ({calibration.scenario})", highlight=False)
+    for strategy, policy in policies.items():
+        source = calibration.stand_in(strategy, policy)
+        if source != strategy:
+            console.print(f"  {strategy}: not calibrated; takes {source}'s costs", highlight=False)
+        measured = {pair.workers for pair in calibration.pairs if pair.strategy == source}
+        for count in sorted(set(counts) - measured):
+            console.print(
+                f"  {strategy} x{count}: not measured; {source}'s costs moved along its "
+                "growth line",
+                highlight=False,
+            )
+
+
+def _rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    headers = ["strategy", "workers", "tenants", "figure", "measured", "predicted", "ratio"]
+    rows = [
+        [
+            record["strategy"],
+            str(record["workers"]),
+            record["tenant_class"],
+            record["figure"],
+            number(record["measured"]),
+            number(record["predicted"]),
+            number(record["ratio"]) + ("" if record["within"] or not record["target"] else " !"),
+        ]
+        for record in table.to_dict("records")
+    ]
+    return headers, rows

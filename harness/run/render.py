@@ -26,8 +26,9 @@ from harness.analysis.bloat import (
     samples_on_clock,
     windows_on_clock,
 )
+from harness.analysis.calibration import Calibration, fit_calibration
 from harness.analysis.fairness import repetition_fairness, tenant_table
-from harness.analysis.ideal import ideal_summary, measured_claim_ms, versus_ideal
+from harness.analysis.ideal import ideal_summary, saturated_pairs, versus_ideal
 from harness.analysis.plans import Capture
 from harness.analysis.waits import (
     MONITOR_COLUMNS,
@@ -89,7 +90,7 @@ def render_run(folder: RunFolder) -> Rendered:
     tenants = tenant_table(with_waits(jobs)) if jobs is not None and len(jobs) else None
     summary = summarize(jobs, tenants) if jobs is not None and tenants is not None else None
     fairness = repetition_fairness(tenants) if tenants is not None else None
-    ideal = _versus_ideal(scenario, document, jobs, summary)
+    ideal, calibration = _versus_ideal(scenario, document, jobs, summary)
     properties = _properties(folder.path, jobs, scenario)
     runs = plan_runs(captures) if captures else None
     plans = plans_summary(runs, captures) if runs is not None else None
@@ -104,6 +105,8 @@ def render_run(folder: RunFolder) -> Rendered:
         write("fairness", "fairness.csv", fairness.to_csv(index=False))
     if ideal is not None:
         write("ideal", "ideal.csv", ideal.to_csv(index=False))
+    if calibration is not None:
+        write("calibration", "calibration.json", json.dumps(calibration.to_dict(), indent=1))
     if runs is not None:
         write("plans", "plans.csv", runs.to_csv(index=False))
     if properties is not None:
@@ -144,17 +147,30 @@ def _versus_ideal(
     document: dict[str, Any],
     jobs: pd.DataFrame | None,
     summary: pd.DataFrame | None,
-) -> pd.DataFrame | None:
-    """Measured / ideal, if the run recorded its strategies' simulation policies."""
+) -> tuple[pd.DataFrame | None, Calibration | None]:
+    """Measured / ideal, and the run's calibration that costs the costed ideal, if the run
+    recorded its strategies' simulation policies."""
     policies = document.get("simulation")
     if not policies or jobs is None or summary is None:
-        return None
+        return None, None
     workload = generate(scenario)  # drawn once for both schedules
     ideal = ideal_summary(scenario, policies, workload=workload)
     if ideal.empty:
-        return None
-    costed = ideal_summary(scenario, policies, measured_claim_ms(jobs), workload)
-    return versus_ideal(summary, ideal, costed)
+        return None, None
+    empty_polls = {
+        (entry["strategy"], entry["workers"], entry["repetition"]): entry.get("empty_polls", 0)
+        for entry in document.get("repetitions", [])
+    }
+    calibration = fit_calibration(
+        jobs,
+        scenario.name,
+        scenario.poll_interval_ms,
+        empty_polls,
+        saturated_pairs(summary, ideal),
+        policies,
+    )
+    costed = ideal_summary(scenario, policies, calibration, workload)
+    return versus_ideal(summary, ideal, costed), calibration
 
 
 def _properties(run: Path, jobs: pd.DataFrame | None, scenario: Scenario) -> pd.DataFrame | None:
