@@ -371,6 +371,16 @@ def simulate_scenario(
             show_default=False,
         ),
     ] = None,
+    fit_repetition: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--fit-repetition",
+            min=1,
+            help="Fit the calibration on this repetition of the --calibration run only "
+            "(repeatable); --measured on the same run then compares the others.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """The ideal schedule of a scenario, simulated without a database; with --calibration,
     at a run's measured costs."""
@@ -378,7 +388,7 @@ def simulate_scenario(
 
     _guarded(
         lambda: simulate_command(
-            scenario, workers, strategies_dir, out, console, calibration, measured
+            scenario, workers, strategies_dir, out, console, calibration, measured, fit_repetition
         )
     )
 

@@ -237,8 +237,11 @@ def fit_calibration(
     policies: Mapping[str, str | None] | None = None,
 ) -> Calibration:
     """The costs of every (strategy, workers) pair of a jobs table (jobs.csv, timestamps
-    parsed). `empty_polls`: run.json's count per (strategy, workers, repetition)."""
-    cycles = worker_cycles(jobs)
+    parsed). `empty_polls`: run.json's count per (strategy, workers, repetition);
+    `policies`: each strategy's simulation policy (a capped one's gaps are read apart)."""
+    policies = policies or {}
+    capped = {name: poll_interval_ms for name, policy in policies.items() if policy == "capped"}
+    cycles = worker_cycles(jobs, capped)
     pairs = tuple(
         _pair_costs(group, poll_interval_ms, empty_polls)
         for _, group in cycles.groupby(PAIR, sort=False)
@@ -249,24 +252,41 @@ def fit_calibration(
         pairs=pairs,
         growth=_growth(pairs, set(saturated)),
         saturated=tuple(sorted(set(saturated))),
-        policies=tuple((name, policy) for name, policy in (policies or {}).items() if policy),
+        policies=tuple((name, policy) for name, policy in policies.items() if policy),
     )
 
 
-def worker_cycles(jobs: pd.DataFrame) -> pd.DataFrame:
+def empty_polls_of(repetitions: Iterable[Mapping[str, Any]]) -> dict[tuple[str, int, int], int]:
+    """Each repetition's count of empty polls, from run.json's `repetitions` entries."""
+    return {
+        (str(entry["strategy"]), int(entry["workers"]), int(entry["repetition"])): int(
+            entry.get("empty_polls", 0)
+        )
+        for entry in repetitions
+    }
+
+
+def worker_cycles(jobs: pd.DataFrame, capped: Mapping[str, float] | None = None) -> pd.DataFrame:
     """Per job, in each worker's order: completion_ms, and the gap to the worker's next
     start (gap_ms, NaN after its last job) with whether a job was queued for it then
-    (queued: its next job was enqueued at or before this one's finish)."""
+    (queued: its next job was enqueued at or before this one's finish).
+
+    Under a cap a queued job may not be free: the worker polls, or loses the race for the
+    slot and dequeues again. For the strategies in `capped` (name -> poll interval), a gap
+    counts as queued only if shorter than the poll interval: a longer one held a poll."""
     ordered = jobs.sort_values([*REPETITION, "worker", "started_at"], kind="stable")
     by_worker = ordered.groupby([*REPETITION, "worker"], sort=False)
     next_start = by_worker["started_at"].shift(-1)
-    next_enqueued = by_worker["enqueued_at"].shift(-1)
     span = (ordered["finished_at"] - ordered["started_at"]).dt.total_seconds() * 1000
-    return ordered.assign(
+    cycles = ordered.assign(
         completion_ms=span - ordered["duration_ms"],
         gap_ms=(next_start - ordered["finished_at"]).dt.total_seconds() * 1000,
-        queued=next_enqueued <= ordered["finished_at"],
+        queued=by_worker["enqueued_at"].shift(-1) <= ordered["finished_at"],
     )
+    for strategy, poll_ms in (capped or {}).items():
+        held = (cycles["strategy"] == strategy) & (cycles["gap_ms"] >= poll_ms)
+        cycles.loc[held, "queued"] = False
+    return cycles
 
 
 def _pair_costs(

@@ -11,10 +11,12 @@ database, no files.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
-from harness.analysis.calibration import Calibration
+from harness.analysis.calibration import Calibration, empty_polls_of, fit_calibration
 from harness.analysis.simulate import ZERO_COSTS, Schedule, sim_jobs, simulate
 from harness.analysis.waits import summarize
 from harness.scenario.model import Scenario
@@ -103,6 +105,27 @@ def saturated_pairs(
     best = ideal.groupby(keys)["throughput_jobs_s"].median()
     below = runs[runs < share * best.reindex(runs.index)]
     return {(str(strategy), int(workers)) for strategy, workers in below.index}
+
+
+def run_calibration(
+    scenario: Scenario,
+    policies: dict[str, str | None],
+    jobs: pd.DataFrame,
+    repetitions: list[dict[str, Any]],
+    measured: pd.DataFrame,
+    ideal: pd.DataFrame,
+) -> Calibration:
+    """A run's calibration: its jobs' costs (`repetitions`: run.json's entries, for the
+    empty polls), the growth lines fitted over the pairs that were not saturated
+    (`measured` and `ideal`: summarize() of the run and of its ideal schedule)."""
+    return fit_calibration(
+        jobs,
+        scenario.name,
+        scenario.poll_interval_ms,
+        empty_polls_of(repetitions),
+        saturated_pairs(measured, ideal),
+        policies,
+    )
 
 
 def versus_ideal(

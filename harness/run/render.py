@@ -26,9 +26,9 @@ from harness.analysis.bloat import (
     samples_on_clock,
     windows_on_clock,
 )
-from harness.analysis.calibration import Calibration, fit_calibration
+from harness.analysis.calibration import Calibration
 from harness.analysis.fairness import repetition_fairness, tenant_table
-from harness.analysis.ideal import ideal_summary, saturated_pairs, versus_ideal
+from harness.analysis.ideal import ideal_summary, run_calibration, versus_ideal
 from harness.analysis.plans import Capture
 from harness.analysis.waits import (
     MONITOR_COLUMNS,
@@ -157,18 +157,8 @@ def _versus_ideal(
     ideal = ideal_summary(scenario, policies, workload=workload)
     if ideal.empty:
         return None, None
-    empty_polls = {
-        (entry["strategy"], entry["workers"], entry["repetition"]): entry.get("empty_polls", 0)
-        for entry in document.get("repetitions", [])
-    }
-    calibration = fit_calibration(
-        jobs,
-        scenario.name,
-        scenario.poll_interval_ms,
-        empty_polls,
-        saturated_pairs(summary, ideal),
-        policies,
-    )
+    repetitions = document.get("repetitions", [])
+    calibration = run_calibration(scenario, policies, jobs, repetitions, summary, ideal)
     costed = ideal_summary(scenario, policies, calibration, workload)
     return versus_ideal(summary, ideal, costed), calibration
 
