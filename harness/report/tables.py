@@ -231,8 +231,9 @@ FAIRNESS_NOTE = (
 IDEAL_NOTE = (
     "Ideal: the simulator's schedule of the same jobs under the strategy's policy, "
     "workers never idle while a job is free, zero claim cost (harness/simulate.py); "
-    "costed: every claim charged the run's median claim_ms. Measured: median over "
-    "repetitions. Ratios are left out where the ideal is 0."
+    "costed: the same jobs at the run's own costs (calibration.json: claims and "
+    "completions drawn from the measured distributions, idle workers polling). Measured: "
+    "median over repetitions. Ratios are left out where the ideal is 0."
 )
 
 
