@@ -54,7 +54,8 @@ class CostDistribution:
 
     @classmethod
     def of(cls, values_ms: Iterable[float]) -> CostDistribution:
-        values = np.clip(np.asarray(list(values_ms), dtype=float), 0.0, None)
+        values = np.asarray(list(values_ms), dtype=float)
+        values = np.clip(values[~np.isnan(values)], 0.0, None)  # a stuck job has no finish
         if len(values) == 0:
             raise HarnessError("a cost distribution needs at least one measured value")
         quantiles = np.quantile(values, np.linspace(0, 1, QUANTILES))

@@ -86,7 +86,8 @@ def simulate_command(
         _print_sources(console, calibration, calibration_dir, policies, counts)
     if measured is not None and measured_dir is not None:
         table = against_prediction(measured, summary)
-        console.print(console_table(f"Measured ({measured_dir}) / predicted", *_rows(table)))
+        console.print(f"Measured: {measured_dir}/summary.csv", highlight=False)
+        console.print(console_table("Measured / predicted", *_rows(table)))
     if out is not None:
         atomic_write(out, summary.to_csv(index=False).encode())
         console.print(f"Summary: {out}", highlight=False)
