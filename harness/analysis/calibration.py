@@ -15,6 +15,9 @@ A worker's cycle, as the server's clock records it in jobs.csv:
 - poll: how often an idle worker looks again, its poll_interval_ms plus an empty
   dequeue. Estimated from the empty polls run.json counts over the workers' idle time,
   where there are enough of them; else the scenario's interval plus the median claim_ms.
+- overhead by repetition: each repetition's mean claim + completion, kept to show how
+  steady the machine was (on a shared machine it moves by tens of percent between
+  back-to-back repetitions, and a prediction can be no closer than that).
 - growth: a straight line through the median claim and completion against the worker
   count, over the worker counts of the run that were not saturated (the caller says
   which: throughput below 90 % of the ideal's); used for worker counts the run did not
@@ -98,6 +101,8 @@ class PairCosts:
     client_claim: CostDistribution  # claim_ms, as the workers saw it (not simulated)
     poll_ms: float  # an idle worker's period between two dequeues
     poll_source: str  # "empty polls" or "interval + claim_ms"
+    # Mean claim + completion of each repetition: how steady the machine was meanwhile.
+    overhead_ms: tuple[float, ...] = ()
 
     def costs(self, seed: int) -> Costs:
         return Costs(
@@ -119,6 +124,12 @@ class PairCosts:
             self.poll_ms,
             self.poll_source,
         )
+
+    @property
+    def overhead_spread(self) -> float:
+        """The largest repetition's mean overhead over the smallest's (1: steady)."""
+        positive = [value for value in self.overhead_ms if value > 0]
+        return max(positive) / min(positive) if positive else 1.0
 
 
 @dataclass(frozen=True)
@@ -315,7 +326,14 @@ def _pair_costs(
         client,
         round(max(poll_ms, poll_interval_ms), 4),
         source,
+        tuple(_overhead_ms(cycles[cycles["repetition"] == rep]) for rep in repetitions),
     )
+
+
+def _overhead_ms(cycles: pd.DataFrame) -> float:
+    claims = cycles.loc[cycles["queued"], "gap_ms"]
+    claim = claims.mean() if len(claims) else cycles["claim_ms"].mean()
+    return round(float(claim + cycles["completion_ms"].mean()), 4)
 
 
 def _idle_ms(cycles: pd.DataFrame, workers: int, claim_ms: float) -> float:
@@ -365,6 +383,7 @@ def _pair_dict(pair: PairCosts) -> dict[str, Any]:
         "repetitions": pair.repetitions,
         "poll_ms": pair.poll_ms,
         "poll_source": pair.poll_source,
+        "overhead_ms_by_repetition": list(pair.overhead_ms),
         "claim": _distribution_dict(pair.claim),
         "completion": _distribution_dict(pair.completion),
         "client_claim": _distribution_dict(pair.client_claim),
@@ -381,6 +400,7 @@ def _pair_of(data: Mapping[str, Any]) -> PairCosts:
         client_claim=_distribution_of(data["client_claim"]),
         poll_ms=float(data["poll_ms"]),
         poll_source=data["poll_source"],
+        overhead_ms=tuple(float(value) for value in data.get("overhead_ms_by_repetition", [])),
     )
 
 

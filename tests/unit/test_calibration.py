@@ -92,6 +92,16 @@ def test_constant_claim_and_completion_costs_are_recovered() -> None:
     assert pair.claim.median_ms == pytest.approx(1.5)
     assert pair.completion.median_ms == pytest.approx(0.7)
     assert pair.claim.count == 3 * 39  # a worker's last job has no next claim
+    assert pair.overhead_ms == (pytest.approx(2.2),)
+    assert pair.overhead_spread == 1.0
+
+
+def test_each_repetitions_overhead_shows_how_steady_the_machine_was() -> None:
+    calm = backlog_run(2, 20, [1.0], 1.0)
+    busy = backlog_run(2, 20, [3.0], 2.0).assign(repetition=2)
+    (pair,) = fit(pd.concat([calm, busy])).pairs
+    assert pair.overhead_ms == (pytest.approx(2.0), pytest.approx(5.0))
+    assert pair.overhead_spread == pytest.approx(2.5)
 
 
 def test_a_spread_of_claim_costs_is_kept_as_a_distribution() -> None:
