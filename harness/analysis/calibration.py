@@ -18,10 +18,14 @@ A worker's cycle, as the server's clock records it in jobs.csv:
 - overhead by repetition: each repetition's mean claim + completion, kept to show how
   steady the machine was (on a shared machine it moves by tens of percent between
   back-to-back repetitions, and a prediction can be no closer than that).
+- busy share: mean duration / (mean duration + mean claim + mean completion), the share
+  of a busy worker's time spent on the work itself: how fast a backlog drains per worker,
+  against a worker whose queue costs nothing.
 - growth: a straight line through the median claim and completion against the worker
-  count, over the worker counts of the run that were not saturated (the caller says
-  which: throughput below 90 % of the ideal's); used for worker counts the run did not
-  measure.
+  count, over the strategy's worker counts that were not saturated (a busy share below
+  SATURATED of the strategy's best: the drain no longer grows with the workers), never
+  falling (a negative slope is noise: flat at the mean); used for worker counts the run
+  did not measure.
 
 Costs are kept as distributions (101 quantiles each), per strategy and worker count, and
 the simulator draws from them. Pure: no database, no files; to_dict/from_dict are the
@@ -31,7 +35,7 @@ format of calibration.json, a file derived from the run's raw files.
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +48,7 @@ from harness.errors import HarnessError
 CALIBRATION_FORMAT_VERSION = 1
 QUANTILES = 101  # every percentile, 0 to 100
 ENOUGH_EMPTY_POLLS = 25  # per worker: below this, the edges of a repetition dominate the count
+SATURATED = 0.9  # a busy share below this fraction of the strategy's best
 PAIR = ["strategy", "workers"]
 REPETITION = [*PAIR, "repetition"]
 
@@ -103,6 +108,7 @@ class PairCosts:
     poll_source: str  # "empty polls" or "interval + claim_ms"
     # Mean claim + completion of each repetition: how steady the machine was meanwhile.
     overhead_ms: tuple[float, ...] = ()
+    busy_share: float = 1.0  # the work's share of a busy worker's time
 
     def costs(self, seed: int) -> Costs:
         return Costs(
@@ -142,10 +148,13 @@ class Line:
 
     @classmethod
     def fit(cls, workers: Sequence[int], medians_ms: Sequence[float]) -> Line:
-        if len(set(workers)) < 2:  # one worker count: nothing says how it grows
-            return cls(float(np.mean(medians_ms)), 0.0, tuple(sorted(set(workers))))
-        slope, intercept = np.polyfit(np.asarray(workers, float), np.asarray(medians_ms), 1)
-        return cls(round(float(intercept), 4), round(float(slope), 6), tuple(sorted(workers)))
+        counts = tuple(sorted(workers))
+        slope, intercept = 0.0, float(np.mean(medians_ms))
+        if len(set(workers)) >= 2:  # with one worker count nothing says how it grows
+            slope, intercept = np.polyfit(np.asarray(workers, float), np.asarray(medians_ms), 1)
+        if slope < 0:  # more workers never make a claim cheaper: that slope is noise
+            slope, intercept = 0.0, float(np.mean(medians_ms))
+        return cls(round(float(intercept), 4), round(float(slope), 6), counts)
 
     def at(self, workers: int) -> float:
         return max(self.at_zero_ms + self.per_worker_ms * workers, 0.0)
@@ -245,7 +254,6 @@ def fit_calibration(
     scenario: str,
     poll_interval_ms: float,
     empty_polls: Mapping[tuple[str, int, int], int],
-    saturated: Collection[tuple[str, int]] = (),
     policies: Mapping[str, str | None] | None = None,
 ) -> Calibration:
     """The costs of every (strategy, workers) pair of a jobs table (jobs.csv, timestamps
@@ -262,8 +270,8 @@ def fit_calibration(
         scenario=scenario,
         poll_interval_ms=poll_interval_ms,
         pairs=pairs,
-        growth=_growth(pairs, set(saturated)),
-        saturated=tuple(sorted(set(saturated))),
+        growth=_growth(pairs, saturated := _saturated(pairs)),
+        saturated=tuple(sorted(saturated)),
         policies=tuple((name, policy) for name, policy in policies.items() if policy),
     )
 
@@ -317,17 +325,36 @@ def _pair_costs(
     poll_ms, source = poll_interval_ms + client.median_ms, "interval + claim_ms"
     if polls >= ENOUGH_EMPTY_POLLS * workers * len(repetitions):
         poll_ms, source = _idle_ms(cycles, workers, claim.median_ms) / polls, "empty polls"
+    completion = CostDistribution.of(cycles["completion_ms"])
     return PairCosts(
         strategy,
         workers,
         len(repetitions),
         claim,
-        CostDistribution.of(cycles["completion_ms"]),
+        completion,
         client,
         round(max(poll_ms, poll_interval_ms), 4),
         source,
         tuple(_overhead_ms(cycles[cycles["repetition"] == rep]) for rep in repetitions),
+        _busy_share(cycles["duration_ms"].mean(), claim.mean_ms, completion.mean_ms),
     )
+
+
+def _busy_share(duration_ms: float, claim_ms: float, completion_ms: float) -> float:
+    cycle = duration_ms + claim_ms + completion_ms
+    return round(duration_ms / cycle, 4) if cycle > 0 else 1.0
+
+
+def _saturated(pairs: Sequence[PairCosts]) -> set[tuple[str, int]]:
+    """Pairs whose drain per worker fell below SATURATED of their strategy's best."""
+    best: dict[str, float] = {}
+    for pair in pairs:
+        best[pair.strategy] = max(best.get(pair.strategy, 0.0), pair.busy_share)
+    return {
+        (pair.strategy, pair.workers)
+        for pair in pairs
+        if pair.busy_share < SATURATED * best[pair.strategy]
+    }
 
 
 def _overhead_ms(cycles: pd.DataFrame) -> float:
@@ -384,6 +411,7 @@ def _pair_dict(pair: PairCosts) -> dict[str, Any]:
         "poll_ms": pair.poll_ms,
         "poll_source": pair.poll_source,
         "overhead_ms_by_repetition": list(pair.overhead_ms),
+        "busy_share": pair.busy_share,
         "claim": _distribution_dict(pair.claim),
         "completion": _distribution_dict(pair.completion),
         "client_claim": _distribution_dict(pair.client_claim),
@@ -401,6 +429,7 @@ def _pair_of(data: Mapping[str, Any]) -> PairCosts:
         poll_ms=float(data["poll_ms"]),
         poll_source=data["poll_source"],
         overhead_ms=tuple(float(value) for value in data.get("overhead_ms_by_repetition", [])),
+        busy_share=float(data.get("busy_share", 1.0)),
     )
 
 

@@ -95,36 +95,16 @@ def simulated_jobs(
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def saturated_pairs(
-    measured: pd.DataFrame, ideal: pd.DataFrame, share: float = 0.9
-) -> set[tuple[str, int]]:
-    """(strategy, workers) pairs whose measured throughput (median over repetitions) is
-    below `share` of the ideal's: where the machine, not the queue, sets the pace."""
-    keys = ["strategy", "workers"]
-    runs = measured.groupby(keys)["throughput_jobs_s"].median()
-    best = ideal.groupby(keys)["throughput_jobs_s"].median()
-    below = runs[runs < share * best.reindex(runs.index)]
-    return {(str(strategy), int(workers)) for strategy, workers in below.index}
-
-
 def run_calibration(
     scenario: Scenario,
     policies: dict[str, str | None],
     jobs: pd.DataFrame,
     repetitions: list[dict[str, Any]],
-    measured: pd.DataFrame,
-    ideal: pd.DataFrame,
 ) -> Calibration:
-    """A run's calibration: its jobs' costs (`repetitions`: run.json's entries, for the
-    empty polls), the growth lines fitted over the pairs that were not saturated
-    (`measured` and `ideal`: summarize() of the run and of its ideal schedule)."""
+    """A run's calibration: its jobs' costs; `repetitions`: run.json's entries, for the
+    empty polls."""
     return fit_calibration(
-        jobs,
-        scenario.name,
-        scenario.poll_interval_ms,
-        empty_polls_of(repetitions),
-        saturated_pairs(measured, ideal),
-        policies,
+        jobs, scenario.name, scenario.poll_interval_ms, empty_polls_of(repetitions), policies
     )
 
 

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from harness.analysis.calibration import Calibration, against_prediction
 from harness.analysis.fairness import repetition_fairness, tenant_table
-from harness.analysis.ideal import ideal_summary, run_calibration, simulated_jobs
+from harness.analysis.ideal import run_calibration, simulated_jobs
 from harness.analysis.waits import summarize, with_waits
 from harness.errors import HarnessError
 from harness.queues.sql.strategies import load_strategies
@@ -123,8 +123,7 @@ def _calibration(run: Path, repetitions: list[int] | None) -> Calibration:
     if jobs.empty:
         raise HarnessError(f"{run}/jobs.csv: no jobs of repetitions {sorted(repetitions)}")
     entries = [entry for entry in document["repetitions"] if entry["repetition"] in repetitions]
-    ideal = ideal_summary(scenario, policies)
-    return run_calibration(scenario, policies, jobs, entries, summarize(jobs), ideal)
+    return run_calibration(scenario, policies, jobs, entries)
 
 
 def _same(one: Path, other: Path) -> bool:

@@ -158,7 +158,7 @@ def _versus_ideal(
     if ideal.empty:
         return None, None
     repetitions = document.get("repetitions", [])
-    calibration = run_calibration(scenario, policies, jobs, repetitions, summary, ideal)
+    calibration = run_calibration(scenario, policies, jobs, repetitions)
     costed = ideal_summary(scenario, policies, calibration, workload)
     return versus_ideal(summary, ideal, costed), calibration
 

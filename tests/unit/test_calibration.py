@@ -160,14 +160,20 @@ def test_the_poll_period_comes_from_the_empty_polls_over_the_idle_time() -> None
 
 
 def test_growth_is_a_line_over_unsaturated_worker_counts() -> None:
+    # 200 ms jobs. Busy shares: 200 / 201.5 (1 worker), 200 / 204.5 (3), 200 / 259 (8):
+    # 8 workers drain at 0.78 of the best per worker, below 0.9 of it: saturated.
     runs = pd.concat(
         [
-            backlog_run(1, 30, [1.0], 0.5),
-            backlog_run(3, 30, [3.0], 1.5),
-            backlog_run(8, 30, [50.0], 9.0),
+            backlog_run(1, 30, [1.0], 0.5, duration_ms=200),
+            backlog_run(3, 30, [3.0], 1.5, duration_ms=200),
+            backlog_run(8, 30, [50.0], 9.0, duration_ms=200),
         ]
     )
-    calibration = fit(runs, saturated={("fifo", 8)})
+    calibration = fit(runs)
+    assert [pair.busy_share for pair in calibration.pairs] == pytest.approx(
+        [200 / 201.5, 200 / 204.5, 200 / 259], abs=1e-4
+    )
+    assert calibration.saturated == (("fifo", 8),)
     (growth,) = calibration.growth
     assert growth.claim.workers == (1, 3)
     assert growth.claim.per_worker_ms == pytest.approx(1.0)
@@ -180,6 +186,12 @@ def test_growth_is_a_line_over_unsaturated_worker_counts() -> None:
     assert five.completion.median_ms == pytest.approx(2.5)
     # A measured count, saturated or not, is taken as measured.
     assert calibration.pair("fifo", "fifo", 8).claim.median_ms == pytest.approx(50.0)
+
+
+def test_a_growth_line_never_falls() -> None:
+    runs = pd.concat([backlog_run(1, 30, [3.0], 0.5), backlog_run(2, 30, [1.0], 0.5)])
+    (growth,) = fit(runs).growth
+    assert (growth.claim.at_zero_ms, growth.claim.per_worker_ms) == (pytest.approx(2.0), 0.0)
 
 
 def test_a_strategy_not_calibrated_takes_the_nearest_in_kind() -> None:
@@ -195,7 +207,7 @@ def test_a_strategy_not_calibrated_takes_the_nearest_in_kind() -> None:
 
 def test_a_calibration_reads_back_as_written() -> None:
     runs = pd.concat([backlog_run(1, 20, [1.0, 3.0], 0.5), backlog_run(4, 20, [2.0], 0.8)])
-    calibration = fit(runs, saturated={("fifo", 4)}, policies={"fifo": "fifo"})
+    calibration = fit(runs, policies={"fifo": "fifo"})
     again = Calibration.from_dict(json.loads(json.dumps(calibration.to_dict())))
     assert again == calibration
     with pytest.raises(HarnessError, match="format_version 99"):
