@@ -79,6 +79,47 @@ StrategiesDirOption = Annotated[
 ]
 
 
+FleetOption = Annotated[
+    int,
+    typer.Option(
+        "--fleet",
+        min=0,
+        max=1000,
+        help="Wait for this many `harness worker` members on other hosts and give them the "
+        "workers.",
+    ),
+]
+LocalWorkersOption = Annotated[
+    int,
+    typer.Option(
+        "--local-workers", min=0, help="With --fleet: workers of each repetition run here."
+    ),
+]
+FleetIdOption = Annotated[
+    str | None,
+    typer.Option(
+        "--fleet-id",
+        help="With --fleet: the id members join by (default: random, printed).",
+        show_default=False,
+    ),
+]
+FleetTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        "--fleet-timeout", min=1, help="With --fleet: seconds the members may take to join."
+    ),
+]
+ListenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--listen",
+        help="Embedded server only: also listen on TCP at this loopback address (e.g. "
+        "127.0.0.1:0, port 0 = a free one), for fleet members on this host.",
+        show_default=False,
+    ),
+]
+
+
 def _guarded(action: Callable[[], T]) -> T:
     """Known errors as one line on stderr and an exit code; never a traceback."""
 
@@ -114,13 +155,26 @@ def run(
     include_slow: SlowOption = False,
     schema: SchemaOption = None,
     reuse_schema: ReuseOption = False,
+    fleet: FleetOption = 0,
+    local_workers: LocalWorkersOption = 0,
+    fleet_id: FleetIdOption = None,
+    fleet_timeout: FleetTimeoutOption = 120.0,
+    listen: ListenOption = None,
 ) -> None:
     """Run scenarios on one server: the timed workload, then the plan captures; print each
     one's figures beside the reference."""
     from harness.run.scenario_run import RunOptions
 
-    options = RunOptions(include_slow=include_slow, schema=schema, reuse_schema=reuse_schema)
-    _run(scenarios, pg, dsn, allow_version_mismatch, results_dir, strategies_dir, options)
+    options = RunOptions(
+        include_slow=include_slow,
+        schema=schema,
+        reuse_schema=reuse_schema,
+        fleet=fleet,
+        local_workers=local_workers,
+        fleet_id=fleet_id,
+        fleet_timeout_s=fleet_timeout,
+    )
+    _run(scenarios, pg, dsn, allow_version_mismatch, results_dir, strategies_dir, options, listen)
 
 
 @app.command()
@@ -179,12 +233,21 @@ def _run(
     results_dir: Path,
     strategies_dir: Path | None,
     options: RunOptions,
+    listen: str | None = None,
 ) -> None:
     from harness.commands.run import run_command
 
     _guarded(
         lambda: run_command(
-            scenarios, pg, dsn, allow_mismatch, results_dir, strategies_dir, options, console
+            scenarios,
+            pg,
+            dsn,
+            allow_mismatch,
+            results_dir,
+            strategies_dir,
+            options,
+            console,
+            listen,
         )
     )
 
@@ -446,6 +509,32 @@ def isolation(
         )
     )
     raise typer.Exit(code)
+
+
+@app.command()
+def worker(
+    run_id: Annotated[
+        str,
+        typer.Option(
+            "--run",
+            help="The fleet run's id, as `harness run --fleet N` printed it.",
+            show_default=False,
+        ),
+    ],
+    dsn: Annotated[
+        str | None,
+        typer.Option(
+            "--dsn",
+            help="This host's way to the run's server (or the PG* variables).",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Join a fleet run as one of its members: run its share of every repetition's workers
+    on this host, until the run ends (exit 0), fails (1) or refuses this member (2)."""
+    from harness.commands.worker import worker_command
+
+    _guarded(lambda: worker_command(dsn, run_id, console))
 
 
 @app.command(name="sql")

@@ -6,7 +6,7 @@ run.jobs        # jobs.csv, timestamps parsed (UTC): one row per job
 run.waits       # the same with wait_s, start_s and finish_s (seconds from t0)
 run.summary     # per strategy, workers, repetition and class, as in summary.csv
 run.plans       # one row per captured EXPLAIN execution, as in plans.csv
-run.document    # run.json: status, provenance, repetitions
+run.document    # run.json (harness/results/document.py): status, provenance, repetitions
 run.scenario    # the scenario the run was made from
 """
 
@@ -15,13 +15,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import yaml
 
-from harness.analysis.waits import plan_runs, summarize, with_waits
-from harness.results.folder import load_jobs, load_run
+from harness.analysis.plans import plan_runs
+from harness.analysis.waits import summarize, with_waits
+from harness.results.document import RunDocument, load_document
+from harness.results.jobs import load_jobs
 from harness.run.render import load_captures
 from harness.scenario.model import Scenario
 
@@ -31,8 +32,8 @@ class RunData:
     path: Path
 
     @cached_property
-    def document(self) -> dict[str, Any]:
-        return load_run(self.path)
+    def document(self) -> RunDocument:
+        return load_document(self.path)
 
     @cached_property
     def scenario(self) -> Scenario:

@@ -1,9 +1,9 @@
 """Pure analysis of a long transaction's effect: claim latency and dead tuples over time.
 
 Inputs are the run folder's raw files: jobs.csv (claim_ms and started_at per job),
-bloat.csv (the samples of harness/horizon.py) and run.json (each repetition's hold
+bloat.csv (the samples of harness/run/long_transaction.py) and run.json (each repetition's hold
 window, database clock). Definitions:
-  t0        = the repetition's first enqueued_at (as in harness/analysis.py)
+  t0        = the repetition's first enqueued_at (as in harness/analysis/waits.py)
   a claim's time = the job's started_at, written inside its claim transaction
   phase     = before (claimed before the hold began), during (from began_at up to
               ended_at) or after (from ended_at on)
@@ -20,17 +20,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.report.cells import span
+from harness.report.sections import Section, Table
+from harness.results.document import RunDocument
+
 REPETITION = ["strategy", "workers", "repetition"]
 PHASES = ["before", "during", "after"]
 WINDOW_COLUMNS = [*REPETITION, "began_at", "ended_at", "cut_short", "vacuumed"]
 
 
-def hold_windows(document: dict[str, Any]) -> pd.DataFrame:
+def hold_windows(document: RunDocument) -> pd.DataFrame:
     """Each repetition's hold from run.json, timestamps parsed (UTC)."""
     rows = [
-        {key: entry[key] for key in REPETITION} | entry["long_transaction"]
-        for entry in document.get("repetitions", [])
-        if entry.get("long_transaction")
+        {key: getattr(entry, key) for key in REPETITION} | entry.long_transaction
+        for entry in document.repetitions
+        if entry.long_transaction
     ]
     windows = pd.DataFrame(rows, columns=WINDOW_COLUMNS)
     for column in ("began_at", "ended_at"):
@@ -158,3 +162,90 @@ def _dequeue_buffers(samples: pd.DataFrame) -> dict[str, float]:
         "dequeue_buffers_during_peak": peaks.get("during", np.nan),
         "dequeue_buffers_after": medians.get("after", np.nan),
     }
+
+
+_BLOAT_COLUMNS = {
+    "claim_p50_before_ms": "claim p50 before (ms)",
+    "claim_p50_during_ms": "claim p50 during",
+    "claim_p50_after_ms": "claim p50 after",
+    "claim_p95_before_ms": "claim p95 before",
+    "claim_p95_during_ms": "claim p95 during",
+    "claim_p95_after_ms": "claim p95 after",
+    "claim_p50_during_vs_before": "p50 during / before (x)",
+    "wait_p95_before_s": "wait p95 before (s)",
+    "wait_p95_during_s": "wait p95 during",
+    "wait_p95_after_s": "wait p95 after",
+    "dequeue_buffers_before": "dequeue buffers before",
+    "dequeue_buffers_during_peak": "dequeue buffers during (peak)",
+    "dequeue_buffers_after": "dequeue buffers after",
+    "jobs_dead_versions_peak": "dead versions, jobs (peak)",
+    "tenants_dead_versions_peak": "dead versions, queue_tenants (peak)",
+    "jobs_dead_versions_end": "dead versions, jobs (end)",
+    "jobs_n_dead_tup_peak": "n_dead_tup, jobs (peak)",
+    "jobs_kb_grown_during": "jobs + indexes grew during (KB)",
+    "autovacuums": "autovacuums",
+}
+
+
+def bloat_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Per strategy and workers: each long-transaction figure's range over repetitions."""
+    grouped = table.groupby(["strategy", "workers"], sort=False)
+    headers = ["strategy", "workers", "reps", *_BLOAT_COLUMNS.values()]
+    rows = [
+        [
+            str(strategy),
+            str(workers),
+            str(len(group)),
+            *(span(group[column].min(), group[column].max()) for column in _BLOAT_COLUMNS),
+        ]
+        for (strategy, workers), group in grouped
+    ]
+    return headers, rows
+
+
+def bloat_sentences(table: pd.DataFrame) -> list[str]:
+    """What the long transaction did, one sentence per strategy and worker count."""
+    sentences = []
+    for (strategy, workers), group in table.groupby(["strategy", "workers"], sort=False):
+        f = {column: span(group[column].min(), group[column].max()) for column in _BLOAT_COLUMNS}
+        sentences.append(
+            f"{strategy}, {workers} workers: the median claim took "
+            f"{f['claim_p50_before_ms']} ms before the hold, {f['claim_p50_during_ms']} ms "
+            f"during it ({f['claim_p50_during_vs_before']}x) and {f['claim_p50_after_ms']} ms "
+            f"after it (p95: {f['claim_p95_before_ms']}, {f['claim_p95_during_ms']}, "
+            f"{f['claim_p95_after_ms']} ms; the p95 wait: {f['wait_p95_before_s']}, "
+            f"{f['wait_p95_during_s']}, {f['wait_p95_after_s']} s); one dequeue read "
+            f"{f['dequeue_buffers_before']} buffers before, up to "
+            f"{f['dequeue_buffers_during_peak']} during and {f['dequeue_buffers_after']} "
+            f"after; dead row versions in jobs peaked at {f['jobs_dead_versions_peak']} "
+            f"(queue_tenants: {f['tenants_dead_versions_peak']}) and stood at "
+            f"{f['jobs_dead_versions_end']} at the end; autovacuum ran {f['autovacuums']} times."
+        )
+    return sentences
+
+
+BLOAT_INTRO = (
+    "A transaction held a repeatable-read snapshot (the xmin horizon) on its own connection "
+    "while the queue churned. Claims are split by the job's started_at: before the hold "
+    "began, during it, after it ended. Dead versions: dead row versions still in the heap "
+    "(pgstattuple), which pruning removes once the horizon moves; n_dead_tup: the "
+    "statistics' count, which only a vacuum lowers. Dequeue buffers: EXPLAIN (ANALYZE, "
+    "BUFFERS) of the strategy's dequeue at each sample, rolled back (medians before and "
+    "after, the peak during). Raw samples: bloat.csv; per "
+    "repetition: bloat-summary.csv."
+)
+
+
+def bloat_section(table: pd.DataFrame) -> Section:
+    rows = Table.of(
+        bloat_rows(table),
+        "Long transaction: claim latency and bloat before, during and after the hold",
+    )
+    return Section(
+        "bloat",
+        "Long transaction and bloat",
+        BLOAT_INTRO,
+        bullets=bloat_sentences(table),
+        tables=[rows],
+        console=[rows],
+    )

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import pandas as pd
 
+from harness.analysis.frames import REPETITION_KEYS, ranges
 from harness.analysis.simulate import alone_makespan
+from harness.report.cells import number, span
+from harness.report.sections import Section, Table
 
-REPETITION_KEYS = ["scenario", "strategy", "workers", "repetition"]
 TENANT_COLUMNS = [
     *REPETITION_KEYS,
     "tenant_id",
@@ -103,3 +105,67 @@ def class_fairness(tenants: pd.DataFrame, everyone: str) -> pd.DataFrame:
         slowdown_p50=("slowdown", "median"),
         slowdown_max=("slowdown", "max"),
     ).reset_index()
+
+
+FAIRNESS_METRICS = ["head_wait_p50_s", "head_wait_max_s", "slowdown_p50", "slowdown_max"]
+
+
+_FAIRNESS_HEADERS = ["head wait p50", "head wait max", "slowdown p50", "slowdown max"]
+
+
+FAIRNESS_NOTE = (
+    "Head wait: the wait of a tenant's first job. Slowdown: a tenant's makespan (first "
+    "enqueue to last finish) over the same jobs' ideal makespan with the workers to "
+    "itself. Jain's index over tenants' slowdowns: 1 = all slowed alike, 1/n = one "
+    "tenant bears it all. Ranges over repetitions; per tenant: tenants.csv."
+)
+
+
+def fairness_rows(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    spans = ranges(summary, FAIRNESS_METRICS)
+    headers = ["strategy", "workers", "tenants", *_FAIRNESS_HEADERS]
+    rows = [
+        [
+            record["strategy"],
+            str(record["workers"]),
+            record["tenant_class"],
+            *(span(record[f"{m}_min"], record[f"{m}_max"]) for m in FAIRNESS_METRICS),
+        ]
+        for record in spans.to_dict("records")
+    ]
+    return headers, rows
+
+
+def jain_rows(fairness: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Per strategy and workers: Jain's index range, and the worst-served tenant of the
+    repetition where it fared worst."""
+    headers = ["strategy", "workers", "reps", "Jain's index", "worst-served tenant", "slowdown"]
+    rows = []
+    for (strategy, workers), group in fairness.groupby(["strategy", "workers"], sort=False):
+        worst = group.sort_values("worst_slowdown").iloc[-1]
+        rows.append(
+            [
+                str(strategy),
+                str(workers),
+                str(len(group)),
+                span(group["jain_index"].min(), group["jain_index"].max()),
+                f"{worst['worst_class']} #{worst['worst_tenant']}",
+                number(worst["worst_slowdown"]),
+            ]
+        )
+    return headers, rows
+
+
+def fairness_section(summary: pd.DataFrame, fairness: pd.DataFrame | None) -> Section:
+    """Per class: head waits and slowdowns; per repetition: Jain's index."""
+    tables = [Table.of(fairness_rows(summary))]
+    console = []
+    if fairness is not None and len(fairness):
+        jain = Table.of(
+            jain_rows(fairness), "Fairness: Jain's index over tenants' slowdowns (1 = all alike)"
+        )
+        tables.append(jain)
+        console.append(jain)
+    return Section(
+        "fairness", "Fairness across tenants", FAIRNESS_NOTE, tables=tables, console=console
+    )

@@ -19,6 +19,8 @@ import pandas as pd
 from harness.analysis.calibration import Calibration, empty_polls_of, fit_calibration
 from harness.analysis.simulate import ZERO_COSTS, Schedule, sim_jobs, simulate
 from harness.analysis.waits import summarize
+from harness.report.cells import number
+from harness.report.sections import Section, Table
 from harness.scenario.model import Scenario
 from harness.scenario.workload import Workload, generate
 
@@ -131,3 +133,48 @@ def versus_ideal(
 def _long(wide: pd.DataFrame, name: str) -> pd.DataFrame:
     stacked: pd.Series = wide.rename_axis(columns="figure").stack()  # type: ignore[assignment]
     return stacked.rename(name).reset_index()
+
+
+IDEAL_NOTE = (
+    "Ideal: the simulator's schedule of the same jobs under the strategy's policy, "
+    "workers never idle while a job is free, zero claim cost (harness/analysis/simulate.py); "
+    "costed: the same jobs at the run's own costs (calibration.json: claims and "
+    "completions drawn from the measured distributions, idle workers polling). Measured: "
+    "median over repetitions. Ratios are left out where the ideal is 0."
+)
+
+
+def ideal_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    costed = "ideal_costed" in table
+    headers = ["strategy", "workers", "tenants", "figure", "measured", "ideal", "measured/ideal"]
+    headers += ["ideal, costed", "measured/costed"] if costed else []
+    rows = []
+    for record in table.to_dict("records"):
+        row = [
+            record["strategy"],
+            str(record["workers"]),
+            record["tenant_class"],
+            record["figure"],
+            number(record["measured"]),
+            number(record["ideal"]),
+            number(record["ratio"]),
+        ]
+        if costed:
+            row += [number(record["ideal_costed"]), number(record["ratio_costed"])]
+        rows.append(row)
+    return headers, rows
+
+
+def ideal_section(table: pd.DataFrame) -> Section:
+    """Every figure in documents; the terminal shows the p50 waits and makespans."""
+    main = table[table["figure"].isin(["wait_p50_s", "makespan_s"])]
+    console = Table.of(
+        ideal_rows(main), "Measured against the ideal schedule (seconds; all figures: ideal.csv)"
+    )
+    return Section(
+        "ideal",
+        "Against the ideal schedule",
+        IDEAL_NOTE,
+        tables=[Table.of(ideal_rows(table))],
+        console=[console],
+    )

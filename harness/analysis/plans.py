@@ -1,6 +1,7 @@
-"""EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) output as data: figures and dangerous shapes.
+"""EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) output as data: figures and dangerous shapes,
+per execution and per capture, and the plans' section of the report.
 
-Pure functions over the JSON PostgreSQL returns; explain.py captures it.
+Pure functions over the JSON PostgreSQL returns; harness/run/captures.py captures it.
 """
 
 from __future__ import annotations
@@ -8,6 +9,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+import pandas as pd
+
+from harness.report.cells import number, whole
+from harness.report.sections import Section, Table
 
 QUEUE_TABLE = "jobs"
 TENANT_TABLE = "queue_tenants"
@@ -69,7 +75,8 @@ def plan_figures(explained: list[dict[str, Any]]) -> PlanFigures:
     root = document["Plan"]
     jobs = [node for node in nodes(root) if node.get("Relation Name") == QUEUE_TABLE]
     return PlanFigures(
-        planning_ms=float(document["Planning Time"]),
+        # auto_explain (a library's fetch captured from its own worker) has no planning time
+        planning_ms=float(document.get("Planning Time", "nan")),
         execution_ms=float(document["Execution Time"]),
         shared_hit=int(root.get("Shared Hit Blocks", 0)),
         shared_read=int(root.get("Shared Read Blocks", 0)),
@@ -125,3 +132,159 @@ def _filters_tenant_on_global_scan(node: dict[str, Any]) -> bool:
         return False
     condition = node.get("Index Cond", "")
     return "tenant_id" in node.get("Filter", "") and "tenant_id" not in condition
+
+
+PLAN_KEYS = ["variant", "strategy"]
+
+
+def plan_runs(captures: list[Capture]) -> pd.DataFrame:
+    """One row per captured execution: the figures of each JSON plan, and the backlog."""
+    rows = [
+        {
+            "variant": capture.variant,
+            "strategy": capture.strategy,
+            "repetition": index,
+            **capture.backlog,
+            "load_s": capture.load_s,
+            **figures.as_dict(),
+            "flags": "; ".join(figures.flags),
+        }
+        for capture in captures
+        for index, figures in enumerate(capture.figures, start=1)
+    ]
+    return pd.DataFrame(rows)
+
+
+def plans_summary(runs: pd.DataFrame, captures: list[Capture]) -> pd.DataFrame:
+    """Per variant and strategy: median times, buffers and the plan's shape; skips kept."""
+    if len(runs):
+        medians = (
+            runs.groupby(PLAN_KEYS, sort=False)
+            .agg(
+                repetitions=("repetition", "size"),
+                planning_ms=("planning_ms", "median"),
+                execution_ms=("execution_ms", "median"),
+                total_ms=("total_ms", "median"),
+                shared_hit=("shared_hit", "median"),
+                shared_read=("shared_read", "median"),
+                shared_buffers=("shared_buffers", "median"),
+                outer_scan=("outer_scan", "last"),
+                jobs_scan=("jobs_scan", "last"),
+                jobs_loops=("jobs_loops", "max"),
+                rows_removed=("rows_removed", "max"),
+                flags=("flags", "last"),
+            )
+            .reset_index()
+        )
+    else:
+        medians = pd.DataFrame(columns=PLAN_KEYS)
+    shapes = pd.DataFrame(
+        [
+            {"variant": c.variant, "strategy": c.strategy, **c.backlog, "skipped": c.skipped or ""}
+            for c in captures
+        ]
+    )
+    return shapes.merge(medians, on=PLAN_KEYS, how="left")
+
+
+SHORT_FLAGS = {SORTS_TENANTS: "SORTS TENANTS", WALKS_GLOBAL_INDEX: "GLOBAL WALK", "-": "-"}
+
+
+_COMPACT_PLAN_COLUMNS = [
+    "variant",
+    "strategy",
+    "tenants (idle)",
+    "planning ms",
+    "execution ms",
+    "total ms",
+    "shared buffers",
+    "jobs scan",
+    "loops",
+    "flags",
+]
+
+
+def plans_rows(
+    plans: pd.DataFrame, compact: bool = False, short_flags: bool | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """Per variant and strategy: medians over repetitions, the plan's shape, its flags.
+
+    `compact` (for terminals) keeps the columns that fit; `short_flags` (default: as
+    compact) names flags by their short names (SHORT_FLAGS, with a legend beside).
+    """
+    short = compact if short_flags is None else short_flags
+    records = [_plan_cells(record, short) for record in plans.to_dict("records")]
+    headers = _COMPACT_PLAN_COLUMNS if compact else list(records[0]) if records else []
+    return headers, [[record[column] for column in headers] for record in records]
+
+
+def _plan_cells(r: dict[Any, Any], short: bool) -> dict[str, str]:
+    cells = {
+        "variant": r["variant"],
+        "strategy": r["strategy"],
+        "tenants (idle)": f"{r['registered_tenants']:,} ({r['idle_tenants']:,})",
+    }
+    if r["skipped"]:
+        skipped = "skipped (slow)" if short else r["skipped"]
+        return {**cells, **dict.fromkeys(_FIGURE_COLUMNS, "-"), "flags": skipped}
+    flags = r["flags"] or "-"
+    if short:
+        flags = ", ".join(SHORT_FLAGS.get(flag, flag) for flag in flags.split("; "))
+    return {
+        **cells,
+        "planning ms": number(r["planning_ms"]),
+        "execution ms": number(r["execution_ms"]),
+        "total ms": number(r["total_ms"]),
+        "shared buffers": whole(r["shared_buffers"]),
+        "shared hit": whole(r["shared_hit"]),
+        "shared read": whole(r["shared_read"]),
+        "index under the Limit": index_name(r["outer_scan"]),
+        "jobs scan": index_name(r["jobs_scan"]),
+        "loops": whole(r["jobs_loops"]),
+        "rows removed": whole(r["rows_removed"]),
+        "flags": flags,
+    }
+
+
+FLAG_LEGEND = "; ".join(f"{short}: {flag}" for flag, short in SHORT_FLAGS.items() if flag != "-")
+
+
+_FIGURE_COLUMNS = [
+    "planning ms",
+    "execution ms",
+    "total ms",
+    "shared buffers",
+    "shared hit",
+    "shared read",
+    "index under the Limit",
+    "jobs scan",
+    "loops",
+    "rows removed",
+]
+
+
+def index_name(scan: str) -> str:
+    """'Index Scan using x on jobs' -> 'x'; other scans as they are."""
+    return scan.split(" using ", 1)[1].split(" on ", 1)[0] if " using " in scan else scan
+
+
+PLANS_INTRO = (
+    "EXPLAIN (ANALYZE, BUFFERS) of each strategy's dequeue on the backlog, inside BEGIN ... "
+    "ROLLBACK; medians over the JSON repetitions (plans.csv has each). Total = planning + "
+    "execution. Raw plans: explain/."
+)
+
+
+def plans_section(plans: pd.DataFrame) -> Section:
+    console = Table.of(
+        plans_rows(plans, compact=True),
+        f"Dequeue plans: EXPLAIN (ANALYZE, BUFFERS), medians. {FLAG_LEGEND}",
+    )
+    return Section(
+        "plans",
+        "Dequeue plans",
+        PLANS_INTRO,
+        tables=[Table.of(plans_rows(plans))],
+        console=[console],
+        html_tables=[Table.of(plans_rows(plans, short_flags=True))],
+    )

@@ -21,6 +21,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from harness.report.cells import number
+from harness.report.sections import Section, Table
+from harness.scenario.model import Scenario
+from harness.scenario.workload import tenant_ranges
+
 SHARE_TOLERANCE = 0.10
 
 
@@ -112,3 +117,107 @@ CHECKS: dict[str, Callable[..., Verdict]] = {
     "tenant_cap": tenant_cap,
     "priority_order": priority_order,
 }
+
+
+MONITOR_COLUMNS = ["strategy", "workers", "repetition", "elapsed_s", "stranded", "oldest_age_s"]
+
+
+def property_table(jobs: pd.DataFrame, monitor: pd.DataFrame, scenario: Scenario) -> pd.DataFrame:
+    """The scenario's checks, per strategy and worker count: the worst repetition's value,
+    the bound, and whether every repetition held."""
+    groups = [r.group for r in tenant_ranges(scenario)]
+    weights = {group.name: group.weight for group in groups}
+    priorities = {group.name: group.priority for group in groups}
+    rows = []
+    for (strategy, workers, repetition), run in jobs.groupby(
+        ["strategy", "workers", "repetition"], sort=False
+    ):
+        samples = monitor[
+            (monitor["strategy"] == strategy)
+            & (monitor["workers"] == workers)
+            & (monitor["repetition"] == repetition)
+        ]
+        arguments = {
+            "never_stranded": (samples,),
+            "weighted_share": (run, weights),
+            "tenant_cap": (run, scenario.tenant_cap),
+            "priority_order": (run, priorities, workers),
+        }
+        for check in scenario.checks:
+            verdict = CHECKS[check](*arguments[check])
+            rows.append(
+                {
+                    "check": check,
+                    "strategy": strategy,
+                    "workers": workers,
+                    "repetition": repetition,
+                    "measured": verdict.measured,
+                    "bound": verdict.bound,
+                    "held": verdict.held,
+                    "detail": verdict.detail,
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "check",
+            "strategy",
+            "workers",
+            "repetition",
+            "measured",
+            "bound",
+            "held",
+            "detail",
+        ],
+    )
+
+
+def property_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per check, strategy and workers: worst measured value, and held in every repetition."""
+    grouped = table.groupby(["check", "strategy", "workers"], sort=False)
+    return grouped.agg(
+        repetitions=("repetition", "size"),
+        measured=("measured", "max"),
+        bound=("bound", "first"),
+        held=("held", lambda held: None if held.isna().all() else bool(held.dropna().all())),
+        detail=("detail", "last"),
+    ).reset_index()
+
+
+def property_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    headers = [
+        "property",
+        "strategy",
+        "workers",
+        "reps",
+        "measured (worst)",
+        "bound",
+        "held",
+        "detail",
+    ]
+    rows = [
+        [
+            r["check"],
+            r["strategy"],
+            str(r["workers"]),
+            str(r["repetitions"]),
+            number(r["measured"]),
+            number(r["bound"]),
+            "n/a" if r["held"] is None or r["held"] != r["held"] else "yes" if r["held"] else "NO",
+            r["detail"],
+        ]
+        for r in table.to_dict("records")
+    ]
+    return headers, rows
+
+
+PROPERTIES_INTRO = (
+    "From the recorded data (harness/analysis/properties.py); measured is the worst repetition."
+)
+
+
+def properties_section(summary: pd.DataFrame) -> Section:
+    rows = Table.of(property_rows(summary), "Properties checked from the recorded data")
+    return Section(
+        "properties", "Properties checked", PROPERTIES_INTRO, tables=[rows], console=[rows]
+    )

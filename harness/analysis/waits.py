@@ -1,4 +1,4 @@
-"""Pure analysis of the jobs table: waits, percentiles, makespan, reference figures.
+"""Pure analysis of the jobs table: waits, percentiles, makespan, throughput.
 
 Every figure here is recomputable from jobs.csv alone:
   wait      = started_at - enqueued_at, per job
@@ -6,7 +6,7 @@ Every figure here is recomputable from jobs.csv alone:
   t0        = the first enqueued_at of the repetition
   makespan  = last finished_at of the class - t0
   throughput = jobs of the repetition / (last finished_at - t0)
-and, per tenant class, the fairness figures of harness/fairness.py: the median and
+and, per tenant class, the fairness figures of harness/analysis/fairness.py: the median and
 largest head wait (a tenant's first job) and slowdown (makespan / alone) of its tenants.
 """
 
@@ -15,14 +15,11 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis.fairness import class_fairness, tenant_table
-from harness.analysis.plans import Capture
-from harness.analysis.properties import CHECKS
-from harness.scenario.model import ReferenceFigure, Scenario
-from harness.scenario.workload import tenant_ranges
+from harness.analysis.frames import ALL_TENANTS, REPETITION_KEYS, ranges
+from harness.report.cells import span
+from harness.report.sections import Section, Table
 
-REPETITION_KEYS = ["scenario", "strategy", "workers", "repetition"]
 SUMMARY_KEYS = [*REPETITION_KEYS, "tenant_class"]
-ALL_TENANTS = "all"
 
 
 def with_waits(jobs: pd.DataFrame) -> pd.DataFrame:
@@ -79,181 +76,64 @@ def _in_reading_order(summary: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame
     return order.reset_index(drop=True)
 
 
-def ranges(summary: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
-    """Min and max over repetitions of each metric, per strategy, workers and class."""
-    keys = ["strategy", "workers", "tenant_class"]
-    grouped = summary.groupby(keys, sort=False)[metrics]
-    low, high = grouped.min(), grouped.max()
-    return low.join(high, lsuffix="_min", rsuffix="_max").reset_index()
+SUMMARY_METRICS = [
+    "wait_p50_s",
+    "wait_p95_s",
+    "wait_p99_s",
+    "wait_max_s",
+    "makespan_s",
+    "throughput_jobs_s",
+]
 
 
-PLAN_KEYS = ["variant", "strategy"]
-_PLAN_COLUMNS = {
-    "plan_total_ms": "total_ms",
-    "plan_execution_ms": "execution_ms",
-    "plan_shared_buffers": "shared_buffers",
+_HEADERS = {
+    "wait_p50_s": "p50 wait",
+    "wait_p95_s": "p95 wait",
+    "wait_p99_s": "p99 wait",
+    "wait_max_s": "max wait",
+    "makespan_s": "last done",
+    "throughput_jobs_s": "jobs/s",
 }
 
 
-def plan_runs(captures: list[Capture]) -> pd.DataFrame:
-    """One row per captured execution: the figures of each JSON plan, and the backlog."""
-    rows = [
-        {
-            "variant": capture.variant,
-            "strategy": capture.strategy,
-            "repetition": index,
-            **capture.backlog,
-            "load_s": capture.load_s,
-            **figures.as_dict(),
-            "flags": "; ".join(figures.flags),
-        }
-        for capture in captures
-        for index, figures in enumerate(capture.figures, start=1)
+def summary_rows(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    """Per strategy, workers and class: jobs, then each metric's range over repetitions."""
+    spans = ranges(summary, SUMMARY_METRICS)
+    counts = summary.groupby(["strategy", "workers", "tenant_class"], sort=False)
+    headers = [
+        "strategy",
+        "workers",
+        "tenants",
+        "jobs",
+        "reps",
+        *(_HEADERS[m] for m in SUMMARY_METRICS),
     ]
-    return pd.DataFrame(rows)
-
-
-def plans_summary(runs: pd.DataFrame, captures: list[Capture]) -> pd.DataFrame:
-    """Per variant and strategy: median times, buffers and the plan's shape; skips kept."""
-    if len(runs):
-        medians = (
-            runs.groupby(PLAN_KEYS, sort=False)
-            .agg(
-                repetitions=("repetition", "size"),
-                planning_ms=("planning_ms", "median"),
-                execution_ms=("execution_ms", "median"),
-                total_ms=("total_ms", "median"),
-                shared_hit=("shared_hit", "median"),
-                shared_read=("shared_read", "median"),
-                shared_buffers=("shared_buffers", "median"),
-                outer_scan=("outer_scan", "last"),
-                jobs_scan=("jobs_scan", "last"),
-                jobs_loops=("jobs_loops", "max"),
-                rows_removed=("rows_removed", "max"),
-                flags=("flags", "last"),
-            )
-            .reset_index()
-        )
-    else:
-        medians = pd.DataFrame(columns=PLAN_KEYS)
-    shapes = pd.DataFrame(
-        [
-            {"variant": c.variant, "strategy": c.strategy, **c.backlog, "skipped": c.skipped or ""}
-            for c in captures
-        ]
-    )
-    return shapes.merge(medians, on=PLAN_KEYS, how="left")
-
-
-def measured_figure(
-    figure: ReferenceFigure, summary: pd.DataFrame | None, plans: pd.DataFrame | None
-) -> pd.Series:
-    """The figure per repetition: the metric, or its ratio/difference between strategies."""
-    where: dict[str, object]
-    if figure.is_plan_figure:
-        table, column = plans, _PLAN_COLUMNS[figure.metric]
-        where = {"variant": figure.variant}
-    else:
-        table, column = summary, figure.metric
-        workers = figure.workers or (summary["workers"].iloc[0] if summary is not None else 0)
-        where = {"workers": workers, "tenant_class": figure.tenant_class}
-    if table is None or table.empty:
-        return pd.Series(dtype=float)
-
-    def values(strategy: str) -> pd.Series:
-        chosen = table["strategy"] == strategy
-        for key, value in where.items():
-            chosen &= table[key] == value
-        return table[chosen].set_index("repetition")[column].astype(float)
-
-    own = values(figure.strategy)
-    if figure.versus is None:
-        return own
-    other = values(figure.versus)
-    return own / other if figure.compare == "ratio" else own - other
-
-
-def reference_table(
-    figures: list[ReferenceFigure], summary: pd.DataFrame | None, plans: pd.DataFrame | None
-) -> pd.DataFrame:
-    """The source's figures beside the measured range over repetitions."""
     rows = []
-    for figure in figures:
-        measured = measured_figure(figure, summary, plans).dropna()
+    for record in spans.to_dict("records"):
+        group = counts.get_group((record["strategy"], record["workers"], record["tenant_class"]))
         rows.append(
-            {
-                "figure": figure.label,
-                "unit": figure.unit,
-                "reference_low": figure.value[0],
-                "reference_high": figure.value[1],
-                "measured_low": measured.min() if len(measured) else float("nan"),
-                "measured_high": measured.max() if len(measured) else float("nan"),
-                "repetitions": len(measured),
-            }
+            [
+                record["strategy"],
+                str(record["workers"]),
+                record["tenant_class"],
+                str(int(group["jobs"].iloc[0])),
+                str(len(group)),
+                *(span(record[f"{m}_min"], record[f"{m}_max"]) for m in SUMMARY_METRICS),
+            ]
         )
-    return pd.DataFrame(rows)
+    return headers, rows
 
 
-MONITOR_COLUMNS = ["strategy", "workers", "repetition", "elapsed_s", "stranded", "oldest_age_s"]
+SUMMARY_INTRO = (
+    "Seconds; the range over repetitions. Wait: enqueued_at to started_at. Last done: the "
+    "class's last job finished, counted from the repetition's first enqueue. `all` pools "
+    "every tenant. Every figure is recomputable from jobs.csv (harness/analysis/waits.py "
+    "says how)."
+)
 
 
-def property_table(jobs: pd.DataFrame, monitor: pd.DataFrame, scenario: Scenario) -> pd.DataFrame:
-    """The scenario's checks, per strategy and worker count: the worst repetition's value,
-    the bound, and whether every repetition held."""
-    groups = [r.group for r in tenant_ranges(scenario)]
-    weights = {group.name: group.weight for group in groups}
-    priorities = {group.name: group.priority for group in groups}
-    rows = []
-    for (strategy, workers, repetition), run in jobs.groupby(
-        ["strategy", "workers", "repetition"], sort=False
-    ):
-        samples = monitor[
-            (monitor["strategy"] == strategy)
-            & (monitor["workers"] == workers)
-            & (monitor["repetition"] == repetition)
-        ]
-        arguments = {
-            "never_stranded": (samples,),
-            "weighted_share": (run, weights),
-            "tenant_cap": (run, scenario.tenant_cap),
-            "priority_order": (run, priorities, workers),
-        }
-        for check in scenario.checks:
-            verdict = CHECKS[check](*arguments[check])
-            rows.append(
-                {
-                    "check": check,
-                    "strategy": strategy,
-                    "workers": workers,
-                    "repetition": repetition,
-                    "measured": verdict.measured,
-                    "bound": verdict.bound,
-                    "held": verdict.held,
-                    "detail": verdict.detail,
-                }
-            )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "check",
-            "strategy",
-            "workers",
-            "repetition",
-            "measured",
-            "bound",
-            "held",
-            "detail",
-        ],
+def summary_section(summary: pd.DataFrame) -> Section:
+    table = Table.of(
+        summary_rows(summary), "Waits and last job done (seconds), range over repetitions"
     )
-
-
-def property_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Per check, strategy and workers: worst measured value, and held in every repetition."""
-    grouped = table.groupby(["check", "strategy", "workers"], sort=False)
-    return grouped.agg(
-        repetitions=("repetition", "size"),
-        measured=("measured", "max"),
-        bound=("bound", "first"),
-        held=("held", lambda held: None if held.isna().all() else bool(held.dropna().all())),
-        detail=("detail", "last"),
-    ).reset_index()
+    return Section("waits", "Waits and makespan", SUMMARY_INTRO, tables=[table], console=[table])

@@ -9,10 +9,13 @@ from functools import partial
 import psycopg
 
 from harness.check.verdict import Probe
+from harness.queues.base import Site
+from harness.queues.sql.claim import ClaimSql, claim
+from harness.queues.sql.queue import SqlQueue
+from harness.queues.sql.session import Plain
 from harness.queues.sql.strategies import Strategy
-from harness.queues.sql.worker import Plain, claim_statements
 from harness.run.captures import CaptureObserver, capture, requests
-from harness.run.repetition import scenario_params, worker_spec
+from harness.scenario.inputs import RunInputs
 from harness.scenario.model import Scenario
 from harness.scenario.workload import backlog_rows
 from harness.server.connections import connect
@@ -23,26 +26,26 @@ REFERENCE_SQL = builtin_blocks("harness.check", "reference.sql")["reference"].sq
 
 
 def measure(
-    dsn: str,
-    schema: str,
+    site: Site,
     probes: Scenario,
     strategies: dict[str, Strategy],
     samples: int,
     observer: CaptureObserver,
 ) -> Iterator[Probe]:
     """Every probe of the probe scenario: plan figures, then timed claims in that state."""
-    with connect(dsn) as conn:
+    inputs = RunInputs.of(probes)
+    with connect(site.dsn, schema=site.schema) as conn:
         for request in requests(probes):
             strategy = strategies[request.strategy]
+            queue = SqlQueue(strategy, site, inputs)
             rows = backlog_rows(probes, probes.variant_backlog(request.variant))
             observer.capture_started(request, 2)
-            params = scenario_params(probes)
-            captured = capture(conn, schema, strategy, request.variant, rows, 1, observer, params)
+            captured = capture(conn, queue, request.variant, rows, 1, observer, inputs.params)
             figures = captured.figures[-1]
-            spec = worker_spec(dsn, schema, strategy, 0, 0, {}, params)
-            claim_ms, reference_ms = time_claims(
-                conn, partial(claim_statements, Plain(conn), spec), samples
+            one_claim = partial(
+                claim, Plain(conn), ClaimSql.of(strategy), inputs.params, own_transaction=False
             )
+            claim_ms, reference_ms = time_claims(conn, one_claim, samples)
             yield Probe(
                 strategy.name,
                 request.variant,

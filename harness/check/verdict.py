@@ -1,6 +1,6 @@
 """`harness check`: each strategy's dequeue, on fixed backlogs, against a baseline.
 
-This module compares (pure); probing.py measures.
+This module compares (pure); probes.py measures; baseline.py keeps the baseline.
 
 Two kinds of figure per strategy and backlog:
 - deterministic, from EXPLAIN (ANALYZE, BUFFERS): shared buffers, the plan's scans, rows
@@ -18,12 +18,11 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from xml.etree import ElementTree
 
+from harness.analysis.plans import index_name
 from harness.analysis.stats import mann_whitney_greater, relative_spread
-
-BASELINE_FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -191,22 +190,83 @@ def _timing(old: Probe, new: Probe, settings: CheckSettings) -> Finding:
     )
 
 
-def baseline_document(
-    probes: list[Probe],
-    settings: CheckSettings,
-    probes_path: str,
-    probes_sha256: str,
-    metadata: dict[str, Any],
-) -> dict[str, Any]:
-    return {
-        "format_version": BASELINE_FORMAT_VERSION,
-        "probes_file": probes_path,
-        "probes_sha256": probes_sha256,
-        "settings": asdict(settings),
-        "metadata": metadata,
-        "probes": [asdict(probe) for probe in probes],
-    }
+_PROBE_COLUMNS = {
+    "shared buffers": "buffers",
+    "rows removed by filter": "rows removed",
+    "index under the Limit": "plan",
+    "jobs scan": "plan",
+    "dangerous shapes": "flags",
+    "claim latency / reference": "claim / reference",
+}
 
 
-def probes_from(document: dict[str, Any]) -> list[Probe]:
-    return [Probe(**probe) for probe in document["probes"]]
+_SEVERITY = ["ok", "improved", "noisy", "new", "regression"]
+
+
+def findings_rows(findings: list[Finding]) -> tuple[list[str], list[list[str]]]:
+    """One row per probe: each figure as `baseline -> now`, and the probe's worst verdict."""
+    headers = [
+        "strategy",
+        "backlog",
+        "buffers",
+        "rows removed",
+        "plan",
+        "flags",
+        "claim / reference",
+        "verdict",
+    ]
+    probes: dict[tuple[str, str], dict[str, str]] = {}
+    for f in findings:
+        row = probes.setdefault((f.strategy, f.variant), {"verdict": "ok"})
+        column = _PROBE_COLUMNS.get(f.figure)
+        if column is not None and not (column == "plan" and row.get("plan", "same") != "same"):
+            row[column] = _change(f)
+        if _SEVERITY.index(f.verdict) > _SEVERITY.index(row["verdict"]):
+            row["verdict"] = f.verdict
+    return headers, [
+        [
+            strategy,
+            variant,
+            *(row.get(h, "-") for h in headers[2:-1]),
+            row["verdict"].upper() if row["verdict"] == "regression" else row["verdict"],
+        ]
+        for (strategy, variant), row in probes.items()
+    ]
+
+
+def _change(f: Finding) -> str:
+    if f.figure in ("index under the Limit", "jobs scan"):
+        return (
+            "same"
+            if f.baseline == f.candidate
+            else (f"{index_name(f.baseline)} -> {index_name(f.candidate)}")
+        )
+    if f.figure == "dangerous shapes":
+        return "none" if f.candidate == "none" else "NEW" if f.verdict == "regression" else "same"
+    factor = "" if f.factor is None or math.isinf(f.factor) else f" ({f.factor:.2f}x)"
+    return f"{f.baseline} -> {f.candidate}{factor}"
+
+
+def junit_xml(findings: list[Finding]) -> bytes:
+    """One test case per probe figure; a regression is a failure."""
+    failures = [f for f in findings if f.verdict == "regression"]
+    suite = ElementTree.Element(
+        "testsuite",
+        name="harness check",
+        tests=str(len(findings)),
+        failures=str(len(failures)),
+        errors="0",
+        skipped="0",
+    )
+    for finding in findings:
+        case = ElementTree.SubElement(
+            suite,
+            "testcase",
+            classname=f"{finding.strategy}.{finding.variant}",
+            name=finding.figure,
+        )
+        if finding.verdict == "regression":
+            ElementTree.SubElement(case, "failure", message=finding.message)
+        elif finding.verdict != "ok":
+            ElementTree.SubElement(case, "system-out").text = finding.message
+    return ElementTree.tostring(suite, encoding="utf-8", xml_declaration=True)

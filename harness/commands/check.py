@@ -11,25 +11,15 @@ from typing import Any
 
 from rich.console import Console
 
+from harness.check.baseline import baseline_document, read_baseline
 from harness.check.probes import measure
-from harness.check.verdict import (
-    BASELINE_FORMAT_VERSION,
-    CheckSettings,
-    Finding,
-    Probe,
-    baseline_document,
-    compare,
-    probes_from,
-)
+from harness.check.verdict import CheckSettings, Finding, Probe, compare, findings_rows, junit_xml
 from harness.commands.progress import ProgressBars
 from harness.errors import HarnessError
+from harness.queues.base import Site
 from harness.queues.sql.strategies import Strategy, load_strategies
-from harness.report.tables import (
-    console_table,
-    findings_rows,
-    junit_xml,
-    markdown_table,
-)
+from harness.report.console import console_table
+from harness.report.sections import markdown_table
 from harness.results.folder import atomic_write
 from harness.run.captures import requests
 from harness.scenario.loader import LoadedScenario, load_scenario
@@ -92,7 +82,11 @@ def _measure_probes(
         ):
             measured = list(
                 measure(
-                    server.dsn, schema, probes.scenario, strategies, request.settings.samples, bars
+                    Site(server.dsn, schema),
+                    probes.scenario,
+                    strategies,
+                    request.settings.samples,
+                    bars,
                 )
             )
         return measured, collect_all(server.dsn, {"kind": server.provider, **server.details})
@@ -112,31 +106,6 @@ def _old_baseline(
     except HarnessError as error:
         console.print(f"The old baseline is not comparable: {error}", highlight=False)
         return None
-
-
-def read_baseline(path: Path, probes: LoadedScenario) -> list[Probe]:
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise HarnessError(
-            f"{path}: cannot read the baseline ({error}); make one with "
-            "harness check --update-baseline"
-        ) from error
-    version = document.get("format_version") if isinstance(document, dict) else None
-    if version != BASELINE_FORMAT_VERSION:
-        raise HarnessError(
-            f"{path}: baseline format_version {version}; this harness reads "
-            f"{BASELINE_FORMAT_VERSION}"
-        )
-    if document.get("probes_sha256") != probes.sha256:
-        raise HarnessError(
-            f"{path}: made with other probes than {probes.path}; make a new "
-            "one with harness check --update-baseline"
-        )
-    try:
-        return probes_from(document)
-    except (KeyError, TypeError) as error:
-        raise HarnessError(f"{path}: a probe entry is malformed ({error})") from error
 
 
 def _show_findings(

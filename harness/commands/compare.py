@@ -8,13 +8,13 @@ import pandas as pd
 from rich.console import Console
 
 from harness.analysis.compare import compare_runs, comparison_rows
+from harness.analysis.figures import compare_ecdf
 from harness.errors import HarnessError
-from harness.report.plots import FORMATS, compare_ecdf, encode
-from harness.report.tables import (
-    console_table,
-    markdown_table,
-)
-from harness.results.folder import atomic_write, load_jobs
+from harness.report.console import console_table
+from harness.report.plots import FORMATS, encode
+from harness.report.sections import markdown_table
+from harness.results.folder import atomic_write
+from harness.results.jobs import load_jobs
 
 
 def compare_command(

@@ -17,9 +17,7 @@ from harness.experiments.isolation import (
     table_rows,
     write_results,
 )
-from harness.report.tables import (
-    console_table,
-)
+from harness.report.console import console_table
 from harness.server.kinds import ProviderChoice
 from harness.server.pgbouncer import pgbouncer_version
 from harness.server.provenance import collect_all

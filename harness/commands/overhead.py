@@ -13,15 +13,13 @@ from harness.experiments.overhead import (
     OverheadSettings,
     goals,
     overhead_document,
+    overhead_rows,
     run_overhead,
     summarise,
 )
 from harness.queues.sql.strategies import load_strategies
-from harness.report.tables import (
-    console_table,
-    markdown_table,
-    overhead_rows,
-)
+from harness.report.console import console_table
+from harness.report.sections import markdown_table
 from harness.results.folder import RunFolder
 from harness.server.provenance import collect_all
 from harness.server.providers import choose_provider, open_server

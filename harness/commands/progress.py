@@ -68,11 +68,16 @@ class ProgressBars:
 
 
 def _fault_note(result: RepetitionResult) -> str:
-    """Stuck jobs said on the console too: a completed run with them is no silent success."""
+    """Stuck jobs and missed crashes said on the console too: a completed run with them is
+    no silent success."""
     faults = result.faults
     if not faults:
         return ""
+    fired, planned = len(faults["crashes"]), faults["crashes_planned"]
+    missed = (
+        f", {planned - fired} of {planned} planned crashes never fired" if fired < planned else ""
+    )
     return (
         f" (lost {faults['lost']}, duplicates {faults['duplicates']}, stuck {faults['stuck']}, "
-        f"dead-lettered {faults['dead_lettered']}, reconnects {faults['reconnects']})"
+        f"dead-lettered {faults['dead_lettered']}, reconnects {faults['reconnects']}{missed})"
     )

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import secrets
+from collections.abc import Iterator
 from pathlib import Path
 
 from rich.console import Console
 
 from harness.commands.outcome import show_outcome
 from harness.commands.progress import ProgressBars
+from harness.commands.validate import load_all
 from harness.errors import HarnessError
-from harness.queues.sql.strategies import load_strategies
+from harness.queues.catalog import catalog
 from harness.run.captures import requests
+from harness.run.crew import LOCAL, Placement
+from harness.run.fleet import Fleet, open_fleet
 from harness.run.render import Rendered
 from harness.run.repetition import plan
 from harness.run.scenario_run import RunOptions, run_scenario
-from harness.scenario.loader import LoadedScenario, load_scenario
+from harness.scenario.loader import LoadedScenario
+from harness.server.kinds import Server
 from harness.server.providers import choose_provider, open_server
 from harness.server.schema import check_schema_name
 
@@ -29,21 +37,25 @@ def run_command(
     strategies_dir: Path | None,
     options: RunOptions,
     console: Console,
+    listen: str | None = None,
 ) -> list[Rendered]:
-    strategies = load_strategies(strategies_dir)
-    scenarios = [load_scenario(path, set(strategies)) for path in paths]
+    entries = catalog(strategies_dir)
+    scenarios = load_all(paths, entries)
     for loaded in scenarios:
         _check_selection(loaded, options)
+        _check_fleet(loaded, options)
     check_schema_name(options.schema, options.reuse_schema)
-    choice = choose_provider(pg, dsn, os.environ, allow_mismatch)
+    choice = choose_provider(pg, dsn, os.environ, allow_mismatch, listen)
     outcomes = []
     console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
-    with open_server(choice) as server:
+    with open_server(choice) as server, _placement(server, options, console) as placement:
         for loaded in scenarios:
             steps = _steps(loaded, options)
             console.rule(f"{loaded.scenario.name}: {steps} steps")
             with ProgressBars(console, steps) as bars:
-                outcome = run_scenario(loaded, strategies, server, results_dir, bars, options)
+                outcome = run_scenario(
+                    loaded, entries, server, results_dir, bars, options, placement
+                )
             show_outcome(outcome, console)
             outcomes.append(outcome)
     if len(outcomes) > 1:
@@ -51,6 +63,51 @@ def run_command(
         for outcome in outcomes:
             console.print(f"{outcome.report}", highlight=False)
     return outcomes
+
+
+_FLEET_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
+
+
+def _check_fleet(loaded: LoadedScenario, options: RunOptions) -> None:
+    """A fleet's members need a share of every repetition's workers, and the faults need
+    the workers here (they are killed and replaced as processes of this host)."""
+    scenario = loaded.scenario
+    if options.local_workers and not options.fleet:
+        raise HarnessError("--local-workers goes with --fleet N")
+    if options.fleet_id is not None and not _FLEET_ID.fullmatch(options.fleet_id):
+        raise HarnessError(
+            f"--fleet-id: '{options.fleet_id}' is not allowed; use lowercase letters, digits "
+            "and -, at most 40 characters"
+        )
+    if not options.fleet or not scenario.timed:
+        return
+    if scenario.uses_faults:
+        raise HarnessError(f"{loaded.path}: faults run on local workers only, not with --fleet")
+    remote = min(scenario.workers) - options.local_workers
+    if remote < options.fleet:
+        raise HarnessError(
+            f"{loaded.path}: workers {min(scenario.workers)} leave {remote} for --fleet "
+            f"{options.fleet} members (with --local-workers {options.local_workers}); "
+            "every member needs at least one"
+        )
+
+
+@contextlib.contextmanager
+def _placement(server: Server, options: RunOptions, console: Console) -> Iterator[Placement]:
+    """Here, or over a fleet whose members have all joined."""
+    if not options.fleet:
+        yield LOCAL
+        return
+    fleet = Fleet(
+        server.dsn,
+        options.fleet_id or secrets.token_hex(4),
+        options.fleet,
+        options.local_workers,
+        options.fleet_timeout_s,
+        member_dsn=server.details.get("tcp_dsn") or server.details.get("dsn") or "URL",
+    )
+    with open_fleet(fleet, lambda line: console.print(line, highlight=False)) as opened:
+        yield opened
 
 
 def _check_selection(loaded: LoadedScenario, options: RunOptions) -> None:

@@ -13,19 +13,16 @@ import yaml
 from rich.console import Console
 
 from harness.analysis.calibration import Calibration, against_prediction
-from harness.analysis.fairness import repetition_fairness, tenant_table
+from harness.analysis.fairness import fairness_rows, jain_rows, repetition_fairness, tenant_table
 from harness.analysis.ideal import run_calibration, simulated_jobs
-from harness.analysis.waits import summarize, with_waits
+from harness.analysis.waits import summarize, summary_rows, with_waits
 from harness.errors import HarnessError
 from harness.queues.sql.strategies import load_strategies
-from harness.report.tables import (
-    console_table,
-    fairness_rows,
-    jain_rows,
-    number,
-    summary_rows,
-)
-from harness.results.folder import atomic_write, load_jobs, load_run
+from harness.report.cells import number
+from harness.report.console import console_table
+from harness.results.document import load_document
+from harness.results.folder import atomic_write
+from harness.results.jobs import load_jobs
 from harness.scenario.loader import load_scenario
 from harness.scenario.model import Scenario
 from harness.scenario.workload import generate
@@ -113,8 +110,11 @@ def _calibration(run: Path, repetitions: list[int] | None) -> Calibration:
     its raw files as `harness report` fits it from all of them."""
     if not repetitions:
         return load_calibration(run)
-    document = load_run(run)
-    policies = document.get("simulation")
+    try:
+        document = load_document(run)
+    except ValueError as error:
+        raise HarnessError(str(error)) from None
+    policies = document.simulation
     if not policies:
         raise HarnessError(f"{run}/run.json: no simulation policies recorded; nothing to fit")
     scenario = Scenario.model_validate(yaml.safe_load((run / "scenario.yaml").read_text()))
@@ -122,7 +122,7 @@ def _calibration(run: Path, repetitions: list[int] | None) -> Calibration:
     jobs = jobs[jobs["repetition"].isin(repetitions)]
     if jobs.empty:
         raise HarnessError(f"{run}/jobs.csv: no jobs of repetitions {sorted(repetitions)}")
-    entries = [entry for entry in document["repetitions"] if entry["repetition"] in repetitions]
+    entries = [e.model_dump() for e in document.repetitions if e.repetition in repetitions]
     return run_calibration(scenario, policies, jobs, entries)
 
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.queues.sql.strategies import load_strategies
+from harness.queues.catalog import catalog
 
 
 def sql_command(name: str, strategies_dir: Path | None) -> None:
-    strategies = load_strategies(strategies_dir)
-    if name not in strategies:
-        raise HarnessError(f"unknown strategy '{name}'; available: {sorted(strategies)}")
-    print(strategies[name].shown(), end="")
+    entries = catalog(strategies_dir)
+    entry = entries.get(name)
+    if entry is None:
+        raise HarnessError(f"unknown strategy '{name}'; available: {sorted(entries)}")
+    if entry.shown is None:
+        raise HarnessError(f"strategy '{name}' runs no SQL of the harness's own to show")
+    print(entry.shown(), end="")

@@ -6,21 +6,21 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.queues.sql.strategies import load_strategies
+from harness.queues.base import QueueEntry
+from harness.queues.catalog import catalog
 from harness.run.captures import requests
 from harness.run.repetition import plan
 from harness.scenario.loader import LoadedScenario, load_scenario
 from harness.scenario.workload import count_jobs
 
 
-def load_all(paths: list[Path], strategies_dir: Path | None) -> list[LoadedScenario]:
+def load_all(paths: list[Path], entries: dict[str, QueueEntry]) -> list[LoadedScenario]:
     """Every scenario validated before anything runs: a typo in the last file costs nothing."""
-    names = set(load_strategies(strategies_dir))
-    return [load_scenario(path, names) for path in paths]
+    return [load_scenario(path, set(entries)) for path in paths]
 
 
 def validate_command(paths: list[Path], strategies_dir: Path | None, console: Console) -> None:
-    for loaded in load_all(paths, strategies_dir):
+    for loaded in load_all(paths, catalog(strategies_dir)):
         scenario = loaded.scenario
         parts = []
         if scenario.timed:

@@ -46,7 +46,7 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool
 
 from harness.errors import RunFailed
-from harness.report.tables import markdown_table
+from harness.report.sections import markdown_table
 from harness.results.folder import RunFolder
 from harness.server.connections import connect
 from harness.server.pgbouncer import login_for, running_pgbouncer, unavailable_reason

@@ -3,7 +3,7 @@
 The harness must not measure itself. Both arms drain the same preloaded queue (N jobs of
 one tenant, freshly reset schema) on the same server with the same number of clients and
 run the same statements, the strategy's own blocks: pgbench as a custom script generated
-from them (`pgbench_script`), the harness as its worker processes (harness/workers.py,
+from them (`pgbench_script`), the harness as its worker processes (harness/queues/sql/worker.py,
 unchanged). Each arm is timed by the server's clock, from the first job's started_at to
 the last job's finished_at, so both are measured by one definition; throughput is jobs
 over that makespan.
@@ -32,12 +32,18 @@ from typing import Any, Literal
 import psycopg
 
 from harness.errors import RunFailed
+from harness.queues.base import JobRecord, Ledger, Site
+from harness.queues.sql.queue import SqlQueue
 from harness.queues.sql.strategies import Strategy
-from harness.run.books import JobRow, check_books
-from harness.run.repetition import Crew, read_books, reset_schema, worker_spec
-from harness.scenario.distributions import Duration
+from harness.report.cells import number, span
+from harness.run.books import check_books
+from harness.run.crew import Crew
+from harness.scenario.inputs import RunInputs
+from harness.scenario.model import Scenario, TenantGroup
+from harness.scenario.workload import Batch
 from harness.server.connections import connect
 from harness.server.embedded import as_server_user, client_program
+from harness.server.schema import recreate
 
 FORMAT_VERSION = 1  # overhead.json; history: 1 first version
 Arm = Literal["pgbench", "harness"]
@@ -218,9 +224,9 @@ def run_workers(
     dsn: str, schema: str, strategy: Strategy, load: Load, clients: int
 ) -> tuple[float, list[int] | None]:
     """Mean claim latency and every claimed job id, from the worker processes."""
-    work = {TENANT: Duration("constant", load.work_ms)}
-    spec = worker_spec(dsn, schema, strategy, POLL_INTERVAL_MS, 0, work, PARAMS)
-    reports = Crew.workers_only(spec, clients).drain(load.jobs, ARM_TIMEOUT_S)
+    queue = load_queue(dsn, schema, strategy, load, clients)
+    with Crew(queue.workers(clients)) as crew:
+        reports = crew.drain(load.jobs, ARM_TIMEOUT_S)
     claims = [claim for report in reports for claim in report.claims]
     return statistics.fmean(ms for _, _, ms in claims), [job for job, _, _ in claims]
 
@@ -228,37 +234,56 @@ def run_workers(
 _ARMS: dict[Arm, Measure] = {"pgbench": run_pgbench, "harness": run_workers}
 
 
-def fresh_queue(conn: psycopg.Connection, schema: str, strategy: Strategy, jobs: int) -> None:
+def load_queue(dsn: str, schema: str, strategy: Strategy, load: Load, clients: int) -> SqlQueue:
+    """The strategy as a queue for one load: one tenant's jobs of `load.work_ms` each,
+    polled every POLL_INTERVAL_MS once the queue runs dry."""
+    scenario = Scenario(
+        name="overhead",
+        strategies=[strategy.name],
+        workers=[clients],
+        poll_interval_ms=POLL_INTERVAL_MS,
+        seed=0,
+        tenant_groups=[
+            TenantGroup(name="load", tenants=1, jobs_per_tenant=load.jobs, duration_ms=load.work_ms)
+        ],
+    )
+    return SqlQueue(strategy, Site(dsn, schema), RunInputs.of(scenario))
+
+
+def fresh_queue(conn: psycopg.Connection[Any], queue: SqlQueue, jobs: int) -> None:
     """Empty tables, then `jobs` queued jobs of one tenant, by the strategy's own enqueue
     and with statistics, as a backlog is loaded."""
-    reset_schema(conn, schema, strategy)
-    params = {**PARAMS, "tenant_ids": [TENANT] * jobs, "weights": [1] * jobs}
-    conn.execute(strategy.sql("enqueue"), {**params, "priorities": [0] * jobs})  # type: ignore[arg-type]
-    conn.execute(strategy.sql("after_load"))  # type: ignore[arg-type]
+    recreate(conn, queue.site.schema)
+    queue.install(conn)
+    batch = Batch(0.0, [TENANT] * jobs, [1] * jobs, [0] * jobs)
+    conn.execute(queue.strategy.sql("enqueue"), queue.batch_params(batch))  # type: ignore[call-overload]
+    conn.execute(queue.strategy.sql("after_load"))  # type: ignore[call-overload]
 
 
 def measure(
     dsn: str, schema: str, strategy: Strategy, arm: Arm, load: Load, clients: int, round_: int
 ) -> Measurement:
     """One arm drains a fresh queue; the books are checked before anything is kept."""
-    with connect(dsn) as conn:
-        fresh_queue(conn, schema, strategy, load.jobs)
+    queue = load_queue(dsn, schema, strategy, load, clients)
+    with connect(dsn, schema=schema) as conn:
+        fresh_queue(conn, queue, load.jobs)
         claim_ms, claimed = _ARMS[arm](dsn, schema, strategy, load, clients)
-        rows = read_books(conn, strategy)
-    _check_books(arm, load.jobs, rows, claimed)
-    return Measurement(arm, load.work_ms, round_, load.jobs, makespan_s(rows), claim_ms)
+        records = queue.ledger(conn, []).records
+    _check_books(arm, load.jobs, records, claimed)
+    return Measurement(arm, load.work_ms, round_, load.jobs, makespan_s(records), claim_ms)
 
 
-def _check_books(arm: Arm, jobs: int, rows: list[JobRow], claimed: list[int] | None) -> None:
+def _check_books(arm: Arm, jobs: int, records: list[JobRecord], claimed: list[int] | None) -> None:
     # pgbench names no job; each of its `jobs` transactions claims one, so `jobs` rows done
     # means each was done exactly once: a transaction that found no job aborts pgbench,
     # one whose start or completion changed no row leaves a job not done.
-    problems = check_books(jobs, rows, claimed if claimed is not None else [r.job_id for r in rows])
-    if problems:
-        raise RunFailed(f"{arm}: the books do not balance: " + "; ".join(problems))
+    claims = claimed if claimed is not None else [record.job_id for record in records]
+    books = check_books(jobs, Ledger(records, claims))
+    if books.problems:
+        raise RunFailed(f"{arm}: the books do not balance: " + "; ".join(books.problems))
 
 
-def makespan_s(rows: list[JobRow]) -> float:
+def makespan_s(rows: list[JobRecord]) -> float:
     started = min(row.started_at for row in rows if row.started_at is not None)
     finished = max(row.finished_at for row in rows if row.finished_at is not None)
     return (finished - started).total_seconds()
@@ -428,3 +453,20 @@ def _summary_entry(summary: LoadSummary) -> dict[str, Any]:
         "harness": {m: getattr(summary.harness, m).__dict__ for m in METRICS},
         "ratio": summary.ratios,
     }
+
+
+def overhead_rows(summaries: list[LoadSummary]) -> tuple[list[str], list[list[str]]]:
+    """Per load, both arms (median, range over rounds) and the harness / pgbench ratio
+    (the median of the rounds' ratios)."""
+    headers = ["work", "jobs", "arm", "jobs/s", "makespan s", "claim ms (mean)"]
+    metrics = ("throughput", "makespan_s", "claim_ms")
+    rows = []
+    for summary in summaries:
+        load = summary.load
+        for arm in ("pgbench", "harness"):
+            spreads = [getattr(getattr(summary, arm), metric) for metric in metrics]
+            cells = [f"{number(s.median)} ({span(s.low, s.high)})" for s in spreads]
+            rows.append([f"{load.work_ms} ms", str(load.jobs), arm, *cells])
+        ratios = [f"{summary.ratio(metric):.3f}" for metric in metrics]
+        rows.append([f"{load.work_ms} ms", str(load.jobs), "harness / pgbench", *ratios])
+    return headers, rows

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from multiprocessing.queues import Queue as ProcessQueue
 from multiprocessing.synchronize import Event
@@ -77,6 +77,34 @@ class Program:
     name: str = ""  # shown in errors: 'harness-worker-3'
 
 
+def relocated(program: Program, dsn: str) -> Program:
+    """The same program, connecting through `dsn` (another host's way to the same server):
+    its spec's `site` (or `dsn`) is where it connects. A fleet member runs what the
+    coordinator assigned it this way."""
+    site = getattr(program.spec, "site", None)
+    if isinstance(site, Site):
+        return replace(program, spec=replace(program.spec, site=replace(site, dsn=dsn)))
+    if isinstance(getattr(program.spec, "dsn", None), str):
+        return replace(program, spec=replace(program.spec, dsn=dsn))
+    raise TypeError(f"{program.role} program {program.main.__name__}: its spec names no server")
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """One run of a queue library's task, as the task saw it: the harness's number for the
+    job (carried in its payload), its tenant, and the library's own id for it. A library
+    that keeps no record of finished jobs (graphile-worker deletes them) has the task read
+    the job's times from the server before it returns; the others leave them None and
+    their ledger takes them from the library's tables."""
+
+    job: int
+    tenant: int
+    library_id: str
+    enqueued_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+
 @dataclass
 class WorkerReport:
     """What a process sends back when it stops: each claim it made, or why it failed."""
@@ -90,6 +118,9 @@ class WorkerReport:
     in_doubt: int = 0  # claims whose commit was cut by a disconnect (resolved on reconnect)
     failed_attempts: int = 0
     leases_lost: int = 0  # jobs finished after their lease ran out: someone else ran them
+    # A library's task log: one entry per run of its task (the claims of a queue whose
+    # library, not the harness, claims the jobs; `claims` then holds no latency).
+    task_runs: list[TaskRun] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -109,6 +140,7 @@ class JobRecord:
     worker: int | None = None
     claim_ms: float | None = None
     failed_attempts: int = 0
+    dead_lettered: bool = False  # the queue's own dead-letter mark (status says 'dead' too)
 
 
 @dataclass(frozen=True)
@@ -123,8 +155,15 @@ class Ledger:
 class Queue(Protocol):
     """One kind of queue, set up for one scenario on one site."""
 
-    name: str
-    traits: QueueTraits
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def traits(self) -> QueueTraits:
+        """What it cannot take (faults, a backlog, ...), and why."""
+
+    @property
+    def site(self) -> Site: ...
 
     def install(self, conn: psycopg.Connection[Any]) -> None:
         """Fresh queue objects in the run's schema (the connection's search_path)."""
@@ -152,6 +191,43 @@ class Queue(Protocol):
 
     def provenance(self) -> dict[str, Any]:
         """What run.json records of this queue: versions, effective settings."""
+
+
+@dataclass(frozen=True)
+class ExplainedFetch:
+    """One fetch a queue's own worker ran, as auto_explain reported it: the text the
+    library sent, and its plan in the shape of EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON),
+    without a planning time (auto_explain has none)."""
+
+    query: str
+    explained: list[dict[str, Any]]
+
+
+class FetchExplainer(Protocol):
+    """A queue whose fetch is no one statement to EXPLAIN (built inside a library, in a
+    function, per call): its own worker runs on the loaded backlog with auto_explain on,
+    each fetched job held, and its fetches' plans are read back."""
+
+    def capture_workers(self, count: int, plans_file: str) -> list[Program]:
+        """The worker of a capture: `count` slots, each job held until the stop, every
+        plan notice appended to `plans_file`."""
+
+    def explained(self, plans_file: str) -> list[ExplainedFetch]:
+        """The fetches among the plans the capture's worker wrote, in order."""
+
+
+class Recovery(Protocol):
+    """The runner's side of the fault features, for a queue that can take them (its
+    traits say so): the reaper, the retry scheduler, and the test for the end."""
+
+    def reap_expired(self, conn: psycopg.Connection[Any]) -> int:
+        """Jobs whose lease ran out, put back in the queue."""
+
+    def requeue_due(self, conn: psycopg.Connection[Any]) -> int:
+        """Failed jobs whose backoff has ended, put back in the queue."""
+
+    def progress(self, conn: psycopg.Connection[Any], held: list[int]) -> tuple[int, int]:
+        """Jobs finished for good (done or dead), and of `held` those still running."""
 
 
 QueueFactory = Callable[[Site, RunInputs], Queue]

@@ -1,32 +1,19 @@
-"""report.html: one self-contained page per run (images embedded, no network needed)."""
+"""report.html: one self-contained page per run (images embedded, no network needed).
+
+The page is made of what it is given: the run's document (status, provenance), the
+features' sections, the plots as PNG with their titles, folded texts (the EXPLAIN
+captures) and the scenario's YAML. It reads no file and knows no feature.
+"""
 
 from __future__ import annotations
 
 import base64
 import html
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
 
-from harness.report.tables import (
-    BLOAT_INTRO,
-    FAIRNESS_NOTE,
-    FAULTS_NOTE,
-    FLAG_LEGEND,
-    IDEAL_NOTE,
-    RunTables,
-    bloat_rows,
-    bloat_sentences,
-    fairness_rows,
-    fault_rows,
-    ideal_rows,
-    jain_rows,
-    plans_rows,
-    property_rows,
-    reference_rows,
-    summary_rows,
-)
-from harness.scenario.model import Scenario
+from harness.report.sections import Section, Table
+from harness.results.document import RunDocument
 
 _STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -36,116 +23,75 @@ table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.92em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
 td.text, th.text { text-align: left; white-space: nowrap; } .status { font-weight: bold; }
-.complete { color: #17702a; } .failed, .interrupted, .running { color: #a11; }
+.complete { color: #17702a; } .failed, .interrupted, .running, .warning { color: #a11; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0; }
 pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
 details { margin: 0.4em 0; } .wide { overflow-x: auto; } summary { cursor: pointer; }
 """
-_PLOT_TITLES = {
-    "waits": "Waits: distribution per tenant class (ECDF)",
-    "timeline": "Timeline: which tenant class each worker served",
-    "tenant_share": "Each tenant's share of completed jobs over time",
-    "plans": "Dequeue plans: time and buffers per variant",
-    "bloat": "Long transaction: claim latency and dead tuples over time (repetition 1)",
-}
 
 
-def report_html(
-    run: Path,
-    document: dict[str, Any],
-    scenario: Scenario,
-    tables: RunTables,
-    pngs: dict[str, bytes],
-) -> str:
-    title = f"{scenario.name} — {document['run_id']}"
+@dataclass(frozen=True)
+class Page:
+    """Everything report.html shows of a run."""
+
+    title: str
+    description: str
+    document: RunDocument
+    sections: list[Section]
+    plots: list[tuple[str, bytes]]  # (title, PNG)
+    folded: list[tuple[str, str]]  # (label, text): the EXPLAIN captures' text form
+    scenario_yaml: str
+
+
+def report_html(page: Page) -> str:
     parts = [
-        f"<h1>{_e(title)}</h1>",
-        _status(document),
-        f"<p>{_e(scenario.description)}</p>" if scenario.description else "",
-        *_sections(tables),
-        _plots(pngs),
-        _captures(run, document),
-        _provenance(document),
+        f"<h1>{_e(page.title)}</h1>",
+        _status(page.document),
+        f"<p>{_e(page.description)}</p>" if page.description else "",
+        *(_section(section) for section in page.sections),
+        _plots(page.plots),
+        _folded(page.folded),
+        _provenance(page.document),
         f"<h2 id='scenario'>Scenario</h2><details><summary>scenario.yaml "
-        f"(sha256 {document['scenario']['sha256'][:12]}…)</summary><pre>"
-        f"{_e((run / 'scenario.yaml').read_text())}</pre></details>",
+        f"(sha256 {page.document.scenario.sha256[:12]}…)</summary><pre>"
+        f"{_e(page.scenario_yaml)}</pre></details>",
     ]
     body = "\n".join(part for part in parts if part)
     return (
         f"<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{_e(title)}</title><style>{_STYLE}</style></head>\n<body>\n{body}\n"
+        f"<title>{_e(page.title)}</title><style>{_STYLE}</style></head>\n<body>\n{body}\n"
         "</body></html>\n"
     )
 
 
-def _sections(tables: RunTables) -> list[str]:
-    parts = []
-    if tables.reference is not None and len(tables.reference):
-        parts += [
-            f"<h2 id='reference'>Beside the reference</h2><p>Reference: "
-            f"{_e(tables.reference_source)}. Measured: the range over repetitions.</p>",
-            _table(*reference_rows(tables.reference)),
-        ]
-    if tables.summary is not None:
-        parts += [
-            "<h2 id='waits'>Waits and makespan</h2><p>Seconds; the range over "
-            "repetitions. Wait: enqueued_at to started_at. Last done: the class's last "
-            "job finished, from the repetition's first enqueue.</p>",
-            _table(*summary_rows(tables.summary)),
-        ]
-    if tables.summary is not None and "slowdown_p50" in tables.summary:
-        parts += [
-            f"<h2 id='fairness'>Fairness across tenants</h2><p>{_e(FAIRNESS_NOTE)}</p>",
-            _table(*fairness_rows(tables.summary)),
-        ]
-        if tables.fairness is not None and len(tables.fairness):
-            parts += [_table(*jain_rows(tables.fairness))]
-    if tables.ideal is not None and len(tables.ideal):
-        parts += [
-            f"<h2 id='ideal'>Against the ideal schedule</h2><p>{_e(IDEAL_NOTE)}</p>",
-            _table(*ideal_rows(tables.ideal)),
-        ]
-    if tables.properties is not None:
-        parts += [
-            "<h2 id='properties'>Properties checked</h2><p>From the recorded data; "
-            "measured is the worst repetition.</p>",
-            _table(*property_rows(tables.properties)),
-        ]
-    if tables.faults is not None:
-        parts += [
-            f"<h2 id='faults'>Faults</h2><p>{_e(FAULTS_NOTE)}</p>",
-            _table(*fault_rows(tables.faults)),
-        ]
-    if tables.plans is not None:
-        parts += [
-            "<h2 id='plans'>Dequeue plans</h2><p>EXPLAIN (ANALYZE, BUFFERS) inside "
-            f"BEGIN … ROLLBACK; medians over the JSON executions. {_e(FLAG_LEGEND)}.</p>",
-            _table(*plans_rows(tables.plans, short_flags=True)),
-        ]
-    if tables.bloat is not None:
-        items = "".join(f"<li>{_e(sentence)}</li>" for sentence in bloat_sentences(tables.bloat))
-        parts += [
-            f"<h2 id='bloat'>Long transaction and bloat</h2><p>{_e(BLOAT_INTRO)}</p>",
-            f"<ul>{items}</ul>",
-            _table(*bloat_rows(tables.bloat)),
-        ]
-    return parts
+def _section(section: Section) -> str:
+    parts = [f"<h2 id='{_e(section.key)}'>{_e(section.title)}</h2>"]
+    if section.intro:
+        parts.append(f"<p>{_e(section.intro)}</p>")
+    parts += [f"<p class='warning'>Warning: {_e(warning)}</p>" for warning in section.warnings]
+    if section.bullets:
+        parts.append("<ul>" + "".join(f"<li>{_e(b)}</li>" for b in section.bullets) + "</ul>")
+    parts += [_table(table) for table in section.page_tables]
+    return "\n".join(parts)
 
 
 def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _status(document: dict[str, Any]) -> str:
-    status = document["status"]
-    error = f" — {_e(document['error'])}" if document.get("error") else ""
+def _status(document: RunDocument) -> str:
+    error = f" — {_e(document.error)}" if document.error else ""
     return (
-        f"<p>Status: <span class='status {_e(status)}'>{_e(status)}</span>{error}. "
-        f"Started {_e(document['started_at'])}, finished {_e(document['finished_at'])}.</p>"
+        f"<p>Status: <span class='status {_e(document.status)}'>{_e(document.status)}</span>"
+        f"{error}. Started {_e(document.started_at)}, finished {_e(document.finished_at)}.</p>"
     )
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def _table(table: Table) -> str:
+    return _html_table(table.headers, table.rows)
+
+
+def _html_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     text = [any(_is_text(row[index]) for row in rows) for index in range(len(headers))]
     head = "".join(f"<th{_class(t)}>{_e(h)}</th>" for h, t in zip(headers, text, strict=True))
     body = "".join(
@@ -168,64 +114,64 @@ def _class(is_text: bool) -> str:
     return " class='text'" if is_text else ""
 
 
-def _plots(pngs: dict[str, bytes]) -> str:
-    if not pngs:
+def _plots(plots: list[tuple[str, bytes]]) -> str:
+    if not plots:
         return ""
     figures = [
-        f"<h3>{_e(_PLOT_TITLES.get(name, name))}</h3><img alt='{_e(name)}' "
+        f"<h3>{_e(title)}</h3><img alt='{_e(title)}' "
         f"src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
-        for name, png in pngs.items()
+        for title, png in plots
     ]
     return "<h2 id='plots'>Plots</h2>" + "\n".join(figures)
 
 
-def _captures(run: Path, document: dict[str, Any]) -> str:
-    entries = [entry for entry in document.get("plans", []) if not entry.get("skipped")]
-    if not entries:
+def _folded(texts: list[tuple[str, str]]) -> str:
+    if not texts:
         return ""
-    folded = []
-    for entry in entries:
-        text = (run / "explain" / entry["variant"] / f"{entry['strategy']}.txt").read_text()
-        folded.append(
-            f"<details><summary>{_e(entry['variant'])} / {_e(entry['strategy'])}"
-            f"</summary><pre>{_e(text)}</pre></details>"
-        )
+    folded = [
+        f"<details><summary>{_e(label)}</summary><pre>{_e(text)}</pre></details>"
+        for label, text in texts
+    ]
     return "<h2 id='explain'>EXPLAIN captures (text form)</h2>" + "\n".join(folded)
 
 
-def _provenance(document: dict[str, Any]) -> str:
-    meta = document["metadata"]
-    postgres, host, harness, python = (
-        meta["postgres"],
-        meta["host"],
-        meta["harness"],
-        meta["python"],
-    )
+def _provenance(document: RunDocument) -> str:
+    meta = document.metadata
+    postgres, host = meta.get("postgres", {}), meta.get("host", {})
+    harness, python = meta.get("harness", {}), meta.get("python", {})
     rows = [
         [
             "harness",
-            f"{harness['version']} (commit {harness.get('git_commit') or 'unknown'}"
+            f"{harness.get('version')} (commit {harness.get('git_commit') or 'unknown'}"
             f"{', dirty' if harness.get('git_dirty') else ''})",
         ],
-        ["Python", f"{python['version']} {python['implementation']}"],
-        ["packages", ", ".join(f"{k} {v}" for k, v in python["packages"].items())],
+        ["Python", f"{python.get('version')} {python.get('implementation')}"],
+        ["packages", ", ".join(f"{k} {v}" for k, v in python.get("packages", {}).items())],
         [
             "host",
-            f"{host['cpu_count']} CPUs, {host.get('cpu_model')}, "
-            f"{host.get('memory_total')}, {host['platform']}",
+            f"{host.get('cpu_count')} CPUs, {host.get('cpu_model')}, "
+            f"{host.get('memory_total')}, {host.get('platform')}",
         ],
-        ["PostgreSQL", postgres["version"]],
-        ["provider", ", ".join(f"{k}: {v}" for k, v in meta["provider"].items())],
-        ["key settings", ", ".join(f"{k}={v}" for k, v in postgres["key_settings"].items())],
+        ["PostgreSQL", str(postgres.get("version"))],
+        ["provider", ", ".join(f"{k}: {v}" for k, v in meta.get("provider", {}).items())],
+        [
+            "key settings",
+            ", ".join(f"{k}={v}" for k, v in postgres.get("key_settings", {}).items()),
+        ],
+        *([f"queue {name}", _queue(entry)] for name, entry in document.queues.items()),
     ]
     settings = [
         [name, str(value["setting"]) + (value.get("unit") or ""), value["source"]]
-        for name, value in postgres["non_default_settings"].items()
+        for name, value in postgres.get("non_default_settings", {}).items()
     ]
     return (
         "<h2 id='provenance'>Provenance</h2>"
-        + _table(["what", "value"], rows)
+        + _html_table(["what", "value"], rows)
         + "<details><summary>PostgreSQL settings not at their built-in default</summary>"
-        + _table(["setting", "value", "source"], settings)
+        + _html_table(["setting", "value", "source"], settings)
         + "</details>"
     )
+
+
+def _queue(entry: dict[str, object]) -> str:
+    return "; ".join(f"{key}: {value}" for key, value in entry.items())

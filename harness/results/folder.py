@@ -1,19 +1,8 @@
-"""Run folders: versioned, write-once, with the raw data that every figure comes from.
+"""Run folders: write-once, atomic files under results/<scenario>/<UTC time>-<short id>/.
 
-Layout of a run folder, results/<scenario>/<UTC time>-<short id>/:
-  scenario.yaml   the scenario exactly as read
-  run.json        format version, status, provenance (see metadata.py), repetitions
-  jobs.csv        one row per job of every repetition: the contract analysis reads
-  summary.csv     per strategy, workers, repetition and tenant class: waits, makespan
-  summary.md      the same as ranges over repetitions, beside the reference figures
-  explain/<variant>/<strategy>.json, .txt   raw EXPLAIN (ANALYZE, BUFFERS) captures
-  plans.csv       one row per captured execution: the figures read from its JSON plan
-  bloat.csv       with long_transaction: the sampled xmin age, dead tuples, sizes, dequeue
-  bloat-summary.csv  per repetition: claim latency before, during and after the hold
-  *.png           plots
-
-Format history (RUN_FORMAT_VERSION):
-  1  first version.
+Which files a run folder holds, raw or derived, is harness/results/contract.py (and
+docs/results-format.md); run.json's format is harness/results/document.py; jobs.csv's
+columns are harness/results/jobs.py.
 """
 
 from __future__ import annotations
@@ -28,25 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
+from harness.results.jobs import jobs_csv
 
-RUN_FORMAT_VERSION = 1
-JOB_COLUMNS = [
-    "scenario",
-    "strategy",
-    "workers",
-    "repetition",
-    "job_id",
-    "tenant_id",
-    "tenant_class",
-    "enqueued_at",
-    "started_at",
-    "finished_at",
-    "worker",
-    "duration_ms",
-    "claim_ms",
-]
-_TIMESTAMPS = ["enqueued_at", "started_at", "finished_at"]
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)
 
@@ -79,8 +51,7 @@ class RunFolder:
 
     def write_jobs(self, records: list[dict[str, Any]]) -> Path:
         """jobs.csv as the database gave it: ISO 8601 timestamps with microseconds."""
-        raw = pd.DataFrame.from_records(records, columns=JOB_COLUMNS)
-        return self.write("jobs.csv", raw.to_csv(index=False))
+        return self.write("jobs.csv", jobs_csv(records))
 
 
 def atomic_write(target: Path, data: bytes) -> None:
@@ -105,26 +76,3 @@ def point_latest(root: Path, run: Path) -> None:
     temporary = root / f".latest-{secrets.token_hex(4)}"
     temporary.symlink_to(run.relative_to(root), target_is_directory=True)
     temporary.replace(link)
-
-
-def with_timestamps(jobs: pd.DataFrame) -> pd.DataFrame:
-    """The timestamp columns parsed (UTC), from jobs.csv text or the runner's records."""
-    jobs = jobs.copy()
-    for column in _TIMESTAMPS:
-        jobs[column] = pd.to_datetime(jobs[column], utc=True, format="ISO8601")
-    return jobs
-
-
-def load_jobs(run: Path) -> pd.DataFrame:
-    """jobs.csv of a run folder, timestamps parsed (UTC)."""
-    return with_timestamps(pd.read_csv(run / "jobs.csv"))
-
-
-def load_run(run: Path) -> dict[str, Any]:
-    document: dict[str, Any] = json.loads((run / "run.json").read_text(encoding="utf-8"))
-    version = document.get("format_version")
-    if version != RUN_FORMAT_VERSION:
-        raise ValueError(
-            f"{run / 'run.json'}: format_version {version}, this harness reads {RUN_FORMAT_VERSION}"
-        )
-    return document

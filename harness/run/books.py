@@ -1,50 +1,109 @@
-"""The books: every job enqueued is done exactly once, or the run fails loudly."""
+"""The books: every job enqueued is done exactly once, or the run fails loudly.
+
+One check for every repetition, faults or not. Its inputs are the queue's ledger (every
+job as the queue's own state records it, and the job of every committed claim), the jobs
+a killed worker still holds, and whether the queue delivers at least once (a lease hands
+a dead worker's job to another, so it may run twice). Without faults nothing is held and
+delivery is exactly once: every job must be done, claimed exactly once.
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+
+from harness.queues.base import JobRecord, Ledger
+
+FINISHED = ("done", "dead")
 
 
 @dataclass(frozen=True)
-class JobRow:
-    """A job as the database holds it after a repetition."""
+class Books:
+    """What the books found: the problems that fail the run, and what is reported."""
 
-    job_id: int
-    tenant_id: int
-    status: str
-    enqueued_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
+    problems: list[str]  # empty when the books balance
+    lost: list[int]  # neither done nor dead nor held by a killed worker
+    stuck: list[int]  # running forever, held by a killed worker (no lease)
+    duplicates: list[int]  # finished, and started more often than their attempts explain
+    dead: list[int]  # dead-lettered after their last failed attempt
+    retried: list[int]  # done after at least one failed attempt
 
-
-def check_books(enqueued: int, rows: Sequence[JobRow], claimed: Sequence[int]) -> list[str]:
-    """What does not balance; empty when every enqueued job was done exactly once.
-
-    `claimed` lists the job id of every claim the workers reported, one entry per claim.
-    """
-    problems = []
-    if len(rows) != enqueued:
-        problems.append(f"{enqueued} jobs enqueued but {len(rows)} in the table")
-    problems += _describe("not done", [r.job_id for r in rows if r.status != "done"])
-    problems += _describe(
-        "with timestamps out of order",
-        [r.job_id for r in rows if r.status == "done" and not _in_order(r)],
-    )
-    counts = Counter(claimed)
-    problems += _describe("claimed more than once", [job for job, n in counts.items() if n > 1])
-    in_table = {row.job_id for row in rows}
-    problems += _describe("done but never claimed by a worker", sorted(in_table - set(counts)))
-    problems += _describe("claimed but not in the table", sorted(set(counts) - in_table))
-    return problems
+    @property
+    def status(self) -> str:
+        """run.json's `books` of a repetition: stuck jobs are said, never a silent success."""
+        return f"stuck: {len(self.stuck)}" if self.stuck else "balanced"
 
 
-def _in_order(row: JobRow) -> bool:
-    if row.started_at is None or row.finished_at is None:
+def check_books(
+    enqueued: int,
+    ledger: Ledger,
+    held: frozenset[int] = frozenset(),
+    at_least_once: bool = False,
+) -> Books:
+    """Every job done or dead exactly once, but for those a killed worker holds."""
+    records = ledger.records
+    finished = [r for r in records if r.status in FINISHED]
+    stuck = [r.job_id for r in records if _stuck(r, held, at_least_once)]
+    lost = [r.job_id for r in records if r.status not in FINISHED and r.job_id not in stuck]
+    claims = Counter(ledger.claims)
+    extra = {r.job_id: _extra_claims(r, claims) for r in finished}
+    duplicates = sorted(job for job, n in extra.items() if n > 0)
+    problems = [
+        *_count(enqueued, records),
+        *_describe("not done", lost),
+        *_describe(
+            "with timestamps out of order", [r.job_id for r in finished if not _in_order(r)]
+        ),
+        *_describe("dead but not dead-lettered", [r.job_id for r in records if _undead(r)]),
+        *_describe("done but never claimed by a worker", _never_claimed(finished, claims)),
+        *_describe("finished with fewer claims than attempts", _short(finished, claims, extra)),
+        *([] if at_least_once else _describe("claimed more than once", duplicates)),
+        *_describe("claimed but not in the table", sorted(set(claims) - _ids(records))),
+    ]
+    dead = [r.job_id for r in records if r.status == "dead"]
+    retried = [r.job_id for r in finished if r.status == "done" and r.failed_attempts]
+    return Books(problems, lost, stuck, duplicates, dead, retried)
+
+
+def _stuck(record: JobRecord, held: frozenset[int], at_least_once: bool) -> bool:
+    return record.status == "running" and record.job_id in held and not at_least_once
+
+
+def _extra_claims(record: JobRecord, claims: Counter[int]) -> int:
+    """A done job's claims: one per failed attempt, and the one that did it; a dead job's:
+    one per failed attempt. Any more started the work again (a crash, a lease)."""
+    expected = record.failed_attempts + (1 if record.status == "done" else 0)
+    return claims[record.job_id] - expected
+
+
+def _count(enqueued: int, records: Sequence[JobRecord]) -> list[str]:
+    if len(records) == enqueued:
+        return []
+    return [f"{enqueued} jobs enqueued but {len(records)} in the table"]
+
+
+def _undead(record: JobRecord) -> bool:
+    return record.status == "dead" and not record.dead_lettered
+
+
+def _never_claimed(finished: list[JobRecord], claims: Counter[int]) -> list[int]:
+    return sorted(r.job_id for r in finished if claims[r.job_id] == 0)
+
+
+def _short(finished: list[JobRecord], claims: Counter[int], extra: dict[int, int]) -> list[int]:
+    """Claimed, but fewer times than its attempts need (never claimed is said apart)."""
+    return sorted(r.job_id for r in finished if extra[r.job_id] < 0 and claims[r.job_id])
+
+
+def _ids(records: Sequence[JobRecord]) -> set[int]:
+    return {record.job_id for record in records}
+
+
+def _in_order(record: JobRecord) -> bool:
+    if record.started_at is None or record.finished_at is None:
         return False
-    return row.enqueued_at <= row.started_at <= row.finished_at
+    return record.enqueued_at <= record.started_at <= record.finished_at
 
 
 def _describe(what: str, job_ids: list[int]) -> list[str]:
@@ -53,68 +112,3 @@ def _describe(what: str, job_ids: list[int]) -> list[str]:
     shown = ", ".join(str(job) for job in job_ids[:5])
     more = f" and {len(job_ids) - 5} more" if len(job_ids) > 5 else ""
     return [f"{len(job_ids)} job(s) {what}: {shown}{more}"]
-
-
-@dataclass(frozen=True)
-class FaultBooks:
-    """The books of a fault scenario: what was stuck, lost, run twice, dead-lettered."""
-
-    problems: list[str]  # what fails the run: lost jobs above all
-    lost: list[int]  # neither done nor dead nor held by a killed worker
-    stuck: list[int]  # running forever, held by a killed worker (no lease)
-    duplicates: list[int]  # done, and started more often than their attempts explain
-    dead: list[int]  # dead-lettered after their last failed attempt
-    retried: list[int]  # done after at least one failed attempt
-
-
-def check_fault_books(
-    enqueued: int,
-    rows: Sequence[JobRow],
-    claimed: Sequence[int],
-    failures: dict[int, tuple[int, bool]],
-    held: set[int],
-    at_least_once: bool,
-) -> FaultBooks:
-    """Every job done or dead exactly once, but for those a killed worker holds.
-
-    `claimed`: the job of every committed claim (the claim log, killed workers' included);
-    `failures`: job -> (failed attempts, dead-lettered); `held`: the jobs killed workers
-    held; `at_least_once`: a lease may hand a job to a second worker (duplicates allowed).
-    """
-    problems = (
-        [] if len(rows) == enqueued else [f"{enqueued} jobs enqueued, {len(rows)} in the table"]
-    )
-    finished = [r for r in rows if r.status in ("done", "dead")]
-    stuck = [
-        r.job_id for r in rows if r.status == "running" and r.job_id in held and not at_least_once
-    ]
-    lost = [r.job_id for r in rows if r.status not in ("done", "dead") and r.job_id not in stuck]
-    problems += _describe("lost (never done)", lost)
-    problems += _describe(
-        "with timestamps out of order", [r.job_id for r in finished if not _in_order(r)]
-    )
-    dead = [r.job_id for r in rows if r.status == "dead"]
-    problems += _describe(
-        "dead but not dead-lettered", [j for j in dead if not failures.get(j, (0, False))[1]]
-    )
-    counts = Counter(claimed)
-    # A done job's claims: one per failed attempt, and the one that did it; a dead job's:
-    # one per failed attempt. Any more started the work again (a crash, a lease).
-    extra = {
-        r.job_id: counts[r.job_id]
-        - failures.get(r.job_id, (0, False))[0]
-        - (1 if r.status == "done" else 0)
-        for r in finished
-    }
-    problems += _describe(
-        "finished with fewer claims than attempts", [j for j, n in extra.items() if n < 0]
-    )
-    duplicates = sorted(j for j, n in extra.items() if n > 0)
-    if not at_least_once:
-        problems += _describe("claimed more than once", duplicates)
-    in_table = {row.job_id for row in rows}
-    problems += _describe("claimed but not in the table", sorted(set(counts) - in_table))
-    retried = [
-        r.job_id for r in finished if r.status == "done" and failures.get(r.job_id, (0, False))[0]
-    ]
-    return FaultBooks(problems, lost, stuck, duplicates, dead, retried)

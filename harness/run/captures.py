@@ -9,20 +9,27 @@ doubles as the warm-up), then `repeat` times in JSON, the data every figure come
 
 from __future__ import annotations
 
+import json
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol, cast
 
 import psycopg
 from psycopg import sql
 
 from harness.analysis.plans import Capture
-from harness.queues.sql.strategies import Strategy
-from harness.run.repetition import load_backlog, reset_schema, scenario_params
+from harness.errors import RunFailed
+from harness.queues.base import ExplainedFetch, FetchExplainer, Queue, Site
+from harness.run.crew import Crew
 from harness.scenario.model import Scenario
 from harness.scenario.workload import BacklogRows, backlog_rows
 from harness.server.connections import connect
+from harness.server.schema import recreate
+
+FETCH_TIMEOUT_S = 300
 
 
 @dataclass(frozen=True)
@@ -54,17 +61,17 @@ def requests(
 
 
 def capture_all(
-    dsn: str,
-    schema: str,
+    site: Site,
     scenario: Scenario,
-    strategies: dict[str, Strategy],
+    queues: dict[str, Queue],
     chosen: list[CaptureRequest],
     repeat: int,
     include_slow: bool,
     observer: CaptureObserver,
+    params: dict[str, Any],
 ) -> Iterator[Capture]:
     """Each request's capture, in order; slow ones come back skipped unless asked for."""
-    with connect(dsn) as conn:
+    with connect(site.dsn, schema=site.schema) as conn:
         for request in chosen:
             rows = backlog_rows(scenario, scenario.variant_backlog(request.variant))
             if request.slow and not include_slow:
@@ -76,57 +83,81 @@ def capture_all(
                 )
                 continue
             observer.capture_started(request, repeat + 1)
-            yield capture(
-                conn,
-                schema,
-                strategies[request.strategy],
-                request.variant,
-                rows,
-                repeat,
-                observer,
-                scenario_params(scenario),
-            )
+            queue = queues[request.strategy]
+            yield capture(conn, queue, request.variant, rows, repeat, observer, params)
 
 
 def capture(
-    conn: psycopg.Connection,
-    schema: str,
-    strategy: Strategy,
+    conn: psycopg.Connection[Any],
+    queue: Queue,
     variant: str,
     rows: BacklogRows,
     repeat: int,
     observer: CaptureObserver,
-    params: dict[str, Any] | None = None,
+    params: dict[str, Any],
 ) -> Capture:
     """Build the schema, load the backlog, EXPLAIN the dequeue: text once, JSON `repeat`."""
     began = time.perf_counter()
-    reset_schema(conn, schema, strategy)
-    load_backlog(conn, strategy, rows, params)
+    recreate(conn, queue.site.schema)
+    queue.install(conn)
+    queue.load_backlog(conn, rows)
     result = Capture(
-        variant, strategy.name, _backlog_shape(rows), load_s=round(time.perf_counter() - began, 3)
+        variant, queue.name, _backlog_shape(rows), load_s=round(time.perf_counter() - began, 3)
     )
+    dequeue = queue.dequeue_sql()
+    if dequeue is None:
+        return _captured_fetches(cast(FetchExplainer, queue), result, repeat, observer)
     # The text form is the first execution, which also warms up: one execution of a trap
     # variant takes ten seconds, and the backlog has just been loaded, so caches are warm.
-    result.text = explain_dequeue(conn, strategy, "text", params)
+    result.text = explain(conn, dequeue, "text", params)
     observer.capture_step()
     for _ in range(repeat):
-        result.plans.append(explain_dequeue(conn, strategy, "json", params))
+        result.plans.append(explain(conn, dequeue, "json", params))
         observer.capture_step()
     return result
 
 
-def explain_dequeue(
-    conn: psycopg.Connection,
-    strategy: Strategy,
-    form: str,
-    params: dict[str, Any] | None = None,
+def _captured_fetches(
+    queue: FetchExplainer, result: Capture, repeat: int, observer: CaptureObserver
+) -> Capture:
+    """A library's own fetches, `repeat` + 1 of them, each job held: the first (an idle
+    worker's, on the backlog as loaded) is the text form, the rest the repetitions (the
+    fetches of a busy worker, with the jobs before them still running)."""
+    fetches = explained_fetches(queue, repeat + 1)
+    first = fetches[0]
+    result.text = f"{first.query}\n\n{json.dumps(first.explained, indent=2)}\n"
+    result.plans = [fetch.explained for fetch in fetches[1:]]
+    for _ in fetches:
+        observer.capture_step()
+    return result
+
+
+def explained_fetches(queue: FetchExplainer, count: int) -> list[ExplainedFetch]:
+    """The queue's capture worker, run until it has fetched `count` times under
+    auto_explain; the plans come back through a file of the capture's own."""
+    with tempfile.TemporaryDirectory(prefix="tqb-plans-") as folder:
+        path = str(Path(folder) / "notices")
+        with Crew(queue.capture_workers(count, path)) as crew:
+            crew.go()
+            deadline = time.monotonic() + FETCH_TIMEOUT_S
+            while len(queue.explained(path)) < count:
+                crew.fail_if_one_died()
+                if time.monotonic() > deadline:
+                    raise RunFailed(f"{count} fetches not explained within {FETCH_TIMEOUT_S} s")
+                time.sleep(0.05)
+            crew.stop()
+        return queue.explained(path)[:count]
+
+
+def explain(
+    conn: psycopg.Connection[Any], statement: str, form: str, params: dict[str, Any]
 ) -> Any:
-    """The dequeue, exactly as the workers run it, under EXPLAIN; rolled back."""
+    """The statement, exactly as the workers run it, under EXPLAIN; rolled back."""
     query = sql.SQL("explain (analyze, buffers, format {}) ").format(sql.SQL(form)) + sql.SQL(
-        strategy.sql("dequeue")
-    )  # type: ignore[arg-type]
+        statement  # type: ignore[arg-type]  # the queue's own statement, never user input
+    )
     with conn.transaction(force_rollback=True):
-        rows = conn.execute(query, params or {}).fetchall()
+        rows = conn.execute(query, params).fetchall()
     if form == "json":
         return rows[0][0]
     return "\n".join(row[0] for row in rows) + "\n"

@@ -27,6 +27,7 @@ from psycopg import sql
 
 from harness.analysis.plans import plan_figures
 from harness.errors import RunFailed
+from harness.queues.base import Site
 from harness.scenario.model import LongTransaction
 from harness.server.connections import connect
 from harness.sqlfiles import builtin_blocks
@@ -79,8 +80,7 @@ class Holder:
 
     def __init__(
         self,
-        dsn: str,
-        schema: str,
+        site: Site,
         hold: LongTransaction,
         start: Event,
         dequeue: str | None = None,
@@ -89,7 +89,7 @@ class Holder:
         self.hold = hold
         self._dequeue, self._params = dequeue, params or {}
         self.record = HoldRecord()
-        self._dsn, self._schema, self._start = dsn, schema, start
+        self._site, self._start = site, start
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="harness-horizon", daemon=True)
         self._error: BaseException | None = None
@@ -98,8 +98,8 @@ class Holder:
         self._pgstattuple = False
 
     def __enter__(self) -> Holder:
-        self._holding = connect(self._dsn, schema=self._schema, utc=True)
-        self._sampling = connect(self._dsn, schema=self._schema, utc=True)
+        self._holding = connect(self._site.dsn, schema=self._site.schema, utc=True)
+        self._sampling = connect(self._site.dsn, schema=self._site.schema, utc=True)
         self._pgstattuple = self._find_pgstattuple(self._sampling)
         self._thread.start()
         return self
@@ -129,18 +129,18 @@ class Holder:
         the run's schema (dropped with it); without it (not a superuser, no contrib), the
         dead-version columns stay empty."""
         row = conn.execute(SQL["find_pgstattuple"].sql).fetchone()  # type: ignore[arg-type]
-        where = row[0] if row is not None else self._schema
+        where = row[0] if row is not None else self._site.schema
         if row is None:
             try:
                 conn.execute(
                     sql.SQL("create extension pgstattuple schema {}").format(
-                        sql.Identifier(self._schema)
+                        sql.Identifier(self._site.schema)
                     )
                 )
             except psycopg.Error:
                 return False
         path = sql.SQL("set search_path to {}, {}")
-        conn.execute(path.format(sql.Identifier(self._schema), sql.Identifier(where)))
+        conn.execute(path.format(sql.Identifier(self._site.schema), sql.Identifier(where)))
         return True
 
     def _run(self) -> None:

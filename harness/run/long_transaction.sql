@@ -1,4 +1,4 @@
--- A long transaction beside the queue (harness/horizon.py): one connection holds a
+-- A long transaction beside the queue (harness/run/long_transaction.py): one connection holds a
 -- snapshot, another samples what the held horizon does to the queue's tables.
 
 -- name: hold

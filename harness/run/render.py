@@ -1,25 +1,27 @@
 """Every derived file of a run folder, rebuilt from its raw files alone.
 
-Raw: run.json, scenario.yaml, jobs.csv, explain/<variant>/<strategy>.json and .txt.
-Derived: summary.csv, tenants.csv, fairness.csv, ideal.csv, plans.csv, summary.md, the
-plots (PNG and SVG) and report.html. The ideal schedule is simulated again from the
-scenario (its seed) and the strategies' policies recorded in run.json.
-A run folder made by an older harness can be rendered again by a newer one
-(`harness report RUN_DIR`); the same raw files give the same tables.
+Raw and derived files are listed in harness/results/contract.py (and
+docs/results-format.md). A render reads the raw ones, derives every table with the pure
+analysis of each feature, writes the derived tables, summary.md, the plots and
+report.html from the features' sections, and records what it wrote in run.json. The
+ideal schedule is simulated again from the scenario (its seed) and the strategies'
+policies recorded in run.json. A run folder made by an older harness renders again with
+a newer one (`harness report RUN_DIR`); the same raw files give the same tables.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import yaml
 from matplotlib.figure import Figure
 
 from harness.analysis.bloat import (
+    bloat_section,
     bloat_summary,
     claim_buckets,
     hold_windows,
@@ -27,42 +29,91 @@ from harness.analysis.bloat import (
     windows_on_clock,
 )
 from harness.analysis.calibration import Calibration
-from harness.analysis.fairness import repetition_fairness, tenant_table
-from harness.analysis.ideal import ideal_summary, run_calibration, versus_ideal
-from harness.analysis.plans import Capture
-from harness.analysis.waits import (
-    MONITOR_COLUMNS,
-    plan_runs,
-    plans_summary,
-    property_summary,
-    property_table,
-    reference_table,
-    summarize,
-    with_waits,
-)
-from harness.report.html import report_html
-from harness.report.plots import (
-    FORMATS,
+from harness.analysis.fairness import fairness_section, repetition_fairness, tenant_table
+from harness.analysis.faults import fault_table, faults_section, missed_faults
+from harness.analysis.figures import (
+    PLOT_TITLES,
     bloat_over_time,
-    encode,
     plans_chart,
     scaling,
     tenant_share,
     timeline,
     wait_ecdf,
 )
-from harness.report.tables import RunTables, summary_markdown
-from harness.results.folder import RunFolder, load_jobs, load_run
-from harness.run.faults import fault_table
+from harness.analysis.ideal import ideal_section, ideal_summary, run_calibration, versus_ideal
+from harness.analysis.plans import Capture, plan_runs, plans_section, plans_summary
+from harness.analysis.properties import (
+    MONITOR_COLUMNS,
+    properties_section,
+    property_summary,
+    property_table,
+)
+from harness.analysis.reference import reference_section, reference_table
+from harness.analysis.waits import summarize, summary_section, with_waits
+from harness.report.html import Page, report_html
+from harness.report.plots import FORMATS, encode
+from harness.report.sections import Section, markdown
+from harness.results.contract import listed
+from harness.results.document import RunDocument, load_document
+from harness.results.folder import RunFolder
+from harness.results.jobs import load_jobs
 from harness.scenario.model import Scenario
 from harness.scenario.workload import generate
+
+BLOAT_BUCKET_S = 0.5
+
+
+@dataclass(frozen=True)
+class RawRun:
+    """A run folder's raw files, read."""
+
+    folder: RunFolder
+    document: RunDocument
+    scenario: Scenario
+    scenario_yaml: str
+    jobs: pd.DataFrame | None  # jobs.csv, timestamps parsed; None without a timed run
+    captures: list[Capture]
+    monitor: pd.DataFrame  # monitor.csv, empty where the strategies have no monitor
+    bloat_samples: pd.DataFrame | None  # bloat.csv, with a long transaction
+
+
+@dataclass(frozen=True)
+class RunTables:
+    """The analysed tables of a run: what the derived files hold."""
+
+    summary: pd.DataFrame | None = None  # summary.csv
+    tenants: pd.DataFrame | None = None  # tenants.csv
+    fairness: pd.DataFrame | None = None  # fairness.csv: per repetition
+    ideal: pd.DataFrame | None = None  # ideal.csv
+    runs: pd.DataFrame | None = None  # plans.csv: one row per captured execution
+    plans: pd.DataFrame | None = None  # medians per capture (the report's plan table)
+    reference: pd.DataFrame | None = None
+    property_runs: pd.DataFrame | None = None  # properties.csv: per repetition
+    properties: pd.DataFrame | None = None  # worst repetition per check
+    faults: pd.DataFrame | None = None  # faults.csv
+    bloat: pd.DataFrame | None = None  # bloat-summary.csv
+    calibration: Calibration | None = None  # calibration.json: the costs of ideal.csv's costed
+
+    def files(self) -> list[tuple[str, str, pd.DataFrame | None]]:
+        """(run.json key, file name, table) of every derived table."""
+        return [
+            ("summary", "summary.csv", self.summary),
+            ("tenants", "tenants.csv", self.tenants),
+            ("fairness", "fairness.csv", self.fairness),
+            ("ideal", "ideal.csv", self.ideal),
+            ("plans", "plans.csv", self.runs),
+            ("properties", "properties.csv", self.property_runs),
+            ("faults", "faults.csv", self.faults),
+            ("bloat_summary", "bloat-summary.csv", self.bloat),
+        ]
 
 
 @dataclass(frozen=True)
 class Rendered:
     folder: RunFolder
-    document: dict[str, Any]
+    document: RunDocument
     tables: RunTables
+    sections: list[Section]
 
     @property
     def report(self) -> Path:
@@ -83,164 +134,199 @@ class Rendered:
 
 def render_run(folder: RunFolder) -> Rendered:
     """Read the raw files, write every derived one (replacing what a render made before)."""
-    document = load_run(folder.path)
-    scenario = Scenario.model_validate(yaml.safe_load((folder.path / "scenario.yaml").read_text()))
-    jobs = load_jobs(folder.path) if (folder.path / "jobs.csv").exists() else None
-    captures = load_captures(folder.path, document)
-    tenants = tenant_table(with_waits(jobs)) if jobs is not None and len(jobs) else None
-    summary = summarize(jobs, tenants) if jobs is not None and tenants is not None else None
-    fairness = repetition_fairness(tenants) if tenants is not None else None
-    ideal, calibration = _versus_ideal(scenario, document, jobs, summary)
-    properties = _properties(folder.path, jobs, scenario)
-    runs = plan_runs(captures) if captures else None
-    plans = plans_summary(runs, captures) if runs is not None else None
-    reference = source = None
-    if scenario.reference is not None:
-        reference = reference_table(scenario.reference.figures, summary, runs)
-        source = scenario.reference.source
-    write = _writer(folder, document["files"])
-    if summary is not None and tenants is not None and fairness is not None:
-        write("summary", "summary.csv", summary.to_csv(index=False))
-        write("tenants", "tenants.csv", tenants.to_csv(index=False))
-        write("fairness", "fairness.csv", fairness.to_csv(index=False))
-    if ideal is not None:
-        write("ideal", "ideal.csv", ideal.to_csv(index=False))
-    if calibration is not None:
-        write("calibration", "calibration.json", json.dumps(calibration.to_dict(), indent=1))
-    if runs is not None:
-        write("plans", "plans.csv", runs.to_csv(index=False))
-    if properties is not None:
-        write("properties", "properties.csv", properties.to_csv(index=False))
-    faults = fault_table(document)
-    if faults is not None:
-        write("faults", "faults.csv", faults.to_csv(index=False))
-    bloat = _bloat(folder.path, document, jobs)
-    if bloat is not None:
-        write("bloat_summary", "bloat-summary.csv", bloat.summary.to_csv(index=False))
-    tables = RunTables(
-        summary,
-        plans,
-        reference,
-        source,
-        property_summary(properties) if properties is not None else None,
-        fairness,
-        ideal,
-        faults,
-        bloat.summary if bloat is not None else None,
-    )
-    write("summary_md", "summary.md", summary_markdown(f"{scenario.name}: {folder.run_id}", tables))
-    plots = _plots(jobs, plans, summary)
-    if bloat is not None and jobs is not None:
-        plots["bloat"] = bloat.plot(jobs)
+    raw = read_raw(folder)
+    tables = derive(raw)
+    sections = run_sections(raw, tables)
+    write = _writer(folder, raw.document.files)
+    for key, name, table in tables.files():
+        if table is not None:
+            write(key, name, table.to_csv(index=False))
+    if tables.calibration is not None:
+        write("calibration", "calibration.json", json.dumps(tables.calibration.to_dict(), indent=1))
+    write("summary_md", "summary.md", markdown(_title(raw), sections))
+    plots = run_figures(raw, tables)
     for name, figure in plots.items():
         for form in FORMATS:
             write(f"{name}_{form}", f"{name}.{form}", encode(figure, form))
-    pngs = {name: encode(figure, "png") for name, figure in plots.items()}
-    html = report_html(folder.path, document, scenario, tables, pngs)
-    write("report", "report.html", html)
-    folder.write_json("run.json", document, replace=True)
-    return Rendered(folder, document, tables)
+    write("report", "report.html", report_html(_page(raw, sections, plots)))
+    folder.write("run.json", raw.document.dumps(), replace=True)
+    return Rendered(folder, raw.document, tables, sections)
 
 
-def _versus_ideal(
-    scenario: Scenario,
-    document: dict[str, Any],
-    jobs: pd.DataFrame | None,
-    summary: pd.DataFrame | None,
-) -> tuple[pd.DataFrame | None, Calibration | None]:
-    """Measured / ideal, and the run's calibration that costs the costed ideal, if the run
-    recorded its strategies' simulation policies."""
-    policies = document.get("simulation")
-    if not policies or jobs is None or summary is None:
-        return None, None
-    workload = generate(scenario)  # drawn once for both schedules
-    ideal = ideal_summary(scenario, policies, workload=workload)
-    if ideal.empty:
-        return None, None
-    repetitions = document.get("repetitions", [])
-    calibration = run_calibration(scenario, policies, jobs, repetitions)
-    costed = ideal_summary(scenario, policies, calibration, workload)
-    return versus_ideal(summary, ideal, costed), calibration
+def read_raw(folder: RunFolder) -> RawRun:
+    path = folder.path
+    document = load_document(path)
+    scenario_yaml = (path / "scenario.yaml").read_text(encoding="utf-8")
+    scenario = Scenario.model_validate(yaml.safe_load(scenario_yaml))
+    monitor_path, bloat_path = path / "monitor.csv", path / "bloat.csv"
+    return RawRun(
+        folder=folder,
+        document=document,
+        scenario=scenario,
+        scenario_yaml=scenario_yaml,
+        jobs=load_jobs(path) if (path / "jobs.csv").exists() else None,
+        captures=load_captures(path, document),
+        monitor=(
+            pd.read_csv(monitor_path)
+            if monitor_path.exists()
+            else pd.DataFrame(columns=MONITOR_COLUMNS)
+        ),
+        bloat_samples=pd.read_csv(bloat_path) if bloat_path.exists() else None,
+    )
 
 
-def _properties(run: Path, jobs: pd.DataFrame | None, scenario: Scenario) -> pd.DataFrame | None:
-    if not scenario.checks or jobs is None or jobs.empty:
-        return None
-    path = run / "monitor.csv"
-    monitor = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=MONITOR_COLUMNS)
-    return property_table(jobs, monitor, scenario)
+def derive(raw: RawRun) -> RunTables:
+    """Every table, each by its feature's pure analysis."""
+    jobs = raw.jobs if raw.jobs is not None and len(raw.jobs) else None
+    tenants = tenant_table(with_waits(jobs)) if jobs is not None else None
+    summary = summarize(jobs, tenants) if jobs is not None else None
+    runs = plan_runs(raw.captures) if raw.captures else None
+    property_runs = _property_runs(raw, jobs)
+    ideal, calibration = _versus_ideal(raw, jobs, summary)
+    return RunTables(
+        summary=summary,
+        tenants=tenants,
+        fairness=repetition_fairness(tenants) if tenants is not None else None,
+        ideal=ideal,
+        runs=runs,
+        plans=plans_summary(runs, raw.captures) if runs is not None else None,
+        reference=_reference(raw, summary, runs),
+        property_runs=property_runs,
+        properties=property_summary(property_runs) if property_runs is not None else None,
+        faults=fault_table(raw.document),
+        bloat=_bloat_summary(raw, jobs),
+        calibration=calibration,
+    )
 
 
-@dataclass(frozen=True)
-class _Bloat:
-    """A long transaction's raw samples and holds, and the summary made from them."""
-
-    samples: pd.DataFrame
-    windows: pd.DataFrame
-    summary: pd.DataFrame
-
-    def plot(self, jobs: pd.DataFrame) -> Figure:
-        return bloat_over_time(
-            claim_buckets(jobs, BLOAT_BUCKET_S),
-            samples_on_clock(self.samples, jobs),
-            windows_on_clock(self.windows, jobs),
-        )
-
-
-BLOAT_BUCKET_S = 0.5
-
-
-def _bloat(run: Path, document: dict[str, Any], jobs: pd.DataFrame | None) -> _Bloat | None:
-    path = run / "bloat.csv"
-    windows = hold_windows(document)
-    if jobs is None or jobs.empty or not path.exists() or windows.empty:
-        return None
-    samples = pd.read_csv(path)
-    return _Bloat(samples, windows, bloat_summary(jobs, samples, windows))
+def run_sections(raw: RawRun, tables: RunTables) -> list[Section]:
+    """The report's sections, in reading order; each feature writes its own."""
+    sections = []
+    if tables.reference is not None and len(tables.reference) and raw.scenario.reference:
+        sections.append(reference_section(tables.reference, raw.scenario.reference.source))
+    if tables.summary is not None:
+        sections.append(summary_section(tables.summary))
+        sections.append(fairness_section(tables.summary, tables.fairness))
+    if tables.ideal is not None and len(tables.ideal):
+        sections.append(ideal_section(tables.ideal))
+    if tables.plans is not None:
+        sections.append(plans_section(tables.plans))
+    if tables.properties is not None:
+        sections.append(properties_section(tables.properties))
+    if tables.faults is not None:
+        sections.append(faults_section(tables.faults, missed_faults(raw.document, raw.scenario)))
+    if tables.bloat is not None:
+        sections.append(bloat_section(tables.bloat))
+    return sections
 
 
-def _writer(folder: RunFolder, files: dict[str, str]):  # type: ignore[no-untyped-def]
-    def write(key: str, name: str, data: str | bytes) -> None:
-        files[key] = folder.write(name, data, replace=True).name
-
-    return write
-
-
-def _plots(
-    jobs: pd.DataFrame | None, plans: pd.DataFrame | None, summary: pd.DataFrame | None
-) -> dict[str, Figure]:
+def run_figures(raw: RawRun, tables: RunTables) -> dict[str, Figure]:
     plots = {}
+    jobs = raw.jobs
     if jobs is not None and len(jobs):
         plots["waits"] = wait_ecdf(jobs)
         plots["timeline"] = timeline(jobs)
         plots["tenant_share"] = tenant_share(jobs)
-    if summary is not None and summary["workers"].nunique() > 1:
-        plots["scaling"] = scaling(summary)
-    if plans is not None and (plans["skipped"] == "").any():
-        plots["plans"] = plans_chart(plans)
+    if tables.summary is not None and tables.summary["workers"].nunique() > 1:
+        plots["scaling"] = scaling(tables.summary)
+    if tables.plans is not None and (tables.plans["skipped"] == "").any():
+        plots["plans"] = plans_chart(tables.plans)
+    if tables.bloat is not None and jobs is not None and raw.bloat_samples is not None:
+        windows = hold_windows(raw.document)
+        plots["bloat"] = bloat_over_time(
+            claim_buckets(jobs, BLOAT_BUCKET_S),
+            samples_on_clock(raw.bloat_samples, jobs),
+            windows_on_clock(windows, jobs),
+        )
     return plots
 
 
-def load_captures(run: Path, document: dict[str, Any]) -> list[Capture]:
+def _title(raw: RawRun) -> str:
+    return f"{raw.scenario.name}: {raw.document.run_id}"
+
+
+def _page(raw: RawRun, sections: list[Section], plots: dict[str, Figure]) -> Page:
+    return Page(
+        title=f"{raw.scenario.name} — {raw.document.run_id}",
+        description=raw.scenario.description,
+        document=raw.document,
+        sections=sections,
+        plots=[
+            (PLOT_TITLES.get(name, name), encode(figure, "png")) for name, figure in plots.items()
+        ],
+        folded=[
+            (f"{capture.variant} / {capture.strategy}", capture.text)
+            for capture in raw.captures
+            if capture.skipped is None
+        ],
+        scenario_yaml=raw.scenario_yaml,
+    )
+
+
+def _versus_ideal(
+    raw: RawRun, jobs: pd.DataFrame | None, summary: pd.DataFrame | None
+) -> tuple[pd.DataFrame | None, Calibration | None]:
+    """Measured / ideal, and the run's calibration that costs the costed ideal, if the run
+    recorded its strategies' simulation policies."""
+    policies = raw.document.simulation
+    if not policies or jobs is None or summary is None:
+        return None, None
+    workload = generate(raw.scenario)  # drawn once for both schedules
+    ideal = ideal_summary(raw.scenario, policies, workload=workload)
+    if ideal.empty:
+        return None, None
+    repetitions = [entry.model_dump() for entry in raw.document.repetitions]
+    calibration = run_calibration(raw.scenario, policies, jobs, repetitions)
+    costed = ideal_summary(raw.scenario, policies, calibration, workload)
+    return versus_ideal(summary, ideal, costed), calibration
+
+
+def _property_runs(raw: RawRun, jobs: pd.DataFrame | None) -> pd.DataFrame | None:
+    if not raw.scenario.checks or jobs is None:
+        return None
+    return property_table(jobs, raw.monitor, raw.scenario)
+
+
+def _reference(
+    raw: RawRun, summary: pd.DataFrame | None, runs: pd.DataFrame | None
+) -> pd.DataFrame | None:
+    if raw.scenario.reference is None:
+        return None
+    return reference_table(raw.scenario.reference.figures, summary, runs)
+
+
+def _bloat_summary(raw: RawRun, jobs: pd.DataFrame | None) -> pd.DataFrame | None:
+    windows = hold_windows(raw.document)
+    if jobs is None or raw.bloat_samples is None or windows.empty:
+        return None
+    return bloat_summary(jobs, raw.bloat_samples, windows)
+
+
+def _writer(folder: RunFolder, files: dict[str, str]) -> Callable[[str, str, str | bytes], None]:
+    def write(key: str, name: str, data: str | bytes) -> None:
+        files[key] = folder.write(listed(name, "derived"), data, replace=True).name
+
+    return write
+
+
+def load_captures(run: Path, document: RunDocument) -> list[Capture]:
     """The plan captures of a run folder: explain/*.json, and run.json for skipped ones."""
     captures = []
-    for entry in document.get("plans", []):
-        if entry.get("skipped"):
+    for entry in document.plans:
+        if entry.skipped:
             captures.append(
-                Capture(
-                    entry["variant"], entry["strategy"], entry["backlog"], skipped=entry["skipped"]
-                )
+                Capture(entry.variant, entry.strategy, entry.backlog, skipped=entry.skipped)
             )
             continue
-        stem = run / "explain" / entry["variant"] / entry["strategy"]
-        saved = json.loads(stem.with_suffix(".json").read_text())
+        stem = run / "explain" / entry.variant / entry.strategy
+        saved = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
         captures.append(
             Capture(
                 saved["variant"],
                 saved["strategy"],
                 saved["backlog"],
                 plans=saved["plans"],
-                text=stem.with_suffix(".txt").read_text(),
+                text=stem.with_suffix(".txt").read_text(encoding="utf-8"),
                 load_s=saved.get("load_s"),
             )
         )

@@ -1,69 +1,37 @@
-"""Scenario -> repetitions -> workers -> the books checked -> one row per job.
+"""One repetition: a queue driven through its seam, the books checked, one row per job.
 
-For every repetition the run's own schema is dropped and created afresh, so each starts
-from the article's empty tables. Worker and enqueuer processes connect first; then the
-backlog, if any, is loaded, the clock starts, workers begin to claim and enqueuers insert
-their batches at their offsets.
+Every repetition, whatever the queue and whether or not the scenario has faults, takes
+the same path: the run's schema dropped and created afresh, the queue installed in it,
+the crew of processes started and connected, the backlog loaded, the clock started; then
+the watch loop ticks the fault driver (a null one without faults), samples the queue's
+monitor, shows progress, until the driver says the run is over; then the workers stop,
+the queue's ledger is read and the books are checked.
 """
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import queue
-import signal
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
-from dataclasses import dataclass, field, replace
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import psycopg
-from psycopg import sql
 
-from harness.errors import RunFailed
-from harness.queues.sql.strategies import Strategy, schema_blocks
-from harness.queues.sql.worker import (
-    EnqueuerSpec,
-    WorkerReport,
-    WorkerSignals,
-    WorkerSpec,
-    enqueuer_main,
-    worker_main,
-)
-from harness.run.books import JobRow, check_books
-from harness.run.faults import (
-    FaultDriver,
-    FaultOutcome,
-    books_status,
-    check_strategy,
-    create_tables,
-    fault_books,
-    fault_spec,
-    runner_connection,
-    tenant_class,
-)
+from harness.errors import HarnessError, RunFailed
+from harness.queues.base import JobRecord, Queue, Recovery, Site, WorkerReport
+from harness.run.books import FINISHED, check_books
+from harness.run.crew import LOCAL, Crew, Placement
+from harness.run.faults import Driver, FaultDriver, NullDriver, tenant_class
 from harness.run.long_transaction import Holder, HoldRecord
-from harness.scenario.distributions import Duration, job_duration_ms
+from harness.scenario.distributions import job_duration_ms
+from harness.scenario.inputs import RunInputs
 from harness.scenario.model import Scenario
-from harness.scenario.workload import (
-    BacklogRows,
-    Batch,
-    Workload,
-    backlog_rows,
-    build_batches,
-    generate,
-    tenant_classes,
-    tenant_durations,
-)
 from harness.server.connections import connect
-from harness.server.schema import create_marked
+from harness.server.schema import recreate
 
-_SPAWN = multiprocessing.get_context("spawn")
-READY_TIMEOUT_S = 60
 MONITOR_INTERVAL_S = 0.02
-STOP_TIMEOUT_S = 60
 
 
 @dataclass(frozen=True)
@@ -80,15 +48,16 @@ class Repetition:
 @dataclass
 class RepetitionResult:
     repetition: Repetition
-    jobs: list[dict[str, Any]]
+    jobs: list[dict[str, Any]]  # jobs.csv's rows
     empty_polls: int
     started_at: datetime
     finished_at: datetime
     lost_races: int = 0
     monitor: list[tuple[float, int, float]] = field(default_factory=list)  # s, stranded, age s
-    faults: dict[str, Any] | None = None  # what the faults did (harness/faults.py)
+    faults: dict[str, Any] | None = None  # what the faults did (harness/run/faults.py)
     books: str = "balanced"  # or "stuck: N" (jobs held forever by killed workers)
     hold: HoldRecord | None = None  # the scenario's long_transaction, if it has one
+    fleet: list[dict[str, Any]] | None = None  # the fleet members' share, with --fleet
 
 
 class Observer(Protocol):
@@ -111,494 +80,173 @@ def plan(scenario: Scenario) -> list[Repetition]:
     ]
 
 
-def reset_schema(conn: psycopg.Connection, schema: str, strategy: Strategy) -> None:
-    """Empty tables for a repetition: the article's schema, then the strategy's setup."""
-    name = sql.Identifier(schema)
-    conn.execute(sql.SQL("drop schema {} cascade").format(name))
-    create_marked(conn, schema)
-    conn.execute(sql.SQL("set search_path to {}").format(name))
-    for block in schema_blocks().values():
-        conn.execute(block.sql)  # type: ignore[arg-type]  # our own files, not user input
-    if strategy.has("setup"):
-        conn.execute(strategy.sql("setup"))  # type: ignore[arg-type]
+@dataclass(frozen=True)
+class Measured:
+    """What the workers did, before the books are checked."""
 
-
-def load_backlog(
-    conn: psycopg.Connection,
-    strategy: Strategy,
-    rows: BacklogRows,
-    params: dict[str, Any] | None = None,
-) -> None:
-    """The pre-loaded queue, set-based in three statements, then statistics."""
-    values = {**(params or {}), **rows.params()}
-    for block in ("backlog_tenants", "backlog_jobs", "after_load"):
-        conn.execute(strategy.sql(block), values)  # type: ignore[arg-type]
+    reports: list[WorkerReport]
+    monitor: list[tuple[float, int, float]]
+    hold: HoldRecord | None
+    hosts: dict[int, tuple[str, int]]  # worker slot -> (host, fleet member) it ran on
+    fleet: list[dict[str, Any]] | None  # where a fleet's members ran their workers
 
 
 def run_repetition(
-    dsn: str,
-    schema: str,
-    scenario: Scenario,
-    strategy: Strategy,
+    queue: Queue,
+    site: Site,
+    inputs: RunInputs,
     repetition: Repetition,
     observer: Observer,
     restart: Callable[[], None] | None = None,
+    placement: Placement = LOCAL,
 ) -> RepetitionResult:
-    if not scenario.uses_faults:
-        return _run_plain(dsn, schema, scenario, strategy, repetition, observer)
-    return _run_with_faults(dsn, schema, scenario, strategy, repetition, observer, restart)
-
-
-def _run_plain(
-    dsn: str,
-    schema: str,
-    scenario: Scenario,
-    strategy: Strategy,
-    repetition: Repetition,
-    observer: Observer,
-) -> RepetitionResult:
-    with connect(dsn, utc=True) as conn:
-        reset_schema(conn, schema, strategy)
-        workload = generate(scenario)
-        observer.repetition_started(repetition, workload.total_jobs)
+    """`restart` stops and starts the server (embedded only): a fault scenario's restart;
+    `placement` is where the programs run (here, or over a fleet)."""
+    with connect(site.dsn, schema=site.schema, utc=True) as conn:
+        recreate(conn, site.schema)
+        queue.install(conn)
+        observer.repetition_started(repetition, inputs.total_jobs)
         started_at = _now(conn)
-        crew = Crew.for_repetition(dsn, schema, scenario, strategy, repetition.workers)
-        with _holder(dsn, schema, scenario, strategy, crew) as holder:
-            reports, samples = crew.run(conn, scenario, workload, strategy, observer)
-        finished_at = _now(conn)
-        rows = read_books(conn, strategy)
-    claims = [claim for report in reports for claim in report.claims]
-    problems = check_books(workload.total_jobs, rows, [job for job, _, _ in claims])
-    if problems:
-        raise RunFailed(f"{repetition.label}: the books do not balance: " + "; ".join(problems))
-    result = RepetitionResult(
-        repetition=repetition,
-        jobs=_job_records(scenario, repetition, rows, reports),
-        started_at=started_at,
-        finished_at=finished_at,
-        empty_polls=sum(report.empty_polls for report in reports),
-        lost_races=sum(report.lost_races for report in reports),
-        monitor=samples,
-        hold=holder.record if holder is not None else None,
-    )
-    observer.repetition_finished(result)
-    return result
-
-
-def _run_with_faults(
-    dsn: str,
-    schema: str,
-    scenario: Scenario,
-    strategy: Strategy,
-    repetition: Repetition,
-    observer: Observer,
-    restart: Callable[[], None] | None,
-) -> RepetitionResult:
-    """As _run_plain, with the fault tables, the fault driver and the fault books."""
-    check_strategy(strategy)
-    with connect(dsn, utc=True) as conn:
-        reset_schema(conn, schema, strategy)
-        create_tables(conn, scenario)
-        workload = generate(scenario)
-        observer.repetition_started(repetition, workload.total_jobs)
-        started_at = _now(conn)
-        crew = Crew.for_repetition(dsn, schema, scenario, strategy, repetition.workers)
-        driver = FaultDriver(scenario, dsn, schema, runner_connection(dsn, schema), restart)
+        driver = _driver(queue, inputs, site, conn, restart)
         try:
-            reports, samples = crew.run(conn, scenario, workload, strategy, observer, driver)
+            measured = _measure(queue, inputs, repetition, driver, observer, placement)
         finally:
             driver.close()
-    with runner_connection(dsn, schema) as conn:  # a fresh one: the server may have restarted
+    with connect(site.dsn, schema=site.schema, utc=True) as conn:  # the server may have restarted
         finished_at = _now(conn)
-        rows = read_books(conn, strategy)
-        outcome = fault_books(conn, workload.total_jobs, rows, driver, reports)
-    if outcome.books.problems:
-        raise RunFailed(
-            f"{repetition.label}: the books do not balance: " + "; ".join(outcome.books.problems)
-        )
+        ledger = queue.ledger(conn, measured.reports)
+    books = check_books(inputs.total_jobs, ledger, driver.held, driver.at_least_once)
+    if books.problems:
+        problems = "; ".join(books.problems)
+        raise RunFailed(f"{repetition.label}: the books do not balance: {problems}")
     result = RepetitionResult(
         repetition=repetition,
-        jobs=_fault_job_records(scenario, repetition, rows, reports, outcome),
+        jobs=job_rows(inputs, repetition, ledger.records, measured.hosts),
         started_at=started_at,
         finished_at=finished_at,
-        empty_polls=sum(report.empty_polls for report in reports),
-        lost_races=sum(report.lost_races for report in reports),
-        monitor=samples,
-        faults=outcome.summary,
-        books=books_status(outcome.books),
+        empty_polls=sum(report.empty_polls for report in measured.reports),
+        lost_races=sum(report.lost_races for report in measured.reports),
+        monitor=measured.monitor,
+        faults=driver.summary(books, ledger.records, measured.reports),
+        books=books.status,
+        hold=measured.hold,
+        fleet=measured.fleet,
     )
     observer.repetition_finished(result)
     return result
 
 
-def _holder(
-    dsn: str, schema: str, scenario: Scenario, strategy: Strategy, crew: Crew
-) -> Holder | nullcontext[None]:
+def _measure(
+    queue: Queue,
+    inputs: RunInputs,
+    repetition: Repetition,
+    driver: Driver,
+    observer: Observer,
+    placement: Placement,
+) -> Measured:
+    spares = len(inputs.faults.crashes) if inputs.faults is not None else 0
+    enqueuers = queue.enqueuers(inputs.schedules)
+    crew = placement.crew(queue.workers, repetition.workers, enqueuers, spares)
+    with _holder(queue, inputs, crew) as holder, crew:
+        # The backlog goes in once every process is connected, just before the clock
+        # starts, so that its waits do not include the processes' start-up.
+        if inputs.backlog is not None:
+            queue.load_backlog(driver.conn, inputs.backlog)
+        crew.go()
+        samples = _watch(driver, crew, queue, inputs, observer)
+        reports = crew.stop()
+    hold = holder.record if holder is not None else None
+    return Measured(reports, samples, hold, crew.hosts(), crew.members())
+
+
+def _watch(
+    driver: Driver, crew: Crew, queue: Queue, inputs: RunInputs, observer: Observer
+) -> list[tuple[float, int, float]]:
+    """Progress until the driver says the run is over; the queue's monitor sampled."""
+    start, samples, timeout_s = time.monotonic(), [], inputs.scenario.timeout_s
+    while True:
+        elapsed = time.monotonic() - start
+        driver.tick(crew, elapsed)
+        sample = queue.monitor(driver.conn)  # the driver's: a new one after a restart
+        if sample is not None:
+            samples.append((round(elapsed, 4), *sample))
+        observer.jobs_done(crew.done())
+        if driver.finished(crew, inputs.total_jobs):
+            return samples
+        crew.fail_if_one_died()
+        if elapsed > timeout_s:
+            raise RunFailed(
+                f"only {crew.done()} of {inputs.total_jobs} jobs done after the scenario's "
+                f"timeout_s={timeout_s:g}"
+            )
+        time.sleep(MONITOR_INTERVAL_S)
+
+
+def _driver(
+    queue: Queue,
+    inputs: RunInputs,
+    site: Site,
+    conn: psycopg.Connection[Any],
+    restart: Callable[[], None] | None,
+) -> Driver:
+    if inputs.faults is None:
+        return NullDriver(conn)
+    if queue.traits.faults is not None:  # validation refuses it before anything runs
+        raise HarnessError(queue.traits.faults)
+    own = connect(site.dsn, schema=site.schema, utc=True)
+    return FaultDriver(inputs.faults, cast(Recovery, queue), site, own, restart)
+
+
+def _holder(queue: Queue, inputs: RunInputs, crew: Crew) -> AbstractContextManager[Holder | None]:
     """The scenario's long transaction, timed from the crew's start; nothing without one."""
-    if scenario.long_transaction is None:
+    hold = inputs.long_transaction
+    if hold is None:
         return nullcontext()
-    return Holder(
-        dsn,
-        schema,
-        scenario.long_transaction,
-        crew.signals.start,
-        strategy.sql("dequeue"),
-        scenario_params(scenario),
-    )
+    return Holder(queue.site, hold, crew.signals.start, queue.dequeue_sql(), inputs.params)
 
 
-def _now(conn: psycopg.Connection) -> datetime:
+def _now(conn: psycopg.Connection[Any]) -> datetime:
     row = conn.execute("select clock_timestamp()").fetchone()
     assert row is not None
     return row[0]  # type: ignore[no-any-return]
 
 
-def worker_spec(
-    dsn: str,
-    schema: str,
-    strategy: Strategy,
-    poll_interval_ms: float,
-    seed: int,
-    durations: dict[int, Duration],
-    params: dict[str, Any] | None = None,
-) -> WorkerSpec:
-    """What a worker process needs: where to connect and the strategy's claim statements."""
-
-    def optional(block: str) -> str | None:
-        return strategy.sql(block) if strategy.has(block) else None
-
-    return WorkerSpec(
-        dsn=dsn,
-        schema=schema,
-        dequeue=strategy.sql("dequeue"),
-        start=strategy.sql("start"),
-        complete=strategy.sql("complete"),
-        served=optional("served"),
-        retire=optional("retire"),
-        hold_lock=strategy.hold_lock,
-        poll_interval_s=poll_interval_ms / 1000,
-        seed=seed,
-        durations=durations,
-        params=params or {},
-    )
-
-
-def scenario_params(scenario: Scenario) -> dict[str, Any]:
-    """Parameters every statement of a run may use, beside its own."""
-    return {"tenant_cap": scenario.tenant_cap or 2**31 - 1}
-
-
-@dataclass
-class Crew:
-    """The processes of one repetition: workers, then spare slots for the replacements of
-    killed workers, then enqueuers, all sharing their signals."""
-
-    signals: WorkerSignals
-    processes: list[Any]
-    spec: WorkerSpec | None = None
-    current: dict[int, int] = field(default_factory=dict)  # scenario's worker -> its slot
-    killed: set[int] = field(default_factory=set)  # slots killed on purpose
-    spare: int = 0  # the next free slot for a replacement
-
-    @classmethod
-    def for_repetition(
-        cls, dsn: str, schema: str, scenario: Scenario, strategy: Strategy, workers: int
-    ) -> Crew:
-        spec = worker_spec(
-            dsn,
-            schema,
-            strategy,
-            scenario.poll_interval_ms,
-            scenario.seed,
-            tenant_durations(scenario),
-            scenario_params(scenario),
-        )
-        if scenario.uses_faults:
-            spec = replace(spec, faults=fault_spec(scenario))
-        spares = len(scenario.faults.crashes) if scenario.faults is not None else 0
-        schedules = enqueuer_schedules(scenario, strategy)
-        signals = _signals(workers + spares + len(schedules))
-        processes = _worker_processes(spec, signals, workers)
-        processes += [
-            _SPAWN.Process(
-                target=enqueuer_main,
-                args=(
-                    workers + spares + index,
-                    EnqueuerSpec(dsn, schema, strategy.sql("enqueue"), batches),
-                    signals,
-                ),
-                daemon=True,
-                name=f"harness-enqueuer-{index}",
-            )
-            for index, batches in enumerate(schedules)
-        ]
-        current = {index: index for index in range(workers)}
-        return cls(signals, processes, spec, current, spare=workers)
-
-    def kill_mid_job(self, worker: int) -> tuple[int, int] | None:
-        """SIGKILL the worker if it is working on a job: (its slot, the job), else None."""
-        slot = self.current[worker]
-        process = self._process(slot)
-        job = int(self.signals.holding[slot])
-        if job == 0 or process.exitcode is not None:
-            return None
-        os.kill(process.pid, signal.SIGKILL)
-        self.killed.add(slot)
-        process.join(timeout=5)
-        return slot, job
-
-    def replace(self, worker: int) -> None:
-        """A supervisor's move: a new worker process in the next spare slot."""
-        assert self.spec is not None
-        process = _worker_process(self.spare, self.spec, self.signals)
-        process.start()
-        self.processes.append(process)
-        self.current[worker], self.spare = self.spare, self.spare + 1
-
-    def holding(self) -> int:
-        """How many workers are working on a claimed job right now."""
-        return sum(1 for job in self.signals.holding if job)
-
-    def _process(self, slot: int) -> Any:
-        return next(p for p in self.processes if p.name == f"harness-worker-{slot}")
-
-    @classmethod
-    def workers_only(cls, spec: WorkerSpec, workers: int) -> Crew:
-        """Workers without enqueuers, for a queue loaded beforehand (see drain)."""
-        signals = _signals(workers)
-        return cls(signals, _worker_processes(spec, signals, workers))
-
-    def run(
-        self,
-        conn: psycopg.Connection,
-        scenario: Scenario,
-        workload: Workload,
-        strategy: Strategy,
-        observer: Observer,
-        driver: FaultDriver | None = None,
-    ) -> tuple[list[WorkerReport], list[tuple[float, int, float]]]:
-        try:
-            self._start_processes()
-            # The backlog goes in once every process is connected, just before the clock
-            # starts, so that its waits do not include the processes' start-up.
-            if scenario.backlog is not None:
-                load_backlog(
-                    conn,
-                    strategy,
-                    backlog_rows(scenario, scenario.backlog),
-                    scenario_params(scenario),
-                )
-            self.signals.start.set()
-            samples = self._watch(conn, scenario, workload.total_jobs, strategy, observer, driver)
-            self.signals.stop.set()
-            return self._collect_reports(), samples
-        finally:
-            self.signals.stop.set()
-            self.signals.start.set()  # lets a process still waiting for the start see stop
-            _end_processes(self.processes)
-
-    def drain(self, total: int, timeout_s: float) -> list[WorkerReport]:
-        """Workers claim from the queue as it stands until `total` jobs are done."""
-        try:
-            self._start_processes()
-            self.signals.start.set()
-            start = time.monotonic()
-            while (done := sum(self.signals.done)) < total:
-                self._fail_if_one_died()
-                if time.monotonic() - start > timeout_s:
-                    raise RunFailed(f"only {done} of {total} jobs done after {timeout_s:g} s")
-                time.sleep(MONITOR_INTERVAL_S)
-            self.signals.stop.set()
-            return self._collect_reports()
-        finally:
-            self.signals.stop.set()
-            self.signals.start.set()
-            _end_processes(self.processes)
-
-    def _start_processes(self) -> None:
-        for process in self.processes:
-            process.start()
-        self._wait_ready()
-
-    def _wait_ready(self) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while sum(self.signals.ready) < len(self.processes):
-            self._fail_if_one_died()
-            if time.monotonic() > deadline:
-                raise RunFailed(f"workers not connected after {READY_TIMEOUT_S} s")
-            time.sleep(0.01)
-
-    def _watch(
-        self,
-        conn: psycopg.Connection,
-        scenario: Scenario,
-        total: int,
-        strategy: Strategy,
-        observer: Observer,
-        driver: FaultDriver | None = None,
-    ) -> list[tuple[float, int, float]]:
-        """Progress until every job is done; the strategy's monitor sampled meanwhile."""
-        start, samples = time.monotonic(), []
-        monitor = strategy.sql("monitor") if strategy.has("monitor") else None
-        while True:
-            elapsed = time.monotonic() - start
-            if driver is not None:
-                driver.tick(self, elapsed)
-                conn = driver.conn  # a new one after a server restart
-            if monitor is not None:
-                row = conn.execute(monitor).fetchone()  # type: ignore[arg-type]
-                samples.append((round(elapsed, 4), int(row[0]), float(row[1] or 0)))  # type: ignore[index]
-            done = sum(self.signals.done)
-            observer.jobs_done(done)
-            if driver.finished(total) if driver is not None else done >= total:
-                return samples
-            self._fail_if_one_died()
-            if elapsed > scenario.timeout_s:
-                raise RunFailed(
-                    f"only {done} of {total} jobs done after the scenario's "
-                    f"timeout_s={scenario.timeout_s:g}"
-                )
-            time.sleep(MONITOR_INTERVAL_S)
-
-    def _fail_if_one_died(self) -> None:
-        dead = [
-            process
-            for process in self.processes
-            if process.exitcode is not None and not self._killed(process)
-        ]
-        if not dead:
-            return
-        try:
-            report: WorkerReport = self.signals.reports.get(timeout=1)
-            reason = report.error or "stopped early"
-        except queue.Empty:
-            reason = f"exit code {dead[0].exitcode}"
-        raise RunFailed(f"{dead[0].name} failed: {reason.strip().splitlines()[-1]}")
-
-    def _killed(self, process: Any) -> bool:
-        return any(process.name == f"harness-worker-{slot}" for slot in self.killed)
-
-    def _collect_reports(self) -> list[WorkerReport]:
-        reports = []
-        for _ in [process for process in self.processes if not self._killed(process)]:
-            try:
-                reports.append(self.signals.reports.get(timeout=STOP_TIMEOUT_S))
-            except queue.Empty as error:
-                raise RunFailed(f"a worker did not stop within {STOP_TIMEOUT_S} s") from error
-        failed = [report for report in reports if report.error]
-        if failed:
-            reason = (failed[0].error or "").strip().splitlines()[-1]
-            raise RunFailed(f"process {failed[0].worker} failed: {reason}")
-        return reports
-
-
-def _signals(processes: int) -> WorkerSignals:
-    return WorkerSignals(
-        ready=_SPAWN.Array("b", processes, lock=False),
-        done=_SPAWN.Array("q", processes, lock=False),
-        holding=_SPAWN.Array("q", processes, lock=False),
-        start=_SPAWN.Event(),
-        stop=_SPAWN.Event(),
-        reports=_SPAWN.Queue(),
-    )
-
-
-def _worker_processes(spec: WorkerSpec, signals: WorkerSignals, workers: int) -> list[Any]:
-    return [_worker_process(index, spec, signals) for index in range(workers)]
-
-
-def _worker_process(index: int, spec: WorkerSpec, signals: WorkerSignals) -> Any:
-    return _SPAWN.Process(
-        target=worker_main, args=(index, spec, signals), daemon=True, name=f"harness-worker-{index}"
-    )
-
-
-def enqueuer_schedules(
-    scenario: Scenario, strategy: Strategy
-) -> list[list[tuple[float, dict[str, Any]]]]:
-    """The batches dealt round-robin to the scenario's enqueuers, each list by offset."""
-    batches = build_batches(scenario)
-    schedules: list[list[tuple[float, dict[str, Any]]]] = [
-        [] for _ in range(min(scenario.enqueuers, max(len(batches), 1)))
-    ]
-    for index, batch in enumerate(batches):
-        schedules[index % len(schedules)].append((batch.at_s, batch_params(scenario, batch)))
-    return schedules
-
-
-def batch_params(scenario: Scenario, batch: Batch) -> dict[str, Any]:
-    return {
-        **scenario_params(scenario),
-        "tenant_ids": batch.tenant_ids,
-        "weights": batch.weights,
-        "priorities": batch.priorities,
-    }
-
-
-def _end_processes(processes: list[Any]) -> None:
-    for process in processes:
-        if process.pid is None:
-            continue  # never started: a start before it failed, and that error matters
-        process.join(timeout=5)
-        if process.is_alive():
-            process.kill()
-            process.join(timeout=5)
-
-
-def read_books(conn: psycopg.Connection, strategy: Strategy) -> list[JobRow]:
-    return [JobRow(*row) for row in conn.execute(strategy.sql("books"))]  # type: ignore[arg-type]
-
-
-def _job_records(
-    scenario: Scenario, repetition: Repetition, rows: list[JobRow], reports: list[WorkerReport]
+def job_rows(
+    inputs: RunInputs,
+    repetition: Repetition,
+    records: list[JobRecord],
+    hosts: dict[int, tuple[str, int]],
 ) -> list[dict[str, Any]]:
-    """One row per job: the contract that analysis, notebooks and checks read."""
-    by_job = {
-        job: (report.worker, claim_ms) for report in reports for job, _, claim_ms in report.claims
-    }
-    if not reports:  # the fault path fills worker and claim latency itself
-        by_job = {row.job_id: (-1, 0.0) for row in rows}
-    classes = tenant_classes(scenario)
-    durations = tenant_durations(scenario)
+    """jobs.csv's rows for the jobs finished (done or dead): the contract that analysis,
+    notebooks and checks read. Stuck jobs are in run.json."""
     return [
         {
-            "scenario": scenario.name,
+            "scenario": inputs.scenario.name,
             "strategy": repetition.strategy,
             "workers": repetition.workers,
             "repetition": repetition.index,
-            "job_id": row.job_id,
-            "tenant_id": row.tenant_id,
-            "tenant_class": classes[row.tenant_id],
-            "enqueued_at": _iso(row.enqueued_at),
-            "started_at": _iso(row.started_at),
-            "finished_at": _iso(row.finished_at),
-            "worker": by_job[row.job_id][0],
-            "duration_ms": job_duration_ms(scenario.seed, row.job_id, durations[row.tenant_id]),
-            "claim_ms": round(by_job[row.job_id][1], 4),
+            "job_id": record.job_id,
+            "tenant_id": record.tenant_id,
+            "tenant_class": tenant_class(inputs.classes[record.tenant_id], record),
+            "enqueued_at": _iso(record.enqueued_at),
+            "started_at": _iso(record.started_at),
+            "finished_at": _iso(record.finished_at),
+            "worker": record.worker,
+            "duration_ms": job_duration_ms(
+                inputs.seed, record.job_id, inputs.durations[record.tenant_id]
+            ),
+            "claim_ms": round(record.claim_ms, 4) if record.claim_ms is not None else None,
+            **_where(hosts, record.worker),
         }
-        for row in rows
+        for record in records
+        if record.status in FINISHED
     ]
 
 
-def _fault_job_records(
-    scenario: Scenario,
-    repetition: Repetition,
-    rows: list[JobRow],
-    reports: list[WorkerReport],
-    outcome: FaultOutcome,
-) -> list[dict[str, Any]]:
-    """As _job_records, for jobs finished (done or dead): the worker from the claim log
-    (killed workers never report), retried and dead jobs in classes of their own; a
-    claim latency only where a live worker reported it. Stuck jobs are in run.json."""
-    finished = [row for row in rows if row.status in ("done", "dead")]
-    latency = {job: ms for report in reports for job, _, ms in report.claims}
-    records = _job_records(scenario, repetition, finished, [])
-    for record in records:
-        job = record["job_id"]
-        record["worker"] = outcome.claims[job]
-        record["claim_ms"] = round(latency[job], 4) if job in latency else None
-        record["tenant_class"] = tenant_class(record["tenant_class"], job, outcome.failures)
-    return records
+def _where(hosts: dict[int, tuple[str, int]], worker: int | None) -> dict[str, Any]:
+    """The host and fleet member (0: the coordinator's own) of the job's worker."""
+    host, member = hosts.get(worker, (None, None)) if worker is not None else (None, None)
+    return {"host": host, "member": member}
 
 
 def _iso(moment: datetime | None) -> str:

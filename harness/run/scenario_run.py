@@ -14,14 +14,19 @@ from typing import Any, Protocol
 import pandas as pd
 
 from harness.analysis.plans import Capture
-from harness.analysis.waits import MONITOR_COLUMNS
+from harness.analysis.properties import MONITOR_COLUMNS
 from harness.errors import HarnessError, Terminated
-from harness.queues.sql.strategies import Strategy
-from harness.results.folder import RUN_FORMAT_VERSION, RunFolder, point_latest
+from harness.queues.base import Queue, QueueEntry, Site
+from harness.results.contract import listed
+from harness.results.document import PlanEntry, RepetitionEntry, RunDocument, ScenarioRef
+from harness.results.folder import RunFolder, point_latest
+from harness.results.jobs import jobs_csv
 from harness.run.captures import CaptureObserver, capture_all, requests
+from harness.run.crew import LOCAL, Placement
 from harness.run.long_transaction import SAMPLE_COLUMNS
 from harness.run.render import Rendered, render_run
 from harness.run.repetition import Observer, RepetitionResult, plan, run_repetition
+from harness.scenario.inputs import RunInputs
 from harness.scenario.loader import LoadedScenario
 from harness.scenario.model import Scenario
 from harness.server.kinds import Server
@@ -43,6 +48,10 @@ class RunOptions:
     repeat: int | None = None  # overrides the scenario's explain.repeat
     schema: str | None = None  # default: harness_<run id>
     reuse_schema: bool = False  # take over a schema the harness left behind
+    fleet: int = 0  # members of a worker fleet on other hosts (harness worker)
+    local_workers: int = 0  # with a fleet: of each repetition's workers, those run here
+    fleet_id: str | None = None  # what the members are given (--run); default: random
+    fleet_timeout_s: float = 120.0  # how long the members may take to join
 
 
 @dataclass
@@ -57,64 +66,64 @@ class Measured:
 
 def run_scenario(
     loaded: LoadedScenario,
-    strategies: dict[str, Strategy],
+    entries: dict[str, QueueEntry],
     server: Server,
     root: Path,
     observer: RunObserver,
     options: RunOptions,
+    placement: Placement = LOCAL,
 ) -> Rendered:
+    """`placement`: where the repetitions' programs run (here, or a fleet's hosts)."""
     scenario = loaded.scenario
     refuse_restart_without_embedded(scenario, server)
     folder = RunFolder.create(root, scenario.name)
-    folder.write("scenario.yaml", loaded.text)
-    document = _run_document(loaded, folder, server, options)
-    # Each strategy's simulator policy, so that a later render simulates the same ideal.
-    document["simulation"] = {name: strategies[name].simulate_as for name in scenario.strategies}
-    folder.write_json("run.json", document)
+    _write(folder, "scenario.yaml", loaded.text)
+    site = Site(server.dsn, options.schema or "harness_" + folder.run_id.lower().replace("-", "_"))
+    inputs = RunInputs.of(scenario)  # once: every repetition queues the same jobs
+    queues = {name: entries[name].make(site, inputs) for name in named_queues(scenario)}
+    document = _run_document(loaded, folder, server, options, entries, queues)
+    _write(folder, "run.json", document.dumps())
     point_latest(root, folder.path)
     measured = Measured()
-    schema = options.schema or "harness_" + folder.run_id.lower().replace("-", "_")
     try:
-        with own_schema(server.dsn, schema, options.reuse_schema):
+        with own_schema(server.dsn, site.schema, options.reuse_schema):
             if options.timed and scenario.timed:
-                _run_timed(
-                    server.dsn,
-                    schema,
-                    scenario,
-                    strategies,
-                    observer,
-                    document,
-                    measured,
-                    server.restart,
-                )
+                timed = Timed(queues, site, inputs, server.restart, placement)
+                _run_timed(timed, observer, document, measured)
             if options.plans and scenario.explain is not None:
-                _capture_plans(
-                    server.dsn, schema, scenario, strategies, observer, options, folder, measured
-                )
+                _capture_plans(site, inputs, queues, observer, options, folder, measured)
     except BaseException as error:
         _close_unfinished(folder, document, measured, error)
         raise
     return _finish(folder, document, measured)
 
 
-def _run_timed(
-    dsn: str,
-    schema: str,
-    scenario: Scenario,
-    strategies: dict[str, Strategy],
-    observer: Observer,
-    document: dict[str, Any],
-    measured: Measured,
-    restart: Callable[[], None] | None = None,
-) -> None:
-    for repetition in plan(scenario):
+def named_queues(scenario: Scenario) -> list[str]:
+    """Every queue the scenario names: its strategies, then those only explained."""
+    return list(dict.fromkeys([*scenario.strategies, *scenario.explain_strategies]))
+
+
+@dataclass(frozen=True)
+class Timed:
+    """What the timed repetitions run on: the queues, where, with what, and how."""
+
+    queues: dict[str, Queue]
+    site: Site
+    inputs: RunInputs
+    restart: Callable[[], None] | None
+    placement: Placement
+
+
+def _run_timed(timed: Timed, observer: Observer, document: RunDocument, measured: Measured) -> None:
+    for repetition in plan(timed.inputs.scenario):
+        queue = timed.queues[repetition.strategy]
         result = run_repetition(
-            dsn, schema, scenario, strategies[repetition.strategy], repetition, observer, restart
+            queue, timed.site, timed.inputs, repetition, observer, timed.restart, timed.placement
         )
         measured.jobs += result.jobs
         measured.monitor += monitor_records(result)
         measured.bloat += bloat_records(result)
-        document["repetitions"].append(_repetition_entry(result))
+        document.repetitions.append(_repetition_entry(result))
 
 
 def refuse_restart_without_embedded(scenario: Scenario, server: Server) -> None:
@@ -128,127 +137,132 @@ def refuse_restart_without_embedded(scenario: Scenario, server: Server) -> None:
 
 
 def _capture_plans(
-    dsn: str,
-    schema: str,
-    scenario: Scenario,
-    strategies: dict[str, Strategy],
+    site: Site,
+    inputs: RunInputs,
+    queues: dict[str, Queue],
     observer: CaptureObserver,
     options: RunOptions,
     folder: RunFolder,
     measured: Measured,
 ) -> None:
+    scenario = inputs.scenario
     assert scenario.explain is not None
     chosen = requests(scenario, options.explain_strategies, options.explain_variants)
     repeat = options.repeat or scenario.explain.repeat
     for capture in capture_all(
-        dsn, schema, scenario, strategies, chosen, repeat, options.include_slow, observer
+        site, scenario, queues, chosen, repeat, options.include_slow, observer, inputs.params
     ):
         measured.captures.append(capture)
         if capture.skipped is None:
-            _write_capture(folder, capture, strategies[capture.strategy])
+            _write_capture(folder, capture, queues[capture.strategy].dequeue_sql() or "")
 
 
-def _write_capture(folder: RunFolder, capture: Capture, strategy: Strategy) -> None:
+def _write_capture(folder: RunFolder, capture: Capture, dequeue: str) -> None:
     stem = f"explain/{capture.variant}/{capture.strategy}"
-    folder.write_json(
-        f"{stem}.json",
+    saved = json.dumps(
         {
             "variant": capture.variant,
             "strategy": capture.strategy,
             "backlog": capture.backlog,
-            "dequeue": strategy.sql("dequeue"),
+            "dequeue": dequeue,
             "load_s": capture.load_s,
             "figures": [figures.as_dict() for figures in capture.figures],
             "plans": capture.plans,
         },
+        indent=2,
     )
+    _write(folder, f"{stem}.json", saved + "\n")
     header = (
         f"-- {capture.strategy} on {capture.variant} "
         f"({json.dumps(capture.backlog)}): the first execution, which is also the "
         "warm-up\n-- EXPLAIN (ANALYZE, BUFFERS) of:\n"
     )
-    folder.write(f"{stem}.txt", header + strategy.sql("dequeue") + "\n\n" + capture.text)
+    _write(folder, f"{stem}.txt", header + dequeue + "\n\n" + capture.text)
 
 
 def _run_document(
-    loaded: LoadedScenario, folder: RunFolder, server: Server, options: RunOptions
-) -> dict[str, Any]:
-    return {
-        "format_version": RUN_FORMAT_VERSION,
-        "run_id": folder.run_id,
-        "status": "running",
-        "error": None,
-        "started_at": _utc_now(),
-        "finished_at": None,
-        "scenario": {
-            "name": loaded.scenario.name,
-            "path": loaded.path,
-            "sha256": loaded.sha256,
-            "seed": loaded.scenario.seed,  # durations, sizes and arrivals drawn from it
-            "copy": "scenario.yaml",
-        },
-        "options": options.__dict__,
-        "metadata": collect_all(server.dsn, {"kind": server.provider, **server.details}),
-        "repetitions": [],
-        "plans": [],
-        "files": {},
-    }
+    loaded: LoadedScenario,
+    folder: RunFolder,
+    server: Server,
+    options: RunOptions,
+    entries: dict[str, QueueEntry],
+    queues: dict[str, Queue],
+) -> RunDocument:
+    scenario = loaded.scenario
+    return RunDocument(
+        run_id=folder.run_id,
+        started_at=_utc_now(),
+        scenario=ScenarioRef(
+            name=scenario.name, path=loaded.path, sha256=loaded.sha256, seed=scenario.seed
+        ),
+        options=options.__dict__,
+        metadata=collect_all(server.dsn, {"kind": server.provider, **server.details}),
+        # Each strategy's simulator policy, so that a later render simulates the same ideal.
+        simulation={name: entries[name].simulate_as for name in scenario.strategies},
+        queues={name: queue.provenance() for name, queue in queues.items()},
+    )
 
 
-def _repetition_entry(result: RepetitionResult) -> dict[str, Any]:
+def _repetition_entry(result: RepetitionResult) -> RepetitionEntry:
     repetition = result.repetition
-    return {
-        "strategy": repetition.strategy,
-        "workers": repetition.workers,
-        "repetition": repetition.index,
-        "jobs": len(result.jobs),
-        "empty_polls": result.empty_polls,
-        "lost_races": result.lost_races,
-        "books": result.books,
-        "started_at": result.started_at.isoformat(),
-        "finished_at": result.finished_at.isoformat(),
-        **({"faults": result.faults} if result.faults is not None else {}),
-        **({"long_transaction": result.hold.window()} if result.hold is not None else {}),
-    }
+    return RepetitionEntry(
+        strategy=repetition.strategy,
+        workers=repetition.workers,
+        repetition=repetition.index,
+        jobs=len(result.jobs),
+        empty_polls=result.empty_polls,
+        lost_races=result.lost_races,
+        books=result.books,
+        started_at=result.started_at.isoformat(),
+        finished_at=result.finished_at.isoformat(),
+        faults=result.faults,
+        long_transaction=result.hold.window() if result.hold is not None else None,
+        fleet=result.fleet,
+    )
 
 
 def _close_unfinished(
-    folder: RunFolder, document: dict[str, Any], measured: Measured, error: BaseException
+    folder: RunFolder, document: RunDocument, measured: Measured, error: BaseException
 ) -> None:
     """Keep what was measured (whole repetitions and captures), marked as not complete."""
     interrupted = isinstance(error, KeyboardInterrupt | Terminated)
-    document["status"] = "interrupted" if interrupted else "failed"
-    document["error"] = str(error) or type(error).__name__
-    document["finished_at"] = _utc_now()
+    document.status = "interrupted" if interrupted else "failed"
+    document.error = str(error) or type(error).__name__
+    document.finished_at = _utc_now()
     _write_raw(folder, document, measured)
-    folder.write_json("run.json", document, replace=True)
+    _write(folder, "run.json", document.dumps(), replace=True)
 
 
-def _write_raw(folder: RunFolder, document: dict[str, Any], measured: Measured) -> None:
+def _write_raw(folder: RunFolder, document: RunDocument, measured: Measured) -> None:
     if measured.jobs:
-        document["files"]["jobs"] = folder.write_jobs(measured.jobs).name
+        document.files["jobs"] = _write(folder, "jobs.csv", jobs_csv(measured.jobs))
     if measured.monitor:
         monitor = pd.DataFrame.from_records(measured.monitor, columns=MONITOR_COLUMNS)
-        document["files"]["monitor"] = folder.write("monitor.csv", monitor.to_csv(index=False)).name
+        document.files["monitor"] = _write(folder, "monitor.csv", monitor.to_csv(index=False))
     if measured.bloat:
         bloat = pd.DataFrame.from_records(measured.bloat, columns=BLOAT_COLUMNS)
-        document["files"]["bloat"] = folder.write("bloat.csv", bloat.to_csv(index=False)).name
-    document["plans"] = [
-        {
-            "variant": c.variant,
-            "strategy": c.strategy,
-            "backlog": c.backlog,
-            "skipped": c.skipped,
-            "repetitions": len(c.plans),
-        }
+        document.files["bloat"] = _write(folder, "bloat.csv", bloat.to_csv(index=False))
+    document.plans = [
+        PlanEntry(
+            variant=c.variant,
+            strategy=c.strategy,
+            backlog=c.backlog,
+            skipped=c.skipped,
+            repetitions=len(c.plans),
+        )
         for c in measured.captures
     ]
 
 
-def _finish(folder: RunFolder, document: dict[str, Any], measured: Measured) -> Rendered:
+def _write(folder: RunFolder, name: str, text: str, replace: bool = False) -> str:
+    return folder.write(listed(name, "raw"), text, replace=replace).name
+
+
+def _finish(folder: RunFolder, document: RunDocument, measured: Measured) -> Rendered:
     _write_raw(folder, document, measured)
-    document.update(status="complete", finished_at=_utc_now())
-    folder.write_json("run.json", document, replace=True)
+    document.status = "complete"
+    document.finished_at = _utc_now()
+    _write(folder, "run.json", document.dumps(), replace=True)
     return render_run(folder)
 
 

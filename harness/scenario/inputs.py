@@ -10,6 +10,7 @@ rows, and the fault plan. Nothing below the scenario run derives them again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from harness.scenario.distributions import Duration
@@ -21,6 +22,8 @@ from harness.scenario.workload import (
     backlog_rows,
     build_batches,
     generate,
+    tenant_classes,
+    tenant_durations,
     tenant_ranges,
 )
 
@@ -56,7 +59,6 @@ class FaultPlan:
 @dataclass(frozen=True)
 class RunInputs:
     scenario: Scenario
-    workload: Workload  # every job of a repetition, in id order
     classes: dict[int, str]  # tenant id -> its group's name
     durations: dict[int, Duration]  # tenant id -> its jobs' duration distribution
     params: dict[str, Any]  # parameters every statement may use
@@ -64,6 +66,12 @@ class RunInputs:
     backlog: BacklogRows | None  # the pre-loaded queue, if the scenario has one
     faults: FaultPlan | None  # None: no fault features at all
     long_transaction: LongTransaction | None
+
+    @cached_property
+    def workload(self) -> Workload:
+        """Every job of a repetition, in id order: drawn only when asked for (a plan
+        capture of a million-job backlog needs its rows, not its jobs)."""
+        return generate(self.scenario)
 
     @property
     def total_jobs(self) -> int:
@@ -75,12 +83,10 @@ class RunInputs:
 
     @classmethod
     def of(cls, scenario: Scenario) -> RunInputs:
-        workload = generate(scenario)
         return cls(
             scenario=scenario,
-            workload=workload,
-            classes={tenant: info.group for tenant, info in workload.tenants.items()},
-            durations={tenant: info.duration for tenant, info in workload.tenants.items()},
+            classes=tenant_classes(scenario),
+            durations=tenant_durations(scenario),
             params=statement_params(scenario),
             schedules=enqueuer_schedules(scenario),
             backlog=backlog_rows(scenario, scenario.backlog) if scenario.backlog else None,

@@ -81,7 +81,7 @@ DurationModel = Annotated[
 
 class Durations:
     """`duration_ms: 20` for constant jobs, or `duration: {distribution: ..., ...}`; the
-    draws are seeded by the scenario's seed and the job's id (harness/distributions.py)."""
+    draws are seeded by the scenario's seed and the job's id (harness/scenario/distributions.py)."""
 
     if TYPE_CHECKING:  # the fields themselves are declared by each model, in its order
         duration_ms: float | None

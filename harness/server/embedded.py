@@ -8,6 +8,7 @@ import os
 import pwd
 import shutil
 import signal
+import socket
 import stat
 import subprocess
 import tempfile
@@ -41,9 +42,11 @@ class _Postmaster:
     workdir: Path
     owner: pwd.struct_passwd | None
     process: subprocess.Popen[bytes] | None = None
+    port: int = 5432  # the socket's name, and the TCP port with --listen
+    listen: str = ""  # listen_addresses: none (the socket only), or a loopback address
 
     def start(self, admin_dsn: str) -> None:
-        self.process = _start_postgres(self.install, self.data, self.workdir, self.owner)
+        self.process = _start_postgres(self)
         _wait_until_ready(admin_dsn, self.process, self.workdir)
 
     def stop(self) -> None:
@@ -61,6 +64,9 @@ def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
     owner = server_user()
     workdir = Path(tempfile.mkdtemp(prefix="tqb-pg-"))
     postmaster = _Postmaster(install, workdir / "data", workdir, owner)
+    if choice.listen is not None:
+        host, port = choice.listen
+        postmaster.listen, postmaster.port = host, port or _free_port(host)
     try:
         data = postmaster.data
         data.mkdir()
@@ -68,11 +74,15 @@ def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
             shutil.chown(workdir, owner.pw_uid, owner.pw_gid)
             shutil.chown(data, owner.pw_uid, owner.pw_gid)
         _initdb(install, data, owner)
-        admin_dsn = f"host={workdir} port=5432 user=postgres dbname=postgres"
+        admin_dsn = f"host={workdir} port={postmaster.port} user=postgres dbname=postgres"
         postmaster.start(admin_dsn)
         with connect(admin_dsn) as conn:
             conn.execute("create database bench")
         details = {"install": str(install), "data_dir": str(data), "run_as": _user_name(owner)}
+        if postmaster.listen:
+            details["tcp_dsn"] = (
+                f"postgresql://postgres@{_url_host(postmaster.listen)}:{postmaster.port}/bench"
+            )
         yield Server(
             dsn=admin_dsn.replace("dbname=postgres", "dbname=bench"),
             provider="embedded",
@@ -205,23 +215,35 @@ def _initdb(install: Path, data: Path, owner: pwd.struct_passwd | None) -> None:
         raise ProviderUnavailable(f"initdb failed: {tail[0]}")
 
 
-def _start_postgres(
-    install: Path, data: Path, socket_dir: Path, owner: pwd.struct_passwd | None
-) -> subprocess.Popen[bytes]:
-    postgres = _install_root(install) / "bin" / "postgres"
-    # Unix socket only; every other setting is the server's default, as in the article.
+def _start_postgres(postmaster: _Postmaster) -> subprocess.Popen[bytes]:
+    postgres = _install_root(postmaster.install) / "bin" / "postgres"
+    # A unix socket (and loopback TCP with --listen); every other setting is the server's
+    # default, as in the article.
     command = [
         str(postgres),
         "-D",
-        str(data),
+        str(postmaster.data),
         "-k",
-        str(socket_dir),
+        str(postmaster.workdir),
         "-p",
-        "5432",
+        str(postmaster.port),
         "-c",
-        "listen_addresses=",
+        f"listen_addresses={postmaster.listen}",
     ]
-    return spawn_server_process(command, socket_dir / "postgres.log", socket_dir, owner)
+    log = postmaster.workdir / "postgres.log"
+    return spawn_server_process(command, log, postmaster.workdir, postmaster.owner)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _free_port(host: str) -> int:
+    """A TCP port nothing listens on now (the kernel's choice)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
 
 
 def _wait_until_ready(dsn: str, process: subprocess.Popen[bytes], workdir: Path) -> None:

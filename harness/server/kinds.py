@@ -17,6 +17,7 @@ class ProviderChoice:
     kind: ProviderKind
     dsn: str = ""
     allow_version_mismatch: bool = False
+    listen: tuple[str, int] | None = None  # embedded: also TCP on loopback (port 0: free)
 
 
 @dataclass(frozen=True)

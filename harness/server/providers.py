@@ -18,9 +18,13 @@ _PG_ENV = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE"
 
 
 def choose_provider(
-    pg: str | None, dsn: str | None, env: Mapping[str, str], allow_mismatch: bool
+    pg: str | None,
+    dsn: str | None,
+    env: Mapping[str, str],
+    allow_mismatch: bool,
+    listen: str | None = None,
 ) -> ProviderChoice:
-    """--pg and --dsn (or the PG* variables) -> which provider to start."""
+    """--pg and --dsn (or the PG* variables), and --listen -> which provider to start."""
     if pg is None:
         pg = "external" if dsn else "embedded"
     if pg not in get_args(ProviderKind):
@@ -31,7 +35,32 @@ def choose_provider(
         raise HarnessError(f"--dsn goes with --pg external, not --pg {pg}")
     if pg == "external" and not dsn and not any(env.get(name) for name in _PG_ENV):
         raise HarnessError("--pg external needs --dsn URL or the PG* variables (PGHOST, ...)")
-    return ProviderChoice(kind=pg, dsn=dsn or "", allow_version_mismatch=allow_mismatch)  # type: ignore[arg-type]
+    address = loopback(listen) if listen is not None else None
+    if address is not None and pg != "embedded":
+        raise HarnessError(f"--listen is for the embedded server, not --pg {pg}")
+    return ProviderChoice(
+        kind=pg,  # type: ignore[arg-type]  # checked against ProviderKind above
+        dsn=dsn or "",
+        allow_version_mismatch=allow_mismatch,
+        listen=address,
+    )
+
+
+_LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+def loopback(listen: str) -> tuple[str, int]:
+    """--listen HOST[:PORT]: a loopback address only. The embedded server trusts every
+    local connection (initdb --auth=trust), which is safe on this host and nowhere else."""
+    host, _, port = listen.rpartition(":") if ":" in listen.strip("[]") else (listen, "", "0")
+    host = host.strip("[]") or listen
+    if host not in _LOOPBACK or not port.isdigit() or int(port) > 65535:
+        raise HarnessError(
+            f"--listen: '{listen}' is not allowed; give a loopback address and an optional "
+            "port (127.0.0.1, 127.0.0.1:0 for a free port, [::1]:5433); for other hosts "
+            "use a server of your own with --dsn"
+        )
+    return host, int(port)
 
 
 @contextlib.contextmanager

@@ -51,6 +51,13 @@ def _may_reuse(schema: str, comment: str | None, reuse: bool) -> None:
         )
 
 
+def recreate(conn: psycopg.Connection, schema: str) -> None:
+    """The run's schema empty again, for a repetition: dropped with all it holds, and
+    created and marked anew. Only ever called on the schema own_schema created."""
+    conn.execute(sql.SQL("drop schema {} cascade").format(sql.Identifier(schema)))
+    create_marked(conn, schema)
+
+
 def create_marked(conn: psycopg.Connection, schema: str) -> None:
     name = sql.Identifier(schema)
     conn.execute(sql.SQL("create schema {}").format(name))

@@ -5,15 +5,23 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import yaml
 
+from harness.queues.base import Site
+from harness.queues.catalog import catalog
+from harness.queues.sql.queue import SqlQueue
 from harness.queues.sql.strategies import Strategy, load_strategies
 from harness.run.captures import CaptureRequest
 from harness.run.render import Rendered
-from harness.run.repetition import Repetition, RepetitionResult, reset_schema
+from harness.run.repetition import Repetition, RepetitionResult
 from harness.run.scenario_run import RunOptions, run_scenario
+from harness.scenario.inputs import RunInputs
 from harness.scenario.loader import load_scenario
+from harness.scenario.model import Scenario
+from harness.server.connections import connect
 from harness.server.kinds import Server
 from harness.server.providers import choose_provider, open_server
+from harness.server.schema import recreate
 from tests.conftest import SHORT_NOISY
 
 pytestmark = pytest.mark.integration
@@ -34,11 +42,18 @@ def strategies() -> dict[str, Strategy]:
 @pytest.fixture
 def queue(server: Server, strategies: dict[str, Strategy]) -> Iterator[psycopg.Connection]:
     """A connection to a fresh copy of the article's schema, in a schema of its own."""
-    with psycopg.connect(server.dsn, autocommit=True) as conn:
+    with connect(server.dsn, schema="queue_test") as conn:
         conn.execute("create schema if not exists queue_test")
-        reset_schema(conn, "queue_test", strategies["round_robin"])
+        recreate(conn, "queue_test")
+        sql_queue(server, strategies["round_robin"], "queue_test").install(conn)
         yield conn
         conn.execute("drop schema queue_test cascade")
+
+
+def sql_queue(server: Server, strategy: Strategy, schema: str, yaml_text: str = "") -> SqlQueue:
+    """A built-in strategy as the seam's queue, for a scenario (by default a small one)."""
+    scenario = Scenario.model_validate(yaml.safe_load(yaml_text or SHORT_NOISY))
+    return SqlQueue(strategy, Site(server.dsn, schema), RunInputs.of(scenario))
 
 
 class Quiet:
@@ -65,10 +80,10 @@ def run_yaml(
     """Write a scenario into `directory` and run it there on the test server."""
     path = directory / "scenario.yaml"
     path.write_text(text)
-    strategies = load_strategies(strategies_dir)
-    loaded = load_scenario(path, set(strategies))
+    entries = catalog(strategies_dir)
+    loaded = load_scenario(path, set(entries))
     return run_scenario(
-        loaded, strategies, server, directory / "results", Quiet(), options or RunOptions()
+        loaded, entries, server, directory / "results", Quiet(), options or RunOptions()
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -57,9 +58,15 @@ def harness_run(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[st
     )
 
 
+# Set in the environment of every harness these tests start: its children inherit it, so a
+# process left behind is found by it, not confused with other runs on a shared machine.
+MARK = f"TQB_TEST_RUN={os.getpid()}"
+
+
 def start_run(tmp_path: Path, text: str, command: str = "run") -> subprocess.Popen[str]:
     scenario = tmp_path / "slow.yaml"
     scenario.write_text(text)
+    name, _, value = MARK.partition("=")
     return subprocess.Popen(
         [
             sys.executable,
@@ -73,6 +80,7 @@ def start_run(tmp_path: Path, text: str, command: str = "run") -> subprocess.Pop
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, name: value},
     )
 
 
@@ -179,13 +187,22 @@ def test_bad_schema_options_are_refused_before_connecting(
 
 
 def server_programs() -> set[int]:
-    """Pids of every postgres, initdb and harness worker process on the machine."""
+    """Pids of the postgres, initdb and harness worker processes that these tests' harness
+    runs started (their environment carries MARK)."""
     names = ("bin/postgres", "bin/initdb", "multiprocessing")
     return {
         pid
         for pid, cmdline in command_lines().items()
-        if any(name in cmdline for name in names) and alive(pid)
+        if any(name in cmdline for name in names) and alive(pid) and _marked(pid)
     }
+
+
+def _marked(pid: int) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return MARK.encode() in environ.split(b"\0")
 
 
 BACKLOG_AND_RUN = (

@@ -10,15 +10,16 @@ import pytest
 import yaml
 
 from harness.analysis.plans import WALKS_GLOBAL_INDEX, PlanFigures
-from harness.queues.sql.strategies import Strategy, load_strategies
-from harness.run.captures import explain_dequeue, requests
+from harness.queues.sql.strategies import load_strategies
+from harness.run.captures import explain, requests
 from harness.run.render import Rendered
-from harness.run.repetition import load_backlog, reset_schema
 from harness.run.scenario_run import RunOptions
 from harness.scenario.model import Scenario
 from harness.scenario.workload import backlog_rows
+from harness.server.connections import connect
 from harness.server.kinds import Server
-from tests.integration.conftest import run_yaml
+from harness.server.schema import recreate
+from tests.integration.conftest import run_yaml, sql_queue
 
 SMALL_SKEW = """\
 name: small-skew
@@ -133,17 +134,18 @@ def test_the_run_folder_has_text_plans_a_table_and_a_plot(outcome) -> None:
 
 def test_explain_analyze_leaves_the_table_unchanged(server: Server) -> None:
     strategies = load_strategies()
-    with psycopg.connect(server.dsn, autocommit=True) as conn:
+    with connect(server.dsn, schema="unchanged") as conn:
         conn.execute("create schema if not exists unchanged")
         scenario = _scenario()
         rows = backlog_rows(scenario, scenario.backlog)  # type: ignore[arg-type]
         for name in ("round_robin", "fifo"):
-            strategy: Strategy = strategies[name]
-            reset_schema(conn, "unchanged", strategy)
-            load_backlog(conn, strategy, rows)
+            queue = sql_queue(server, strategies[name], "unchanged", SMALL_SKEW)
+            recreate(conn, "unchanged")
+            queue.install(conn)
+            queue.load_backlog(conn, rows)
             before = _state(conn)
-            explain_dequeue(conn, strategy, "json")
-            explain_dequeue(conn, strategy, "text")
+            explain(conn, queue.dequeue_sql(), "json", {})
+            explain(conn, queue.dequeue_sql(), "text", {})
             assert _state(conn) == before
         conn.execute("drop schema unchanged cascade")
 

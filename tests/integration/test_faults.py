@@ -3,13 +3,20 @@ and a server restart. Counts only; times only as lower bounds the configuration 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
-from harness.results.folder import load_jobs
+from harness.queues.base import WorkerReport
+from harness.queues.sql.recovery import Recovering
+from harness.results.jobs import load_jobs
+from harness.run.crew import make_signals
 from harness.scenario.distributions import attempt_fails
+from harness.scenario.workload import Batch
+from harness.server.connections import connect
 from harness.server.kinds import Server
-from tests.integration.conftest import run_yaml
+from harness.server.schema import recreate
+from tests.integration.conftest import run_yaml, sql_queue
 
 BASE = """\
 name: faults-test
@@ -26,7 +33,7 @@ CRASHES = "faults:\n  crashes: [{worker: 1, at_s: 0.3}, {worker: 2, at_s: 0.6}]\
 
 
 def only_repetition(outcome: Any) -> dict[str, Any]:
-    (entry,) = outcome.document["repetitions"]
+    (entry,) = json.loads((outcome.folder.path / "run.json").read_text())["repetitions"]
     return entry  # type: ignore[no-any-return]
 
 
@@ -82,3 +89,86 @@ def test_a_server_restart_mid_run_completes_with_balanced_books(
     assert (entry["books"], faults["lost"], faults["server_restarts"]) == ("balanced", 0, 1)
     assert faults["reconnects"] >= 1
     assert len(load_jobs(outcome.folder.path)) == TOTAL
+
+
+LEASED = """\
+name: lease-lost
+workers: 1
+strategies: [fifo]
+repetitions: 1
+timeout_s: 30
+tenant_groups:
+  - {name: a, tenants: 1, jobs_per_tenant: 1, duration_ms: 0}
+faults:
+  lease: {seconds: 30}
+"""
+
+
+def leased_worker(server: Server, strategies: dict) -> tuple[Any, Recovering]:  # type: ignore[type-arg]
+    """The fifo queue with leases, installed in a schema of its own, one job queued, and a
+    worker's recovering behaviour on a connection of its own."""
+    queue = sql_queue(server, strategies["fifo"], "lease_lost", LEASED)
+    with connect(server.dsn, schema="lease_lost") as conn:
+        conn.execute("create schema if not exists lease_lost")
+        recreate(conn, "lease_lost")
+        queue.install(conn)
+        conn.execute(queue.strategy.sql("enqueue"), queue.batch_params(Batch(0, [1], [1], [0])))
+    signals = make_signals(1)
+    worker = Recovering(
+        connect(server.dsn, schema="lease_lost"), queue.worker_spec(), 0, WorkerReport(0), signals
+    )
+    return queue, worker
+
+
+def test_a_worker_whose_lease_ran_out_drops_its_completion(server: Server, strategies) -> None:
+    """The lease-lost path: a live worker (paused, slow) finishes after its lease expired
+    and the reaper put the job back; its completion is dropped, the job stays queued for
+    someone else, and the worker counts a lost lease."""
+    queue, worker = leased_worker(server, strategies)
+    with connect(server.dsn, schema="lease_lost") as runner:
+        claimed = worker.claim()
+        assert claimed is not None and claimed.job_id == 1
+        runner.execute("update job_leases set expires_at = clock_timestamp() - interval '1 s'")
+        assert queue.reap_expired(runner) == 1
+        assert worker.finish(claimed) is False
+        assert worker.report.leases_lost == 1
+        assert runner.execute("select status from jobs").fetchone() == ("queued",)
+        again = worker.claim()  # the job runs again: at-least-once
+        assert again is not None and worker.finish(again) is True
+        assert runner.execute("select status from jobs").fetchone() == ("done",)
+        claims = runner.execute("select count(*) from job_claims").fetchone()
+        assert claims == (2,)
+        runner.execute("drop schema lease_lost cascade")
+    worker.conn.close()
+
+
+def test_a_worker_whose_lease_holds_completes(server: Server, strategies) -> None:
+    """The same steps without the expiry: the completion goes through."""
+    queue, worker = leased_worker(server, strategies)
+    with connect(server.dsn, schema="lease_lost") as runner:
+        claimed = worker.claim()
+        assert claimed is not None
+        assert queue.reap_expired(runner) == 0
+        assert worker.finish(claimed) is True and worker.report.leases_lost == 0
+        runner.execute("drop schema lease_lost cascade")
+    worker.conn.close()
+
+
+def test_a_planned_crash_that_never_fires_is_a_warning_everywhere(
+    server: Server, tmp_path: Path
+) -> None:
+    """Worker 0 is to die at 20 s, but the jobs are all done within a second: the crash
+    never fires. The run still completes (its books balance), and says so: in run.json's
+    counts, in summary.md, in report.html and in the sections the console shows."""
+    late = BASE.replace("duration_ms: 60}", "duration_ms: 2}") + (
+        "faults:\n  crashes: [{worker: 0, at_s: 20}, {worker: 1, at_s: 0}]\n"
+    )
+    outcome = run_yaml(server, tmp_path, late)
+    faults = only_repetition(outcome)["faults"]
+    assert (faults["crashes_planned"], len(faults["crashes"])) == (2, 1)
+    (section,) = [s for s in outcome.sections if s.key == "faults"]
+    (warning,) = section.warnings
+    assert "the crash of worker 0 at 20 s never happened" in warning
+    assert "worker 1" not in warning  # the one at 0 s fired
+    assert f"**Warning:** {warning}" in (outcome.folder.path / "summary.md").read_text()
+    assert "class='warning'" in (outcome.folder.path / "report.html").read_text()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import psycopg
 
+from harness.queues.base import Site
 from harness.run.long_transaction import Holder
 from harness.scenario.model import LongTransaction
 from harness.server.kinds import Server
@@ -41,7 +42,7 @@ def claim_and_complete(conn: psycopg.Connection, jobs: int) -> None:
 def test_the_holder_keeps_the_horizon_until_it_ends(queue: psycopg.Connection) -> None:
     start = multiprocessing.get_context("spawn").Event()
     hold = LongTransaction(from_s=0, for_s=600, sample_ms=50)
-    with Holder(queue.info.dsn, "queue_test", hold, start) as holder:
+    with Holder(Site(queue.info.dsn, "queue_test"), hold, start) as holder:
         start.set()
         wait_for(lambda: holder.record.began_at is not None)
         xmin = queue.execute(
@@ -60,7 +61,7 @@ def test_the_holder_keeps_the_horizon_until_it_ends(queue: psycopg.Connection) -
 def test_vacuum_after_runs_once_the_hold_ends(queue: psycopg.Connection) -> None:
     start = multiprocessing.get_context("spawn").Event()
     hold = LongTransaction(from_s=0, for_s=0.2, sample_ms=50, vacuum_after=True)
-    with Holder(queue.info.dsn, "queue_test", hold, start) as holder:
+    with Holder(Site(queue.info.dsn, "queue_test"), hold, start) as holder:
         start.set()
         wait_for(lambda: any(s["phase"] == "after" for s in holder.record.samples))
     assert holder.record.vacuumed and not holder.record.cut_short
@@ -87,8 +88,8 @@ def test_a_run_records_the_hold_and_the_dead_versions_it_left(
 ) -> None:
     outcome = run_yaml(server, tmp_path, SCENARIO)
     run = outcome.folder.path
-    window = outcome.document["repetitions"][0]["long_transaction"]
-    assert not window["cut_short"]
+    window = outcome.document.repetitions[0].long_transaction
+    assert window is not None and not window["cut_short"]
     samples = pd.read_csv(run / "bloat.csv")
     assert list(dict.fromkeys(samples["phase"])) == ["before", "during", "after"]
     held = samples["phase"] == "during"

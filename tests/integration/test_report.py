@@ -12,6 +12,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+from harness.results.contract import matching
 from harness.run.render import Rendered
 from tests.conftest import ROOT
 
@@ -61,6 +62,19 @@ def test_harness_report_rebuilds_identical_tables_from_raw_files(
     for name in ("summary.csv", "summary.md"):
         assert (copy / name).read_text() == (short_run.folder.path / name).read_text(), name
     assert (copy / "report.html").exists()
+
+
+def test_every_file_a_run_writes_is_in_the_contract(short_run: Rendered) -> None:
+    """The run folder holds only what harness/results/contract.py (and so
+    docs/results-format.md) lists, each as the kind it says."""
+    folder = short_run.folder.path
+    written = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+    assert "jobs.csv" in written and "report.html" in written
+    unlisted = [name for name in written if matching(name) is None]
+    assert unlisted == []
+    raw = {name for name in written if matching(name).kind == "raw"}  # type: ignore[union-attr]
+    assert raw == {"scenario.yaml", "run.json", "jobs.csv"}
+    assert set(short_run.document.files.values()) <= set(written)
 
 
 def test_harness_report_refuses_a_folder_that_is_no_run(tmp_path: Path) -> None:

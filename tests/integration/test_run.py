@@ -10,7 +10,8 @@ import psycopg
 import pytest
 
 from harness.errors import RunFailed
-from harness.results.folder import JOB_COLUMNS, load_jobs
+from harness.results.document import RUN_FORMAT_VERSION
+from harness.results.jobs import JOB_COLUMNS, load_jobs
 from harness.server.kinds import Server
 from tests.conftest import SHORT_NOISY
 from tests.integration.conftest import run_yaml
@@ -42,7 +43,7 @@ def test_the_run_folder_holds_raw_data_provenance_and_plots(short_run) -> None:
         "timeline.png",
     } <= names
     run = json.loads((folder / "run.json").read_text())
-    assert (run["format_version"], run["status"]) == (1, "complete")
+    assert (run["format_version"], run["status"]) == (RUN_FORMAT_VERSION, "complete")
     assert run["metadata"]["postgres"]["server_version_num"] // 10000 == 17
     assert "shared_buffers" in run["metadata"]["postgres"]["key_settings"]
     assert len(run["repetitions"]) == 2

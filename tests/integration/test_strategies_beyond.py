@@ -44,8 +44,7 @@ tenant_groups:
     assert verdicts(outcome) == {"round_robin_active": True}  # the books balanced too
     monitor = (outcome.folder.path / "monitor.csv").read_text().splitlines()
     assert len(monitor) > 20  # the monitor did sample while the workers ran
-    repetition = outcome.document["repetitions"][0]
-    assert repetition["jobs"] == 12 * 2 * 30
+    assert outcome.document.repetitions[0].jobs == 12 * 2 * 30
 
 
 def test_weighted_gives_the_paid_tier_two_turns(server: Server, tmp_path: Path) -> None:
@@ -154,4 +153,4 @@ tenant_groups:
 """,
     )
     # run_scenario has checked the books: every one of the 48 jobs done exactly once.
-    assert outcome.document["repetitions"][0]["jobs"] == 12 + 36
+    assert outcome.document.repetitions[0].jobs == 12 + 36

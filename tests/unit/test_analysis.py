@@ -5,7 +5,8 @@ from datetime import UTC, datetime, timedelta
 import pandas as pd
 import pytest
 
-from harness.analysis.waits import reference_table, summarize
+from harness.analysis.reference import reference_table
+from harness.analysis.waits import summarize
 from harness.scenario.model import ReferenceFigure
 
 T0 = datetime(2026, 9, 30, 12, 0, tzinfo=UTC)

@@ -8,6 +8,8 @@ import pandas as pd
 import pytest
 
 from harness.analysis.bloat import (
+    bloat_rows,
+    bloat_sentences,
     bloat_summary,
     claim_buckets,
     hold_windows,
@@ -15,7 +17,7 @@ from harness.analysis.bloat import (
     windows_on_clock,
     with_phases,
 )
-from harness.report.tables import bloat_rows, bloat_sentences
+from harness.results.document import RepetitionEntry, RunDocument, ScenarioRef
 from harness.run.long_transaction import SAMPLE_COLUMNS
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -37,14 +39,28 @@ def jobs(claims: list[tuple[float, float]]) -> pd.DataFrame:
     )
 
 
-def document(began: float, ended: float) -> dict[str, object]:
+def document(began: float, ended: float) -> RunDocument:
     hold = {"began_at": at(began).isoformat(), "ended_at": at(ended).isoformat()}
-    return {
-        "repetitions": [
-            {**KEYS, "long_transaction": hold | {"cut_short": False, "vacuumed": False}},
-            {**KEYS, "strategy": "round_robin"},  # no hold: left out
-        ]
+    entry = {
+        **KEYS,
+        "jobs": 1,
+        "empty_polls": 0,
+        "lost_races": 0,
+        "books": "balanced",
+        "started_at": "",
+        "finished_at": "",
     }
+    return RunDocument(
+        run_id="r1",
+        started_at="",
+        scenario=ScenarioRef(name="x", path="x.yaml", sha256="", seed=1),
+        repetitions=[
+            RepetitionEntry(
+                **entry, long_transaction=hold | {"cut_short": False, "vacuumed": False}
+            ),
+            RepetitionEntry(**{**entry, "strategy": "round_robin"}),  # no hold: left out
+        ],
+    )
 
 
 def sample(

@@ -1,48 +1,100 @@
+"""The books, one check for every repetition: without faults every job done exactly once;
+with them, stuck, duplicated, retried and dead-lettered jobs told apart from lost ones."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from harness.run.books import JobRow, check_books
+from harness.queues.base import JobRecord, Ledger
+from harness.run.books import check_books
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def done(job_id: int, start: float = 1, finish: float = 2) -> JobRow:
-    return JobRow(
-        job_id, 1, "done", T0, T0 + timedelta(seconds=start), T0 + timedelta(seconds=finish)
-    )
+def job(
+    job_id: int,
+    status: str = "done",
+    start: float = 1,
+    finish: float = 2,
+    failed: int = 0,
+    dead_lettered: bool = False,
+) -> JobRecord:
+    finished = T0 + timedelta(seconds=finish) if status in ("done", "dead") else None
+    started = T0 + timedelta(seconds=start) if status != "queued" else None
+    return JobRecord(job_id, 1, status, T0, started, finished, 0, 1.0, failed, dead_lettered)
+
+
+def problems(enqueued: int, records: list[JobRecord], claims: list[int]) -> list[str]:
+    return check_books(enqueued, Ledger(records, claims)).problems
 
 
 def test_balanced_books_have_no_problems() -> None:
-    assert check_books(2, [done(1), done(2)], [2, 1]) == []
+    assert problems(2, [job(1), job(2)], [2, 1]) == []
 
 
 def test_a_lost_job_is_caught() -> None:
-    problems = check_books(3, [done(1), done(2)], [1, 2])
-    assert problems == ["3 jobs enqueued but 2 in the table"]
+    assert problems(3, [job(1), job(2)], [1, 2]) == ["3 jobs enqueued but 2 in the table"]
 
 
 def test_a_job_left_running_is_caught() -> None:
-    running = JobRow(2, 1, "running", T0, T0, None)
-    problems = check_books(2, [done(1), running], [1, 2])
-    assert problems == ["1 job(s) not done: 2"]
+    assert problems(2, [job(1), job(2, "running")], [1, 2]) == ["1 job(s) not done: 2"]
 
 
 def test_a_job_claimed_twice_is_caught() -> None:
-    assert check_books(2, [done(1), done(2)], [1, 2, 2]) == ["1 job(s) claimed more than once: 2"]
+    assert problems(2, [job(1), job(2)], [1, 2, 2]) == ["1 job(s) claimed more than once: 2"]
 
 
 def test_a_job_no_worker_reported_is_caught() -> None:
-    problems = check_books(2, [done(1), done(2)], [1])
-    assert problems == ["1 job(s) done but never claimed by a worker: 2"]
+    assert problems(2, [job(1), job(2)], [1]) == ["1 job(s) done but never claimed by a worker: 2"]
+
+
+def test_a_claim_of_a_job_not_in_the_table_is_caught() -> None:
+    assert problems(1, [job(1)], [1, 7]) == ["1 job(s) claimed but not in the table: 7"]
 
 
 def test_timestamps_out_of_order_are_caught() -> None:
-    problems = check_books(1, [done(1, start=3, finish=2)], [1])
-    assert problems == ["1 job(s) with timestamps out of order: 1"]
+    assert problems(1, [job(1, start=3, finish=2)], [1]) == [
+        "1 job(s) with timestamps out of order: 1"
+    ]
 
 
 def test_long_lists_are_cut_short() -> None:
-    rows = [JobRow(i, 1, "queued", T0, None, None) for i in range(1, 9)]
-    problems = check_books(8, rows, list(range(1, 9)))
-    assert problems == ["8 job(s) not done: 1, 2, 3, 4, 5 and 3 more"]
+    records = [job(i, "queued") for i in range(1, 9)]
+    assert problems(8, records, list(range(1, 9))) == [
+        "8 job(s) not done: 1, 2, 3, 4, 5 and 3 more"
+    ]
+
+
+def test_without_a_lease_a_killed_workers_job_is_stuck_not_lost() -> None:
+    records = [job(1), job(2, "running"), job(3)]
+    books = check_books(3, Ledger(records, [1, 2, 3]), held=frozenset({2}))
+    assert (books.problems, books.stuck, books.lost, books.status) == ([], [2], [], "stuck: 1")
+
+
+def test_a_job_nobody_holds_left_running_is_lost() -> None:
+    books = check_books(2, Ledger([job(1), job(2, "running")], [1, 2]))
+    assert books.lost == [2]
+    assert books.problems == ["1 job(s) not done: 2"]
+
+
+def test_a_second_claim_is_a_duplicate_with_a_lease_and_a_problem_without() -> None:
+    ledger = Ledger([job(1), job(2)], [1, 2, 2])
+    leased = check_books(2, ledger, frozenset({2}), at_least_once=True)
+    assert (leased.duplicates, leased.problems) == ([2], [])
+    assert check_books(2, ledger).problems == ["1 job(s) claimed more than once: 2"]
+
+
+def test_retried_and_dead_jobs_are_counted() -> None:
+    records = [job(1, failed=1), job(2, "dead", failed=3, dead_lettered=True)]
+    books = check_books(2, Ledger(records, [1, 1, 2, 2, 2]))
+    assert (books.problems, books.retried, books.dead, books.duplicates) == ([], [1], [2], [])
+
+
+def test_a_dead_job_the_queue_did_not_dead_letter_is_caught() -> None:
+    books = check_books(1, Ledger([job(1, "dead", failed=1)], [1]))
+    assert books.problems == ["1 job(s) dead but not dead-lettered: 1"]
+
+
+def test_a_finished_job_with_fewer_claims_than_attempts_is_caught() -> None:
+    books = check_books(1, Ledger([job(1, failed=2)], [1, 1]))
+    assert books.problems == ["1 job(s) finished with fewer claims than attempts: 1"]

@@ -8,9 +8,8 @@ from dataclasses import replace
 from xml.etree import ElementTree
 
 from harness.analysis.plans import WALKS_GLOBAL_INDEX
-from harness.check.verdict import CheckSettings, Probe, compare
+from harness.check.verdict import CheckSettings, Probe, compare, findings_rows, junit_xml
 from harness.queues.sql.strategies import load_strategies
-from harness.report.tables import findings_rows, junit_xml
 from harness.scenario.loader import load_scenario
 from tests.conftest import ROOT
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.queues.sql.strategies import load_strategies
+from harness.queues.catalog import catalog
 from tests.conftest import SCENARIOS, SHORT_NOISY
 
 
@@ -60,7 +60,7 @@ def test_sql_of_an_unknown_strategy_is_exit_2() -> None:
     done = harness("sql", "lifo")
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        f"error: unknown strategy 'lifo'; available: {sorted(load_strategies())}"
+        f"error: unknown strategy 'lifo'; available: {sorted(catalog())}"
     )
 
 

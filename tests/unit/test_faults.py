@@ -1,19 +1,16 @@
-"""Fault scenarios without a database: the refusals, the seeded failures, the books."""
+"""Fault scenarios without a database: the refusals and the seeded failures (their books:
+test_books.py)."""
 
 from __future__ import annotations
-
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from harness.errors import HarnessError
-from harness.run.books import JobRow, check_fault_books
 from harness.run.scenario_run import refuse_restart_without_embedded
 from harness.scenario.distributions import attempt_fails
 from harness.scenario.loader import load_scenario
 from harness.server.kinds import Server
 
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
 BASE = """\
 name: faulty
 workers: 2
@@ -92,36 +89,3 @@ def test_failures_are_drawn_from_the_seed_the_job_and_the_attempt() -> None:
         [attempt_fails(8, job, a, 0.3) for a in (1, 2, 3)] for job in range(1, 51)
     ]
     assert not any(attempt_fails(7, job, 1, 0.0) for job in range(1, 100))
-
-
-def row(job_id: int, status: str = "done") -> JobRow:
-    finished = T0 + timedelta(seconds=2) if status in ("done", "dead") else None
-    return JobRow(job_id, 1, status, T0, T0 + timedelta(seconds=1), finished)
-
-
-def test_without_a_lease_a_killed_workers_job_is_stuck_not_lost() -> None:
-    books = check_fault_books(3, [row(1), row(2, "running"), row(3)], [1, 2, 3], {}, {2}, False)
-    assert (books.problems, books.stuck, books.lost) == ([], [2], [])
-
-
-def test_a_job_nobody_holds_left_running_is_lost() -> None:
-    books = check_fault_books(2, [row(1), row(2, "running")], [1, 2], {}, set(), False)
-    assert books.lost == [2]
-    assert "1 job(s) lost (never done): 2" in books.problems
-
-
-def test_a_second_claim_is_a_duplicate_with_a_lease_and_a_problem_without() -> None:
-    rows, claims = [row(1), row(2)], [1, 2, 2]
-    assert check_fault_books(2, rows, claims, {}, {2}, True).duplicates == [2]
-    assert check_fault_books(2, rows, claims, {}, {2}, True).problems == []
-    assert (
-        "claimed more than once: 2"
-        in check_fault_books(2, rows, claims, {}, set(), False).problems[0]
-    )
-
-
-def test_retried_and_dead_jobs_are_counted() -> None:
-    rows = [row(1), row(2, "dead")]
-    failures = {1: (1, False), 2: (3, True)}
-    books = check_fault_books(2, rows, [1, 1, 2, 2, 2], failures, set(), False)
-    assert (books.problems, books.retried, books.dead, books.duplicates) == ([], [1], [2], [])

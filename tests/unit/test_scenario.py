@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.queues.sql.strategies import load_strategies
+from harness.queues.catalog import catalog
 from harness.scenario.loader import load_scenario
 from tests.conftest import SCENARIOS, SHORT_NOISY
 
@@ -14,7 +14,7 @@ STRATEGIES = {"fifo", "round_robin"}
 
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_scenarios_are_valid(path: Path) -> None:
-    loaded = load_scenario(path, set(load_strategies()))
+    loaded = load_scenario(path, set(catalog()))
     assert loaded.scenario.name == path.stem
     assert len(loaded.sha256) == 64
 

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness.errors import HarnessError
-from harness.queues.sql.strategies import load_strategies
+from harness.queues.catalog import catalog
 from harness.scenario.loader import load_scenario
 from tests.conftest import SCENARIOS
 
-NAMES = set(load_strategies())
+NAMES = set(catalog())
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "300"))  # more for a longer hunt
 SHIPPED = [yaml.safe_load(path.read_text()) for path in sorted(SCENARIOS.glob("*.yaml"))]
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from harness.analysis.simulate import POLICIES
 from harness.errors import HarnessError
+from harness.scenario.traits import QueueTraits
 from harness.sqlfiles import (
     SqlBlock,
     builtin_blocks,
@@ -46,7 +47,7 @@ class Strategy:
     blocks: dict[str, SqlBlock]
     hold_lock: bool = False  # `-- claim: hold`: the work runs inside the claim transaction
     # The simulator's policy for it: `-- simulate: NAME`, else the first of the strategy
-    # and its ancestors (`-- extends:`) that is a policy (harness/simulate.py).
+    # and its ancestors (`-- extends:`) that is a policy (harness/analysis/simulate.py).
     simulate_as: str | None = None
 
     def sql(self, block: str) -> str:
@@ -54,6 +55,20 @@ class Strategy:
 
     def has(self, block: str) -> bool:
         return block in self.blocks
+
+    @property
+    def traits(self) -> QueueTraits:
+        """Faults put jobs back with a plain update of `jobs`: a strategy that keeps
+        per-job state elsewhere (counters in queue_tenants, a held transaction) would
+        drift, so it cannot take them."""
+        shared = all(self.blocks[name].source == SHARED_SOURCE for name in ("start", "complete"))
+        if self.hold_lock or self.has("retire") or not shared:
+            return QueueTraits(
+                faults=f"strategy '{self.name}' keeps job state beyond the jobs row (its own "
+                "start, complete or retire, or a held lock); faults run with fifo, "
+                "round_robin and other strategies that use the shared start and complete"
+            )
+        return QueueTraits()
 
     def shown(self) -> str:
         """Every block in the order a claim uses them, exactly as the workers run them."""

@@ -1,0 +1,136 @@
+"""What a fault scenario's faults did, per repetition, from run.json, and the planned
+faults that never happened (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from harness.report.cells import count, number
+from harness.report.sections import Section, Table
+from harness.results.document import RunDocument
+from harness.scenario.model import Crash, Scenario
+
+FAULT_COLUMNS = [
+    "strategy",
+    "workers",
+    "repetition",
+    "crashes",
+    "lost",
+    "duplicates",
+    "stuck",
+    "dead_lettered",
+    "retried_done",
+    "recovery_max_s",
+    "recovery_p50_s",
+    "server_restarts",
+    "held_at_restart",
+    "in_doubt_claims",
+    "reconnects",
+]
+
+
+def fault_table(document: RunDocument) -> pd.DataFrame | None:
+    """faults.csv: one row per repetition of what its faults did, from run.json."""
+    rows = [
+        {
+            "strategy": entry.strategy,
+            "workers": entry.workers,
+            "repetition": entry.repetition,
+            **{
+                column: faults.get(column)
+                for column in FAULT_COLUMNS[4:]
+                if column != "held_at_restart"
+            },
+            "crashes": len(faults["crashes"]),
+            "held_at_restart": faults.get("restart_held_at_restart"),
+        }
+        for entry in document.repetitions
+        if (faults := entry.faults) is not None
+    ]
+    return pd.DataFrame(rows, columns=FAULT_COLUMNS) if rows else None
+
+
+FAULTS_NOTE = (
+    "Per repetition, from run.json: lost = jobs neither done nor dead-lettered (0, or the "
+    "run fails); duplicates = jobs whose work started again after a crash (at-least-once, "
+    "with a lease); stuck = jobs left running by a killed worker (no lease); recovery = "
+    "from the kill to the job's new start, in seconds; held at restart = jobs being "
+    "worked on when the server restarted; in-doubt claims = claims whose commit the "
+    "restart cut (resolved from the claim log)."
+)
+
+
+def fault_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    headers = [
+        "strategy",
+        "workers",
+        "rep",
+        "crashes",
+        "lost",
+        "duplicates",
+        "stuck",
+        "dead-lettered",
+        "retried",
+        "recovery max",
+        "recovery p50",
+        "restarts",
+        "held at restart",
+        "in-doubt claims",
+        "reconnects",
+    ]
+    rows = [
+        [str(r["strategy"]), *(count(r[c]) for c in list(r)[1:9])]
+        + [number(r["recovery_max_s"]), number(r["recovery_p50_s"])]
+        + [count(r[c]) for c in list(r)[11:]]
+        for r in table.to_dict("records")
+    ]
+    return headers, rows
+
+
+def faults_section(table: pd.DataFrame, warnings: list[str]) -> Section:
+    rows = Table.of(
+        fault_rows(table),
+        "Faults: lost, duplicated, stuck, dead-lettered, recovery (s) per repetition",
+    )
+    return Section(
+        "faults", "Faults", FAULTS_NOTE, tables=[rows], console=[rows], warnings=warnings
+    )
+
+
+def missed_faults(document: RunDocument, scenario: Scenario) -> list[str]:
+    """The planned faults that never happened, one sentence per repetition that missed
+    some: a crash whose worker held no job again before the run ended, a restart planned
+    after the last job was done. The run measured less than its scenario says."""
+    planned = scenario.faults
+    if planned is None:
+        return []
+    warnings = []
+    for entry in document.repetitions:
+        if entry.faults is None:
+            continue
+        missed = _missed_crashes(planned.crashes, entry.faults["crashes"])
+        restart = planned.server_restart
+        if restart is not None and not entry.faults.get("server_restarts"):
+            missed.append(f"the server restart at {restart.at_s:g} s")
+        if missed:
+            label = f"{entry.strategy} x{entry.workers} #{entry.repetition}"
+            warnings.append(
+                f"{label}: {', '.join(missed)} never happened: the run ended first, or the "
+                "worker held no job again; this repetition measured fewer faults than planned"
+            )
+    return warnings
+
+
+def _missed_crashes(planned: list[Crash], fired: list[dict[str, Any]]) -> list[str]:
+    """Each planned crash (worker, at_s) not among those fired, matched one for one."""
+    left = [(entry["worker"], entry["at_s"]) for entry in fired]
+    missed = []
+    for crash in sorted(planned, key=lambda crash: crash.at_s):
+        match = next((f for f in left if f[0] == crash.worker and f[1] >= crash.at_s), None)
+        if match is None:
+            missed.append(f"the crash of worker {crash.worker} at {crash.at_s:g} s")
+        else:
+            left.remove(match)
+    return missed

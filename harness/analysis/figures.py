@@ -1,0 +1,235 @@
+"""Plots from analysis frames, as matplotlib figures (no pyplot, no global state, no
+files: harness/report/plots.py encodes them)."""
+
+from __future__ import annotations
+
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import ScalarFormatter
+
+from harness.analysis.waits import with_waits
+
+PLOT_TITLES = {
+    "waits": "Waits: distribution per tenant class (ECDF)",
+    "timeline": "Timeline: which tenant class each worker served",
+    "tenant_share": "Each tenant's share of completed jobs over time",
+    "scaling": "Worker sweep: waits and throughput against the worker count",
+    "plans": "Dequeue plans: time and buffers per variant",
+    "bloat": "Long transaction: claim latency and dead tuples over time (repetition 1)",
+}
+
+
+def wait_ecdf(jobs: pd.DataFrame) -> Figure:
+    """ECDF of waits, one panel per tenant class, one line per strategy and worker count."""
+    jobs = with_waits(jobs)
+    classes = list(dict.fromkeys(jobs["tenant_class"]))
+    figure = Figure(figsize=(5.5 * len(classes), 4))
+    for index, tenant_class in enumerate(classes):
+        axis = figure.add_subplot(1, len(classes), index + 1)
+        of_class = jobs[jobs["tenant_class"] == tenant_class]
+        for (strategy, workers), group in of_class.groupby(["strategy", "workers"], sort=False):
+            _ecdf(axis, group["wait_s"], f"{strategy}, {workers} workers")
+        _wait_axis(axis, f"tenant class: {tenant_class} (all repetitions)")
+    return figure
+
+
+def timeline(jobs: pd.DataFrame) -> Figure:
+    """Which tenant class each worker served, over time: repetition 1 of each strategy;
+    in a sweep, one worker count (the largest up to 8) so the rows stay readable."""
+    counts = sorted(jobs["workers"].unique())
+    shown = max((count for count in counts if count <= 8), default=counts[0])
+    jobs = with_waits(jobs[(jobs["repetition"] == 1) & (jobs["workers"] == shown)])
+    panels = list(jobs.groupby(["strategy", "workers"], sort=False))
+    colours = {c: f"C{i}" for i, c in enumerate(dict.fromkeys(jobs["tenant_class"]))}
+    figure = Figure(figsize=(11, 1.2 + 0.9 * sum(g["worker"].nunique() for _, g in panels)))
+    for index, ((strategy, workers), group) in enumerate(panels):
+        axis = figure.add_subplot(len(panels), 1, index + 1)
+        for (_, tenant_class), bars in group.groupby(["worker", "tenant_class"]):
+            spans = list(zip(bars["start_s"], bars["finish_s"] - bars["start_s"], strict=True))
+            row = (bars["worker"].iloc[0] - 0.4, 0.8)
+            axis.broken_barh(spans, row, color=colours[tenant_class], label=tenant_class)
+        axis.set_title(f"{strategy}, {workers} workers, repetition 1")
+        axis.set_ylabel("worker")
+        axis.set_yticks(sorted(group["worker"].unique()))
+        axis.set_xlabel("seconds since the first job was enqueued")
+        handles, labels = axis.get_legend_handles_labels()
+        unique = dict(zip(labels, handles, strict=True))
+        axis.legend(unique.values(), unique.keys(), loc="upper right", fontsize="small")
+    figure.subplots_adjust(hspace=0.6)
+    return figure
+
+
+def plans_chart(plans: pd.DataFrame) -> Figure:
+    """Per variant, each strategy's dequeue time and buffers, on log scales."""
+    captured = plans[plans["skipped"] == ""]
+    variants = list(dict.fromkeys(captured["variant"]))
+    strategies = list(dict.fromkeys(captured["strategy"]))
+    figure = Figure(figsize=(12, 4.5))
+    width = 0.8 / max(len(strategies), 1)
+    for panel, (column, label) in enumerate(
+        [("total_ms", "planning + execution (ms)"), ("shared_buffers", "shared buffers")]
+    ):
+        axis = figure.add_subplot(1, 2, panel + 1)
+        for index, strategy in enumerate(strategies):
+            mine = captured[captured["strategy"] == strategy].set_index("variant")
+            heights = [mine[column].get(variant, float("nan")) for variant in variants]
+            spots = [v + (index - (len(strategies) - 1) / 2) * width for v in range(len(variants))]
+            axis.bar(spots, heights, width=width, label=strategy)
+        axis.set_yscale("log")
+        axis.set_xticks(range(len(variants)), variants)
+        axis.set_ylabel(f"{label}, log scale")
+        axis.set_title(f"one dequeue: {label}")
+        axis.grid(True, axis="y", which="both", alpha=0.3)
+    figure.axes[0].legend(fontsize="small")
+    return figure
+
+
+def tenant_share(jobs: pd.DataFrame, bins: int = 40) -> Figure:
+    """Each tenant's share of the jobs completed in each time slice: repetition 1.
+
+    One band per tenant when there are few (at most 12), per tenant class otherwise.
+    """
+    jobs = with_waits(jobs[jobs["repetition"] == 1])
+    few = jobs["tenant_id"].nunique() <= 12
+    key = "tenant" if few else "tenant_class"
+    jobs = jobs.assign(tenant=jobs["tenant_class"] + " " + jobs["tenant_id"].astype(str))
+    panels = list(jobs.groupby(["strategy", "workers"], sort=False))
+    figure = Figure(figsize=(11, 2.8 * len(panels)))
+    for index, ((strategy, workers), group) in enumerate(panels):
+        axis = figure.add_subplot(len(panels), 1, index + 1)
+        width = group["finish_s"].max() / bins
+        slices = (group["finish_s"] // width).clip(upper=bins - 1)
+        counts = group.groupby([slices, key]).size().unstack(fill_value=0)
+        shares = counts.div(counts.sum(axis=1), axis=0).reindex(range(bins), fill_value=0)
+        axis.stackplot(
+            [(i + 0.5) * width for i in shares.index],
+            shares.T.to_numpy(),
+            labels=list(shares.columns),
+            step="mid",
+        )
+        axis.set_title(f"{strategy}, {workers} workers, repetition 1: who got the workers")
+        axis.set_ylabel("share of completions")
+        axis.set_xlabel("seconds since the first job was enqueued")
+        axis.set_ylim(0, 1)
+        axis.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="x-small")
+    figure.subplots_adjust(hspace=0.6)
+    return figure
+
+
+def compare_ecdf(first: pd.DataFrame, second: pd.DataFrame, labels: tuple[str, str]) -> Figure:
+    """Waits of two runs, one panel per tenant class, one line per run and strategy."""
+    first, second = with_waits(first), with_waits(second)
+    classes = list(dict.fromkeys([*first["tenant_class"], *second["tenant_class"]]))
+    figure = Figure(figsize=(5.5 * len(classes), 4))
+    for index, tenant_class in enumerate(classes):
+        axis = figure.add_subplot(1, len(classes), index + 1)
+        for jobs, label, style in ((first, labels[0], "-"), (second, labels[1], "--")):
+            of_class = jobs[jobs["tenant_class"] == tenant_class]
+            for strategy, group in of_class.groupby("strategy", sort=False):
+                _ecdf(axis, group["wait_s"], f"{label}: {strategy}", style)
+        _wait_axis(axis, f"tenant class: {tenant_class}")
+    return figure
+
+
+def _ecdf(axis: Axes, waits: pd.Series, label: str, style: str = "-") -> None:
+    ordered = waits.clip(lower=1e-4).sort_values()
+    share = [(rank + 1) / len(ordered) for rank in range(len(ordered))]
+    axis.step(ordered, share, where="post", label=label, linestyle=style)
+
+
+def _wait_axis(axis: Axes, title: str) -> None:
+    axis.set_xscale("log")
+    axis.set_xlabel("wait from enqueue to start (s, log scale)")
+    axis.set_ylabel("share of jobs")
+    axis.set_title(title)
+    axis.grid(True, which="both", alpha=0.3)
+    axis.legend(loc="lower right", fontsize="small")
+
+
+def scaling(summary: pd.DataFrame) -> Figure:
+    """A worker sweep: p50 and p95 wait per class, and throughput, against the worker
+    count; one line per strategy (and class), medians over repetitions."""
+    typical = summary.groupby(["strategy", "tenant_class", "workers"], sort=False).median(
+        numeric_only=True
+    )
+    figure = Figure(figsize=(16, 4.2))
+    panels = [("wait_p50_s", "p50 wait (s)"), ("wait_p95_s", "p95 wait (s)")]
+    for index, (metric, label) in enumerate(panels):
+        axis = figure.add_subplot(1, 3, index + 1)
+        for (strategy, tenant_class), group in typical.groupby(level=[0, 1], sort=False):
+            if tenant_class == "all":
+                continue
+            counts = group.index.get_level_values("workers")
+            axis.plot(counts, group[metric], marker="o", label=f"{strategy}, {tenant_class}")
+        _workers_axis(axis, label)
+        axis.set_yscale("log")
+    axis = figure.add_subplot(1, 3, 3)
+    for strategy, group in typical.groupby(level=0, sort=False):
+        first_class = group.index.get_level_values("tenant_class")[0]
+        per_count = group.xs(first_class, level="tenant_class")
+        counts = per_count.index.get_level_values("workers")
+        axis.plot(counts, per_count["throughput_jobs_s"], marker="o", label=str(strategy))
+    _workers_axis(axis, "throughput (jobs/s)")
+    figure.subplots_adjust(wspace=0.3)
+    return figure
+
+
+def _workers_axis(axis: Axes, label: str) -> None:
+    axis.set_xscale("log", base=2)
+    axis.xaxis.set_major_formatter(ScalarFormatter())  # 16, not 2^4
+    axis.set_xlabel("workers")
+    axis.set_ylabel(label)
+    axis.grid(True, alpha=0.3)
+    axis.legend(fontsize="small")
+
+
+def bloat_over_time(buckets: pd.DataFrame, samples: pd.DataFrame, windows: pd.DataFrame) -> Figure:
+    """A long transaction's effect, repetition 1 of each strategy: the workers' claim
+    latency, dead row versions, and one sampled dequeue's buffers over time, the hold
+    shaded. Inputs from harness/analysis/bloat.py: claim_buckets, samples_on_clock and
+    windows_on_clock."""
+    panels = list(windows[windows["repetition"] == 1].groupby(["strategy", "workers"], sort=False))
+    figure = Figure(figsize=(16, 3.2 * len(panels)))
+    for row, ((strategy, workers), window) in enumerate(panels):
+        title = f"{strategy}, {workers} workers"
+        axes = [figure.add_subplot(len(panels), 3, 3 * row + column) for column in (1, 2, 3)]
+        _claim_latency(axes[0], _first_repetition(buckets, strategy, workers), title)
+        sampled = _first_repetition(samples, strategy, workers)
+        _dead_versions(axes[1], sampled, title)
+        axes[2].plot(sampled["t_s"], sampled["dequeue_buffers"], label="shared buffers")
+        axes[2].set_yscale("log")
+        axes[2].set_ylabel("buffers (log)")
+        axes[2].set_title(f"{title}: one dequeue (EXPLAIN)")
+        hold = window.iloc[0]
+        for axis in axes:
+            axis.axvspan(hold["from_s"], hold["to_s"], color="0.85", label="transaction held")
+            axis.set_xlabel("seconds since the first job was enqueued")
+            axis.grid(True, which="both", alpha=0.3)
+            axis.legend(loc="upper left", fontsize="x-small")
+    figure.subplots_adjust(hspace=0.7, wspace=0.3)
+    return figure
+
+
+def _claim_latency(axis: Axes, claims: pd.DataFrame, title: str) -> None:
+    for column, label in (("claim_p50_ms", "p50"), ("claim_p95_ms", "p95")):
+        axis.step(claims["bucket_s"], claims[column], where="post", label=label)
+    axis.set_yscale("log")
+    axis.set_ylabel("claim latency (ms, log)")
+    axis.set_title(f"{title}: the workers' claims")
+
+
+def _dead_versions(axis: Axes, sampled: pd.DataFrame, title: str) -> None:
+    for column, label in (
+        ("jobs_dead_versions", "jobs: dead versions in the heap"),
+        ("tenants_dead_versions", "queue_tenants: dead versions"),
+        ("jobs_dead", "jobs: n_dead_tup (statistics)"),
+    ):
+        axis.plot(sampled["t_s"], sampled[column], label=label)
+    axis.set_ylabel("row versions")
+    axis.set_title(f"{title}: dead tuples")
+
+
+def _first_repetition(frame: pd.DataFrame, strategy: object, workers: object) -> pd.DataFrame:
+    chosen = (frame["strategy"] == strategy) & (frame["workers"] == workers)
+    return frame[chosen & (frame["repetition"] == 1)]

@@ -1,0 +1,86 @@
+"""The source's figures beside the measured ones (pure): a wait or plan metric, or the
+ratio or difference of two strategies' metrics, per repetition, as a range."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.report.cells import span
+from harness.report.sections import Section, Table
+from harness.scenario.model import ReferenceFigure
+
+_PLAN_COLUMNS = {
+    "plan_total_ms": "total_ms",
+    "plan_execution_ms": "execution_ms",
+    "plan_shared_buffers": "shared_buffers",
+}
+
+
+def measured_figure(
+    figure: ReferenceFigure, summary: pd.DataFrame | None, plans: pd.DataFrame | None
+) -> pd.Series:
+    """The figure per repetition: the metric, or its ratio/difference between strategies."""
+    where: dict[str, object]
+    if figure.is_plan_figure:
+        table, column = plans, _PLAN_COLUMNS[figure.metric]
+        where = {"variant": figure.variant}
+    else:
+        table, column = summary, figure.metric
+        workers = figure.workers or (summary["workers"].iloc[0] if summary is not None else 0)
+        where = {"workers": workers, "tenant_class": figure.tenant_class}
+    if table is None or table.empty:
+        return pd.Series(dtype=float)
+
+    def values(strategy: str) -> pd.Series:
+        chosen = table["strategy"] == strategy
+        for key, value in where.items():
+            chosen &= table[key] == value
+        return table[chosen].set_index("repetition")[column].astype(float)
+
+    own = values(figure.strategy)
+    if figure.versus is None:
+        return own
+    other = values(figure.versus)
+    return own / other if figure.compare == "ratio" else own - other
+
+
+def reference_table(
+    figures: list[ReferenceFigure], summary: pd.DataFrame | None, plans: pd.DataFrame | None
+) -> pd.DataFrame:
+    """The source's figures beside the measured range over repetitions."""
+    rows = []
+    for figure in figures:
+        measured = measured_figure(figure, summary, plans).dropna()
+        rows.append(
+            {
+                "figure": figure.label,
+                "unit": figure.unit,
+                "reference_low": figure.value[0],
+                "reference_high": figure.value[1],
+                "measured_low": measured.min() if len(measured) else float("nan"),
+                "measured_high": measured.max() if len(measured) else float("nan"),
+                "repetitions": len(measured),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def reference_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    headers = ["figure", "reference", "measured", "unit", "reps"]
+    rows = [
+        [
+            record["figure"],
+            span(record["reference_low"], record["reference_high"]),
+            span(record["measured_low"], record["measured_high"]),
+            record["unit"],
+            str(record["repetitions"]),
+        ]
+        for record in table.to_dict("records")
+    ]
+    return headers, rows
+
+
+def reference_section(table: pd.DataFrame, source: str) -> Section:
+    rows = Table.of(reference_rows(table), f"Beside the reference ({source})")
+    intro = f"Reference: {source}. Measured: the range over repetitions."
+    return Section("reference", "Beside the reference", intro, tables=[rows], console=[rows])

@@ -1,0 +1,19 @@
+"""`harness worker`: join a fleet run as one of its members, on any host."""
+
+from __future__ import annotations
+
+import os
+
+from rich.console import Console
+
+from harness.errors import HarnessError
+from harness.run.member import serve
+from harness.server.providers import choose_provider
+
+
+def worker_command(dsn: str | None, fleet_id: str, console: Console) -> None:
+    """Work the fleet run's repetitions until it ends; its failure is ours (exit 1)."""
+    choice = choose_provider("external", dsn, os.environ, allow_mismatch=True)
+    if not fleet_id:
+        raise HarnessError("--run: the fleet run's id, as `harness run --fleet N` printed it")
+    serve(choice.dsn, fleet_id, lambda line: console.print(line, highlight=False))

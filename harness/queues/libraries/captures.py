@@ -1,0 +1,119 @@
+"""Plan captures of a library's real fetch, as its own worker runs it.
+
+A library's fetch is not one statement the harness could EXPLAIN: procrastinate's is
+inside a plpgsql function, pgqueuer's is composed per call by its query builder, pg-boss's
+and graphile-worker's are built in JavaScript. So the library's own worker runs on the
+loaded backlog with auto_explain in every session (`session_preload_libraries`, which
+needs a superuser: the embedded server's), its plans sent to the client as notices: the
+EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) of every statement the library runs, nested ones
+included, with the text the library gave it. The fetches are the plans with a LockRows
+node whose text has the library's mark of its fetch (`fetch_marker`: foreign-key checks
+and maintenance statements lock rows too).
+
+The harness's plan captures (harness/run/captures.py) run that worker through the
+`FetchExplainer` side of the queue (harness/queues/base.py). The worker runs with
+`fetches` concurrency and tasks that hold their jobs until the stop,
+so fetch k runs with the k - 1 jobs before it still running: the first is the one an idle
+worker makes on the backlog; the later ones are the steady state of a busy pool (for a
+lock or a cap per tenant, the large tenant's first job is running and its backlog must be
+passed over). auto_explain gives no planning time; its duration is the executor's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.analysis.plans import nodes
+from harness.queues.base import ExplainedFetch
+
+EXPLAIN_SETTINGS = {
+    "session_preload_libraries": "auto_explain",
+    "auto_explain.log_min_duration": "0",
+    "auto_explain.log_analyze": "on",
+    "auto_explain.log_buffers": "on",
+    "auto_explain.log_timing": "on",
+    "auto_explain.log_format": "json",
+    "auto_explain.log_nested_statements": "on",
+    "auto_explain.log_level": "notice",
+    "client_min_messages": "notice",
+}
+SEPARATOR = "\x1e"  # between the notices a capture's worker appends to its plans file
+_DURATION = re.compile(r"^duration: (?P<ms>[0-9.]+) ms\s+plan:\s*", re.DOTALL)
+
+
+def explain_options() -> str:
+    """auto_explain's settings as a connection's `options` (libpq, node-postgres)."""
+    return " ".join(f"-c {name}={value}" for name, value in EXPLAIN_SETTINGS.items())
+
+
+def append_notice(path: str, message: str) -> None:
+    """A plan notice into the capture's file, as the worker's connection receives it."""
+    if message.startswith("duration:"):
+        with Path(path).open("a", encoding="utf-8") as handle:
+            handle.write(message + SEPARATOR)
+
+
+@dataclass(frozen=True)
+class FetchPlan:
+    """One fetch as auto_explain reported it."""
+
+    duration_ms: float
+    query: str
+    plan: dict[str, Any]
+
+    def fetch(self) -> ExplainedFetch:
+        """As the harness's plan captures hold a plan (analysis/plans.py reads it)."""
+        return ExplainedFetch(self.query, [{"Plan": self.plan, "Execution Time": self.duration_ms}])
+
+    def figures(self) -> dict[str, Any]:
+        every = list(nodes(self.plan))
+        scans = [node for node in every if "Relation Name" in node]
+        return {
+            "duration_ms": self.duration_ms,
+            "shared_buffers": int(self.plan.get("Shared Hit Blocks", 0))
+            + int(self.plan.get("Shared Read Blocks", 0)),
+            "rows_removed": sum(_removed(node) for node in every),
+            "max_loops": max((int(node.get("Actual Loops", 0)) for node in scans), default=0),
+            "scans": sorted({_scan(node) for node in scans}),
+        }
+
+
+def _removed(node: dict[str, Any]) -> int:
+    per_loop = float(node.get("Rows Removed by Filter", 0)) + float(
+        node.get("Rows Removed by Join Filter", 0)
+    )
+    return round(per_loop * int(node.get("Actual Loops", 1)))
+
+
+def _scan(node: dict[str, Any]) -> str:
+    index = node.get("Index Name")
+    return f"{node['Node Type']}{f' using {index}' if index else ''} on {node['Relation Name']}"
+
+
+def parse_notice(message: str, marker: str) -> FetchPlan | None:
+    """A fetch's plan from auto_explain's notice; None for any other statement."""
+    found = _DURATION.match(message)
+    if found is None:
+        return None
+    document = json.loads(message[found.end() :])
+    plan, query = document["Plan"], str(document.get("Query Text", ""))
+    locks = any(node.get("Node Type") == "LockRows" for node in nodes(plan))
+    if not locks or marker not in " ".join(query.split()):
+        return None
+    return FetchPlan(float(found["ms"]), query, plan)
+
+
+def explained(path: str, marker: str) -> list[ExplainedFetch]:
+    """The fetches a capture's worker wrote to `path`: the FetchExplainer's reading."""
+    return [plan.fetch() for plan in read_plans(Path(path), marker)]
+
+
+def read_plans(path: Path, marker: str) -> list[FetchPlan]:
+    if not path.exists():
+        return []
+    messages = path.read_text(encoding="utf-8").split(SEPARATOR)
+    return [plan for text in messages if (plan := parse_notice(text, marker)) is not None]

@@ -1,0 +1,192 @@
+"""What the library adapters share: the jobs as they hand them to a library, the process
+their programs run in, and the ledger built from a library's own tables and its task log.
+
+A library chooses its own job ids (a uuid in pg-boss), so every job carries the harness's
+number for it in its payload, with its tenant and its duration: `{"n": 17, "t": 3, "ms":
+20.0}`. The numbers are the workload's (backlog first, then the batches in the order the
+scenario builds them), so the durations are the ones the SQL strategies draw for the same
+job, and jobs.csv joins up with the workload whatever ids the library chose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from multiprocessing.synchronize import Event
+from typing import Any
+
+import psycopg
+
+from harness.queues.base import JobRecord, Ledger, Signals, TaskRun, WorkerReport
+from harness.queues.process import die_with_parent
+from harness.scenario.distributions import job_duration_ms
+from harness.scenario.inputs import RunInputs
+from harness.scenario.traits import QueueTraits
+from harness.scenario.workload import BacklogRows, Batch
+from harness.sqlfiles import builtin_blocks
+
+Job = tuple[int, int, float]  # the harness's number, the tenant, the duration in ms
+Schedule = list[tuple[float, list[Job]]]  # (offset in s, the batch's jobs), by offset
+
+# A library's fetch is captured from its own worker with auto_explain (harness explain,
+# harness/queues/libraries/captures.py), so explain captures are no refusal.
+LIBRARY_TRAITS = QueueTraits(
+    faults="crashes, leases and retries are the harness's own; a library has its own",
+    long_transaction="its fetch runs inside the library; nothing for the holder to sample",
+)
+STOP_POLL_S = 0.01
+
+
+def sql(block: str) -> str:
+    """A named block of libraries.sql: the ledgers read the libraries' own tables."""
+    return builtin_blocks("harness.queues.libraries", "libraries.sql")[block].sql
+
+
+def numbered_schedules(inputs: RunInputs, schedules: list[list[Batch]]) -> list[Schedule]:
+    """Each enqueuer's batches with their jobs' numbers, tenants and durations.
+
+    The schedules deal the scenario's batches round-robin (schedule i holds batches i,
+    i + n, ...); the numbers follow the batches in that dealt order, after the backlog."""
+    count = len(schedules)
+    ordered = sorted(
+        (index + position * count, index, position)
+        for index, schedule in enumerate(schedules)
+        for position in range(len(schedule))
+    )
+    numbered: list[Schedule] = [[] for _ in schedules]
+    first = (inputs.backlog.total_jobs if inputs.backlog else 0) + 1
+    for _, index, position in ordered:
+        batch = schedules[index][position]
+        jobs = [_job(inputs, first + k, tenant) for k, tenant in enumerate(batch.tenant_ids)]
+        numbered[index].append((batch.at_s, jobs))
+        first += batch.size
+    return numbered
+
+
+def backlog_jobs(inputs: RunInputs, rows: BacklogRows) -> list[Job]:
+    """The backlog's jobs, numbered from 1 tenant by tenant, as the SQL strategies load it."""
+    tenants = [t for t, jobs in zip(rows.tenant_ids, rows.jobs, strict=True) for _ in range(jobs)]
+    return [_job(inputs, number, tenant) for number, tenant in enumerate(tenants, start=1)]
+
+
+def _job(inputs: RunInputs, number: int, tenant: int) -> Job:
+    return (number, tenant, job_duration_ms(inputs.seed, number, inputs.durations[tenant]))
+
+
+def tenant_ids(inputs: RunInputs, rows: BacklogRows | None = None) -> list[int]:
+    """Every tenant a worker serving all of them must name (queue or entrypoint per tenant)."""
+    backlog = rows.tenant_ids if rows is not None else []
+    return sorted(set(backlog) | set(inputs.durations))
+
+
+def run_program(index: int, signals: Signals, body: Callable[[WorkerReport], None]) -> None:
+    """A program's process as harness/queues/process.py has it, but that the library opens
+    its own connections: its report always sent, an exception as its error."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner decides when its children stop
+    die_with_parent()
+    report = WorkerReport(worker=index)
+    try:
+        body(report)
+    except Exception:
+        report.error = traceback.format_exc(limit=6)
+    signals.reports.put(report)
+
+
+async def wait_event(event: Event) -> None:
+    """A multiprocessing event awaited without blocking the event loop's other tasks."""
+    while not event.is_set():
+        await asyncio.sleep(STOP_POLL_S)
+
+
+async def run_schedule(signals: Signals, schedule: Schedule, enqueue: Any) -> None:
+    """Each batch at its offset from the start, through the library's bulk enqueue."""
+    await wait_event(signals.start)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    for at_s, jobs in schedule:
+        delay = at_s - (loop.time() - began)
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if signals.stop.is_set():
+            return
+        await enqueue(jobs)
+    await wait_event(signals.stop)  # an enqueuer that exits early would look like one that failed
+
+
+def record_run(report: WorkerReport, signals: Signals, index: int, run: TaskRun) -> None:
+    """The task log: one entry per run of the task, and the process's done count."""
+    report.task_runs.append(run)
+    report.claims.append((run.job, run.tenant, float("nan")))
+    signals.done[index] += 1
+
+
+@dataclass(frozen=True)
+class LibraryRow:
+    """A job as a library's own tables hold it after a repetition."""
+
+    library_id: str
+    job: int | None  # None where the payload is gone with the finished job (pgqueuer)
+    tenant: int | None
+    done: bool
+    enqueued_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+def analyze(conn: psycopg.Connection[Any]) -> None:
+    for (statement,) in conn.execute(sql("analyze_tables")).fetchall():  # type: ignore[arg-type]
+        conn.execute(statement)
+
+
+def library_rows(conn: psycopg.Connection[Any], block: str) -> list[LibraryRow]:
+    return [LibraryRow(*row) for row in conn.execute(sql(block))]  # type: ignore[call-overload]
+
+
+def ledger_of(rows: list[LibraryRow], reports: list[WorkerReport]) -> Ledger:
+    """Every job from the library's tables, completed by its task log; a job the tables no
+    longer hold (deleted when done) from the task's own record of it."""
+    runs = {run.library_id: (report.worker, run) for report in reports for run in report.task_runs}
+    records = [_record(row, runs.get(row.library_id)) for row in rows]
+    held = {row.library_id for row in rows}
+    records += [_from_run(w, run) for key, (w, run) in runs.items() if key not in held]
+    claims = [run.job for report in reports for run in report.task_runs]
+    return Ledger(sorted(records, key=lambda record: record.job_id), claims)
+
+
+def _record(row: LibraryRow, seen: tuple[int, TaskRun] | None) -> JobRecord:
+    worker, run = seen if seen is not None else (None, None)
+    job = row.job if row.job is not None else (run.job if run else -1)
+    tenant = row.tenant if row.tenant is not None else (run.tenant if run else -1)
+    enqueued = _first(row.enqueued_at, run.enqueued_at if run else None)
+    if enqueued is None:
+        raise RuntimeError(f"job {job} (library id {row.library_id}) has no enqueue time")
+    return JobRecord(
+        job_id=job,
+        tenant_id=tenant,
+        status="done" if row.done else "not finished",
+        enqueued_at=enqueued,
+        started_at=_first(row.started_at, run.started_at if run else None),
+        finished_at=_first(row.finished_at, run.finished_at if run else None),
+        worker=worker,
+    )
+
+
+def _from_run(worker: int, run: TaskRun) -> JobRecord:
+    assert run.enqueued_at is not None  # a library that deletes done jobs has its task read them
+    return JobRecord(
+        job_id=run.job,
+        tenant_id=run.tenant,
+        status="done",
+        enqueued_at=run.enqueued_at,
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+        worker=worker,
+    )
+
+
+def _first(*moments: datetime | None) -> datetime | None:
+    return next((moment for moment in moments if moment is not None), None)

@@ -1,0 +1,434 @@
+"""pg-boss and graphile-worker through their own code, in a Node process each program
+starts (node/runner.mjs), talking to it in JSON lines.
+
+The runner's packages are pinned in node/package.json and node/package-lock.json,
+Node 22 among them (the npm package `node`: pg-boss 12 and graphile-worker 0.18 need
+22.18 or newer, and npm on an older Node would quietly install older majors with other
+APIs). On first use they are installed with `npm ci` into a cache directory named after
+the files' hash; only `npm` (any Node) is needed for that, and without it these
+strategies alone refuse to run, in one line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import IO, Any
+
+import psycopg
+
+from harness.errors import HarnessError
+from harness.queues.base import (
+    ExplainedFetch,
+    Ledger,
+    Program,
+    Signals,
+    Site,
+    TaskRun,
+    WorkerReport,
+)
+from harness.queues.libraries import captures, common
+from harness.scenario.inputs import RunInputs
+from harness.scenario.workload import BacklogRows, Batch
+
+RUNNER_FILES = (
+    "package.json",
+    "package-lock.json",
+    "runner.mjs",
+    "common.mjs",
+    "pgboss.mjs",
+    "graphile.mjs",
+)
+PGBOSS_MIN_POLL_S = 0.5  # pg-boss refuses a pollingIntervalSeconds below it
+READY_TIMEOUT_S = 60
+BACKLOG_CHUNK = 10_000
+FETCH_MARKERS = {"pgboss": "j.state < 'active'", "graphile": "jobs.is_available = true"}
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tenant-queue-bench"
+
+
+def _sources() -> dict[str, bytes]:
+    folder = resources.files("harness.queues.libraries").joinpath("node")
+    return {name: folder.joinpath(name).read_bytes() for name in RUNNER_FILES}
+
+
+@cache
+def runner_dir() -> Path:
+    """The runner with its packages installed (`npm ci`, once per version of its files)."""
+    sources = _sources()
+    digest = hashlib.sha256(b"".join(sources[name] for name in RUNNER_FILES)).hexdigest()[:16]
+    target = cache_root() / f"node-runner-{digest}"
+    if (target / ".installed").exists():
+        return target
+    npm = shutil.which("npm")
+    if npm is None:
+        raise HarnessError(
+            "pg-boss and graphile-worker run in Node: `npm` is needed to install their "
+            "runner (Debian: apt-get install npm); the other strategies run without it"
+        )
+    _install_runner(npm, sources, target)
+    return target
+
+
+def _install_runner(npm: str, sources: dict[str, bytes], target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="node-runner-", dir=target.parent))
+    for name, data in sources.items():
+        (staging / name).write_bytes(data)
+    done = subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd=staging,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise HarnessError(f"npm ci of the Node runner failed in {staging}: {last}")
+    (staging / ".installed").touch()
+    with contextlib.suppress(OSError):  # another process may have installed it meanwhile
+        staging.rename(target)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def node_binary(folder: Path) -> Path:
+    return folder / "node_modules" / ".bin" / "node"
+
+
+def connection_config(dsn: str) -> dict[str, Any]:
+    """The DSN as node-postgres takes it (it reads URLs, not libpq's key=value form)."""
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    names = {
+        "host": "host",
+        "port": "port",
+        "user": "user",
+        "password": "password",
+        "dbname": "database",
+        "options": "options",
+    }
+    config = {names[key]: value for key, value in info.items() if key in names and value}
+    if "port" in config:
+        config["port"] = int(config["port"])
+    return config
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    library: str  # pgboss, graphile
+    mapping: str
+    dsn: str
+    schema: str
+    poll_interval_ms: float
+    cap: int = 1
+    concurrency: int = 1
+    schedule: common.Schedule | None = None
+    plans_file: str | None = None  # a plan capture: auto_explain's notices go there
+
+    def config(self, role: str) -> dict[str, Any]:
+        return {
+            "library": self.library,
+            "role": role,
+            "mapping": self.mapping,
+            "connection": connection_config(self.dsn),
+            "schema": self.schema,
+            "concurrency": self.concurrency,
+            "pollIntervalMs": self.poll_interval_ms,
+            "cap": self.cap,
+            "notices": self.plans_file is not None,
+            "explainOptions": captures.explain_options() if self.plans_file else None,
+        }
+
+
+def _set_death_signal() -> None:
+    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # the runner dies with its parent
+
+
+class Runner:
+    """One Node process of the runner: commands in, events out, its stderr kept aside."""
+
+    def __init__(self, spec: NodeSpec, role: str) -> None:
+        folder = runner_dir()
+        self.plans_file = spec.plans_file
+        # Kept open for the process's life, read when it fails: no `with` fits that.
+        self.stderr: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [str(node_binary(folder)), str(folder / "runner.mjs"), json.dumps(spec.config(role))],
+            cwd=folder,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            text=True,
+            preexec_fn=_set_death_signal,
+        )
+
+    def send(self, command: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+
+    def next_event(self) -> dict[str, Any]:
+        """The next event; a plan (a capture's, whenever it comes) goes to the plans file."""
+        while True:
+            event = self._read()
+            if event.get("event") != "plan":
+                return event
+            if self.plans_file is not None:
+                captures.append_notice(self.plans_file, event["message"])
+
+    def _read(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the Node runner exited: {self.stderr_tail()}")
+        event: dict[str, Any] = json.loads(line)
+        if event.get("event") == "error":
+            raise RuntimeError(f"the Node runner failed: {event.get('message')}")
+        return event
+
+    def expect(self, name: str) -> dict[str, Any]:
+        event = self.next_event()
+        if event.get("event") != name:
+            raise RuntimeError(f"the Node runner said {event} where {name} was expected")
+        return event
+
+    def stderr_tail(self) -> str:
+        self.process.wait(timeout=10)
+        self.stderr.seek(0)
+        lines = self.stderr.read().strip().splitlines()
+        return lines[-1] if lines else f"exit code {self.process.returncode}"
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.process.stdin.close()  # type: ignore[union-attr]
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        self.stderr.close()
+
+
+def run_role(spec: NodeSpec, role: str) -> dict[str, Any]:
+    """A one-shot role (install, versions): its one event."""
+    runner = Runner(spec, role)
+    try:
+        event = runner.next_event()
+    finally:
+        runner.close()
+    if runner.process.returncode != 0:
+        raise RuntimeError(f"the Node runner's {role} exited with {runner.process.returncode}")
+    return event
+
+
+def worker_main(index: int, spec: NodeSpec, signals: Signals) -> None:
+    common.run_program(index, signals, lambda report: _work(index, spec, signals, report))
+
+
+def _work(index: int, spec: NodeSpec, signals: Signals, report: WorkerReport) -> None:
+    runner = Runner(spec, "worker")
+    try:
+        runner.expect("ready")
+        signals.ready[index] = 1
+        signals.start.wait()
+        runner.send({"cmd": "start"})
+        reader = _Reader(runner, index, signals, report)
+        reader.start()
+        while not signals.stop.wait(0.05) and reader.is_alive():
+            pass  # a runner that fails stops the reader: its error is this program's
+        if reader.error is not None:
+            raise reader.error
+        runner.send({"cmd": "stop"})
+        reader.join(timeout=60)
+        if reader.error is not None:
+            raise reader.error
+    finally:
+        runner.close()
+
+
+class _Reader(threading.Thread):
+    """The worker's events while it runs: each job done goes into the task log."""
+
+    def __init__(self, runner: Runner, index: int, signals: Signals, report: WorkerReport):
+        super().__init__(daemon=True)
+        self.runner, self.index, self.signals, self.report = runner, index, signals, report
+        self.error: Exception | None = None
+
+    def run(self) -> None:
+        try:
+            while (event := self.runner.next_event())["event"] != "stopped":
+                if event["event"] == "job":
+                    common.record_run(self.report, self.signals, self.index, _task_run(event))
+
+        except Exception as error:
+            self.error = error
+
+
+def _task_run(event: dict[str, Any]) -> TaskRun:
+    return TaskRun(
+        job=int(event["job"]),
+        tenant=int(event["tenant"]),
+        library_id=str(event["id"]),
+        enqueued_at=_moment(event.get("created_at")),
+        started_at=_moment(event.get("locked_at")),
+        finished_at=_moment(event.get("finished_at")),
+    )
+
+
+def _moment(text: str | None) -> datetime | None:
+    return None if text is None else datetime.fromisoformat(text)
+
+
+def enqueuer_main(index: int, spec: NodeSpec, signals: Signals) -> None:
+    common.run_program(index, signals, lambda report: _enqueue(index, spec, signals))
+
+
+def _enqueue(index: int, spec: NodeSpec, signals: Signals) -> None:
+    runner = Runner(spec, "enqueuer")
+    try:
+        runner.expect("ready")
+        signals.ready[index] = 1
+        signals.start.wait()
+        began = time.monotonic()
+        for at_s, jobs in spec.schedule or []:
+            delay = at_s - (time.monotonic() - began)
+            if delay > 0:
+                time.sleep(delay)
+            if signals.stop.is_set():
+                break
+            enqueue(runner, jobs)
+        signals.stop.wait()
+        runner.send({"cmd": "stop"})
+        runner.expect("stopped")
+    finally:
+        runner.close()
+
+
+def enqueue(runner: Runner, jobs: list[common.Job]) -> None:
+    runner.send({"cmd": "enqueue", "jobs": jobs})
+    runner.expect("enqueued")
+
+
+class NodeQueue:
+    def __init__(
+        self, name: str, library: str, mapping: str, site: Site, inputs: RunInputs
+    ) -> None:
+        self.name = name
+        self.traits = common.LIBRARY_TRAITS
+        self.site = site
+        self.fetch_marker = FETCH_MARKERS[library]  # its fetch among a capture's statements
+        self.inputs = inputs
+        runner_dir()  # installed before any process starts; refused here without npm
+        self.spec = NodeSpec(
+            library=library,
+            mapping=mapping,
+            dsn=site.dsn,
+            schema=site.schema,
+            poll_interval_ms=self.poll_interval_ms(library, inputs.scenario.poll_interval_ms),
+            cap=inputs.scenario.tenant_cap or 1,
+        )
+
+    @staticmethod
+    def poll_interval_ms(library: str, requested_ms: float) -> float:
+        if library == "pgboss":
+            return max(requested_ms, PGBOSS_MIN_POLL_S * 1000)
+        return requested_ms
+
+    def install(self, conn: psycopg.Connection[Any]) -> None:
+        run_role(self.spec, "install")
+
+    def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
+        runner = Runner(self.spec, "enqueuer")
+        try:
+            runner.expect("ready")
+            jobs = common.backlog_jobs(self.inputs, rows)
+            for start in range(0, len(jobs), BACKLOG_CHUNK):
+                enqueue(runner, jobs[start : start + BACKLOG_CHUNK])
+            runner.send({"cmd": "stop"})
+            runner.expect("stopped")
+        finally:
+            runner.close()
+        common.analyze(conn)
+
+    def workers(self, count: int) -> list[Program]:
+        spec = replace(self.spec, concurrency=count)
+        return [Program("worker", worker_main, spec, name=f"{self.spec.library}-worker")]
+
+    def explained(self, plans_file: str) -> list[ExplainedFetch]:
+        return captures.explained(plans_file, self.fetch_marker)
+
+    def capture_workers(self, count: int, plans_file: str) -> list[Program]:
+        """The worker of a plan capture (harness/queues/libraries/captures.py)."""
+        spec = replace(self.spec, concurrency=count, plans_file=plans_file)
+        return [Program("worker", worker_main, spec, name=f"{self.spec.library}-capture")]
+
+    def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
+        numbered = common.numbered_schedules(self.inputs, schedules)
+        return [
+            Program("enqueuer", enqueuer_main, replace(self.spec, schedule=s)) for s in numbered
+        ]
+
+    def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
+        block = f"{self.spec.library}_ledger"
+        return common.ledger_of(common.library_rows(conn, block), reports)
+
+    def dequeue_sql(self) -> str | None:
+        return None
+
+    def monitor(self, conn: psycopg.Connection[Any]) -> tuple[int, float] | None:
+        return None
+
+    def provenance(self) -> dict[str, Any]:
+        versions = run_role(self.spec, "versions")
+        versions.pop("event", None)
+        return {
+            "library": self.spec.library,
+            "versions": versions,
+            "mapping": self.spec.mapping,
+            "settings": _settings(self.spec, self.inputs.scenario.poll_interval_ms),
+        }
+
+
+def _settings(spec: NodeSpec, requested_ms: float) -> dict[str, Any]:
+    if spec.library == "pgboss":
+        return {
+            "localConcurrency": "the scenario's workers",
+            "batchSize": 1,
+            "pollingIntervalSeconds": spec.poll_interval_ms / 1000,
+            "pollingIntervalSeconds_requested": requested_ms / 1000,
+            "pollingIntervalSeconds_note": "pg-boss refuses less than 0.5 s"
+            if spec.poll_interval_ms > requested_ms
+            else "",
+            "notifyPollingIntervalSeconds": spec.poll_interval_ms / 1000,
+            "useListenNotify": True,
+            "queue notify": True,
+            "burstWhenReadyExceeds": 1,
+            "queueCacheIntervalSeconds": 1,
+            "groupConcurrency": spec.cap if spec.mapping == "group_concurrency" else None,
+        }
+    return {
+        "concurrency": "the scenario's workers",
+        "pollInterval_ms": spec.poll_interval_ms,
+        "listen": 'LISTEN "jobs:insert" (always)',
+        "preparedStatements": True,
+        "queueName": "tenant-<id>" if spec.mapping == "queue_per_tenant" else None,
+    }

@@ -1,0 +1,280 @@
+"""pgqueuer through its own code: its install (`Queries.install`), its bulk enqueue
+(`Queries.enqueue` with lists), its `QueueManager.run` with `max_concurrent_tasks` = the
+scenario's workers, on its asyncpg driver (its psycopg driver waits for notifications
+on its one connection, for up to a second at a time, and its queries wait behind that:
+36 jobs of 5 ms took 17 s with it). Every object is in the run's schema
+(`DBSettings.db_schema`) and its NOTIFY channel is named after the run's schema, so a
+pgqueuer elsewhere on the server hears nothing of it.
+
+Mappings of tenants onto its knobs:
+  one_entrypoint         every job to the entrypoint "harness"
+  entrypoint_per_tenant  each tenant an entrypoint, all registered on the worker
+  concurrency_limit      an entrypoint per tenant, each `concurrency_limit` = tenant_cap
+
+Its dequeue merges the registered entrypoints into one `priority DESC, id` order; the
+limit is enforced in SQL (a slot per running job). It wakes on its trigger's NOTIFY and
+re-polls after `dequeue_timeout` (here the scenario's poll interval).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import json
+import os
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+
+from harness.queues.base import (
+    ExplainedFetch,
+    Ledger,
+    Program,
+    Signals,
+    Site,
+    TaskRun,
+    WorkerReport,
+)
+from harness.queues.libraries import captures, common
+from harness.scenario.inputs import RunInputs
+from harness.scenario.workload import BacklogRows, Batch
+
+MAPPINGS = ("one_entrypoint", "entrypoint_per_tenant", "concurrency_limit")
+ENTRYPOINT = "harness"
+
+
+@dataclass(frozen=True)
+class Spec:
+    dsn: str
+    schema: str
+    mapping: str
+    concurrency: int = 1
+    poll_interval_s: float = 0.01
+    cap: int = 1
+    tenants: tuple[int, ...] = ()
+    schedule: common.Schedule | None = None
+    plans_file: str | None = None  # a plan capture: auto_explain's notices go there
+
+    @property
+    def hold(self) -> bool:
+        """In a plan capture each job holds its slot until the stop."""
+        return self.plans_file is not None
+
+    @property
+    def batch_size(self) -> int:
+        """pgqueuer refuses max_concurrent_tasks below twice batch_size."""
+        return 1 if self.plans_file is not None else max(1, self.concurrency // 2)
+
+    @property
+    def entrypoints(self) -> list[str]:
+        if self.mapping == "one_entrypoint":
+            return [ENTRYPOINT]
+        return [f"tenant-{tenant}" for tenant in self.tenants]
+
+    def entrypoint(self, tenant: int) -> str:
+        return ENTRYPOINT if self.mapping == "one_entrypoint" else f"tenant-{tenant}"
+
+
+def _settings(spec: Spec) -> Any:
+    """Its names in the run's schema, its channel the run's own. The environment too: some
+    of its modules read the process-wide settings rather than the ones passed in."""
+    os.environ["PGQUEUER_SCHEMA"] = spec.schema
+    os.environ["PGQUEUER_CHANNEL"] = f"{spec.schema}_pgqueuer"
+    from pgqueuer.domain.settings import DBSettings, db_settings
+    from pgqueuer.domain.types import Channel
+
+    db_settings.cache_clear()
+    return DBSettings(db_schema=spec.schema, channel=Channel(f"{spec.schema}_pgqueuer"))
+
+
+async def _queries(spec: Spec) -> tuple[Any, Any]:
+    import asyncpg  # type: ignore[import-untyped]  # it ships no type hints
+    from pgqueuer.adapters.persistence import qb
+    from pgqueuer.db import AsyncpgDriver
+    from pgqueuer.queries import Queries
+
+    settings = _settings(spec)
+    arguments = _asyncpg_arguments(spec.dsn)
+    if spec.plans_file is not None:
+        arguments["server_settings"] = captures.EXPLAIN_SETTINGS
+    conn = await asyncpg.connect(**arguments)
+    if spec.plans_file is not None:
+        path = spec.plans_file
+        conn.add_log_listener(lambda _, message: captures.append_notice(path, message.message))
+    queries = Queries(
+        AsyncpgDriver(conn),
+        qbe=qb.QueryBuilderEnvironment(settings),
+        qbq=qb.QueryQueueBuilder(settings),
+        qbs=qb.QuerySchedulerBuilder(settings),
+    )
+    return conn, queries
+
+
+def _asyncpg_arguments(dsn: str) -> dict[str, Any]:
+    """The DSN as asyncpg takes it (keywords; it reads URLs, not libpq's key=value form)."""
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    names = {"host": "host", "port": "port", "user": "user", "password": "password"}
+    arguments: dict[str, Any] = {names[k]: v for k, v in info.items() if k in names and v}
+    arguments["database"] = info.get("dbname")
+    if "port" in arguments:
+        arguments["port"] = int(arguments["port"])
+    return arguments
+
+
+async def _install(spec: Spec) -> None:
+    conn, queries = await _queries(spec)
+    try:
+        await queries.install(create_schema=False)
+    finally:
+        await conn.close()
+
+
+async def _enqueue_jobs(queries: Any, spec: Spec, jobs: list[common.Job]) -> None:
+    await queries.enqueue(
+        [spec.entrypoint(tenant) for _, tenant, _ in jobs],
+        [json.dumps({"n": n, "t": t, "ms": ms}).encode() for n, t, ms in jobs],
+        [0] * len(jobs),
+    )
+
+
+async def _load(spec: Spec, jobs: list[common.Job]) -> None:
+    conn, queries = await _queries(spec)
+    try:
+        await _enqueue_jobs(queries, spec, jobs)
+    finally:
+        await conn.close()
+
+
+def enqueuer_main(index: int, spec: Spec, signals: Signals) -> None:
+    common.run_program(index, signals, lambda report: asyncio.run(_enqueue(index, spec, signals)))
+
+
+async def _enqueue(index: int, spec: Spec, signals: Signals) -> None:
+    conn, queries = await _queries(spec)
+    signals.ready[index] = 1
+    assert spec.schedule is not None
+
+    async def enqueue(jobs: list[common.Job]) -> None:
+        await _enqueue_jobs(queries, spec, jobs)
+
+    try:
+        await common.run_schedule(signals, spec.schedule, enqueue)
+    finally:
+        await conn.close()
+
+
+def worker_main(index: int, spec: Spec, signals: Signals) -> None:
+    common.run_program(
+        index, signals, lambda report: asyncio.run(_work(index, spec, signals, report))
+    )
+
+
+async def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) -> None:
+    from pgqueuer.qm import QueueManager
+
+    conn, queries = await _queries(spec)
+    manager = QueueManager(queries, channel=_settings(spec).channel)
+    # Its re-poll while work is known to be queued (0.1 s), no longer than the scenario's.
+    manager.min_dequeue_poll_interval = timedelta(seconds=min(0.1, spec.poll_interval_s))
+
+    async def task(job: Any) -> None:
+        payload = json.loads(job.payload)
+        if spec.hold:
+            await common.wait_event(signals.stop)
+        elif payload["ms"] > 0:
+            await asyncio.sleep(payload["ms"] / 1000)
+        common.record_run(report, signals, index, TaskRun(payload["n"], payload["t"], str(job.id)))
+
+    limit = spec.cap if spec.mapping == "concurrency_limit" else 0
+    for name in spec.entrypoints:
+        manager.entrypoint(name, concurrency_limit=limit)(task)
+    signals.ready[index] = 1
+    await common.wait_event(signals.start)
+    running = asyncio.create_task(manager.run(**_run_options(spec)))
+    await common.wait_event(signals.stop)
+    manager.shutdown.set()
+    await running
+    await conn.close()
+
+
+def _run_options(spec: Spec) -> dict[str, Any]:
+    return {
+        "dequeue_timeout": timedelta(seconds=spec.poll_interval_s),
+        "batch_size": spec.batch_size,
+        "max_concurrent_tasks": spec.concurrency,
+        # Folding the log into statistics on a timer would mark the rows the ledger reads.
+        "log_aggregation_interval": timedelta(0),
+    }
+
+
+class PgqueuerQueue:
+    def __init__(self, name: str, mapping: str, site: Site, inputs: RunInputs) -> None:
+        self.name = name
+        self.traits = common.LIBRARY_TRAITS
+        self.site = site
+        self.fetch_marker = "SET status = 'picked'"  # its fetch, among a capture's
+        self.inputs = inputs
+        self.spec = Spec(
+            dsn=site.dsn,
+            schema=site.schema,
+            mapping=mapping,
+            poll_interval_s=inputs.scenario.poll_interval_ms / 1000,
+            cap=inputs.scenario.tenant_cap or 1,
+            tenants=tuple(common.tenant_ids(inputs, inputs.backlog)),
+        )
+
+    def install(self, conn: psycopg.Connection[Any]) -> None:
+        asyncio.run(_install(self.spec))
+
+    def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
+        asyncio.run(_load(self.spec, common.backlog_jobs(self.inputs, rows)))
+        common.analyze(conn)
+
+    def workers(self, count: int) -> list[Program]:
+        spec = replace(self.spec, concurrency=count)
+        return [Program("worker", worker_main, spec, name="pgqueuer-worker")]
+
+    def explained(self, plans_file: str) -> list[ExplainedFetch]:
+        return captures.explained(plans_file, self.fetch_marker)
+
+    def capture_workers(self, count: int, plans_file: str) -> list[Program]:
+        """The worker of a plan capture (harness/queues/libraries/captures.py): pgqueuer
+        takes at least twice its batch size, so the batch is 1 and the tasks 2 x fetches."""
+        spec = replace(self.spec, concurrency=2 * count, plans_file=plans_file)
+        return [Program("worker", worker_main, spec, name="pgqueuer-capture")]
+
+    def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
+        numbered = common.numbered_schedules(self.inputs, schedules)
+        return [
+            Program("enqueuer", enqueuer_main, replace(self.spec, schedule=s)) for s in numbered
+        ]
+
+    def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
+        return common.ledger_of(common.library_rows(conn, "pgqueuer_ledger"), reports)
+
+    def dequeue_sql(self) -> str | None:
+        return None
+
+    def monitor(self, conn: psycopg.Connection[Any]) -> tuple[int, float] | None:
+        return None
+
+    def provenance(self) -> dict[str, Any]:
+        return {
+            "library": "pgqueuer",
+            "version": importlib.metadata.version("pgqueuer"),
+            "driver": "AsyncpgDriver (one asyncpg connection per process)",
+            "mapping": self.spec.mapping,
+            "settings": {
+                "max_concurrent_tasks": "the scenario's workers",
+                "batch_size": "max(1, workers // 2) (at most half of max_concurrent_tasks)",
+                "dequeue_timeout_s": self.spec.poll_interval_s,
+                "min_dequeue_poll_interval_s": min(0.1, self.spec.poll_interval_s),
+                "concurrency_limit": self.spec.cap
+                if self.spec.mapping == "concurrency_limit"
+                else 0,
+                "listen_notify": "always (its trigger's NOTIFY on the run's own channel)",
+                "log_aggregation_interval_s": 0,
+            },
+        }

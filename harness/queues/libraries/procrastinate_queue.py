@@ -1,0 +1,230 @@
+"""procrastinate through its own code: its schema (`apply_schema_async`), its bulk defer
+(`batch_defer_jobs_async`), its `Worker` with `concurrency` = the scenario's workers, on
+the psycopg connector, every connection in the run's schema (search_path).
+
+Mappings of tenants onto its knobs:
+  one_queue         every job in the queue "harness"
+  lock_per_tenant   each job's `lock` is its tenant: at most one running job per tenant
+  queue_per_tenant  each tenant a queue; the worker reads all of them (`queues=[...]`)
+
+Its fetch (`procrastinate_fetch_job_v2`, plpgsql) takes one job per round trip in
+`priority DESC, id` order; the worker wakes on LISTEN/NOTIFY and polls every
+`fetch_job_polling_interval` (5 s by default, here the scenario's poll interval).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+from dataclasses import dataclass, replace
+from typing import Any
+
+import psycopg
+
+from harness.queues.base import (
+    ExplainedFetch,
+    Ledger,
+    Program,
+    Signals,
+    Site,
+    TaskRun,
+    WorkerReport,
+)
+from harness.queues.libraries import captures, common
+from harness.scenario.inputs import RunInputs
+from harness.scenario.workload import BacklogRows, Batch
+
+MAPPINGS = ("one_queue", "lock_per_tenant", "queue_per_tenant")
+TASK = "harness_job"
+QUEUE = "harness"
+
+
+@dataclass(frozen=True)
+class Spec:
+    dsn: str
+    schema: str
+    mapping: str
+    concurrency: int = 1
+    poll_interval_s: float = 0.01
+    tenants: tuple[int, ...] = ()
+    schedule: common.Schedule | None = None
+    plans_file: str | None = None  # a plan capture: auto_explain's notices go there
+
+    @property
+    def hold(self) -> bool:
+        """In a plan capture each job holds its slot until the stop."""
+        return self.plans_file is not None
+
+
+def _app(spec: Spec, **pool: Any) -> Any:
+    import procrastinate
+
+    options = f"-c search_path={spec.schema}"
+    if spec.plans_file is not None:
+        options += " " + captures.explain_options()
+        pool["configure"] = _notices_to(spec.plans_file)
+    connector = procrastinate.PsycopgConnector(
+        conninfo=spec.dsn, kwargs={"options": options}, **pool
+    )
+    return procrastinate.App(connector=connector)
+
+
+def _notices_to(path: str) -> Any:
+    async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+        conn.add_notice_handler(
+            lambda notice: captures.append_notice(path, notice.message_primary or "")
+        )
+
+    return configure
+
+
+def _queue_of(spec: Spec, tenant: int) -> str:
+    return f"tenant-{tenant}" if spec.mapping == "queue_per_tenant" else QUEUE
+
+
+def _job(spec: Spec, job: common.Job) -> Any:
+    from procrastinate import jobs
+
+    number, tenant, ms = job
+    return jobs.Job(
+        queue=_queue_of(spec, tenant),
+        lock=f"tenant-{tenant}" if spec.mapping == "lock_per_tenant" else None,
+        queueing_lock=None,
+        task_name=TASK,
+        task_kwargs={"n": number, "t": tenant, "ms": ms},
+    )
+
+
+async def _defer(spec: Spec, jobs: list[common.Job]) -> None:
+    app = _app(spec, min_size=1, max_size=1)
+    async with app.open_async():
+        await app.job_manager.batch_defer_jobs_async([_job(spec, job) for job in jobs])
+
+
+async def _install(spec: Spec) -> None:
+    app = _app(spec, min_size=1, max_size=1)
+    async with app.open_async():
+        await app.schema_manager.apply_schema_async()
+
+
+def enqueuer_main(index: int, spec: Spec, signals: Signals) -> None:
+    common.run_program(index, signals, lambda report: asyncio.run(_enqueue(index, spec, signals)))
+
+
+async def _enqueue(index: int, spec: Spec, signals: Signals) -> None:
+    app = _app(spec, min_size=1, max_size=1)
+    async with app.open_async():
+        signals.ready[index] = 1
+
+        async def defer(jobs: list[common.Job]) -> None:
+            await app.job_manager.batch_defer_jobs_async([_job(spec, job) for job in jobs])
+
+        assert spec.schedule is not None
+        await common.run_schedule(signals, spec.schedule, defer)
+
+
+def worker_main(index: int, spec: Spec, signals: Signals) -> None:
+    common.run_program(
+        index, signals, lambda report: asyncio.run(_work(index, spec, signals, report))
+    )
+
+
+async def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) -> None:
+    from procrastinate.worker import Worker
+
+    app = _app(spec, min_size=1, max_size=spec.concurrency + 2)
+
+    @app.task(name=TASK, pass_context=True)
+    async def harness_job(context: Any, n: int, t: int, ms: float) -> None:
+        if spec.hold:
+            await common.wait_event(signals.stop)
+        elif ms > 0:
+            await asyncio.sleep(ms / 1000)
+        common.record_run(report, signals, index, TaskRun(n, t, str(context.job.id)))
+
+    async with app.open_async():
+        signals.ready[index] = 1
+        await common.wait_event(signals.start)
+        worker = Worker(app, **_worker_options(spec))
+        running = asyncio.create_task(worker.run())
+        await common.wait_event(signals.stop)
+        worker.stop()
+        await running
+
+
+def _worker_options(spec: Spec) -> dict[str, Any]:
+    queues = (
+        [_queue_of(spec, t) for t in spec.tenants] if spec.mapping == "queue_per_tenant" else None
+    )
+    return {
+        "queues": queues,
+        "concurrency": spec.concurrency,
+        "fetch_job_polling_interval": spec.poll_interval_s,
+        "listen_notify": True,
+        "install_signal_handlers": False,
+        "wait": True,
+    }
+
+
+class ProcrastinateQueue:
+    def __init__(self, name: str, mapping: str, site: Site, inputs: RunInputs) -> None:
+        self.name = name
+        self.traits = common.LIBRARY_TRAITS
+        self.site = site
+        self.fetch_marker = "FOR UPDATE OF jobs SKIP LOCKED"  # its fetch, among a capture's
+        self.inputs = inputs
+        self.spec = Spec(
+            dsn=site.dsn,
+            schema=site.schema,
+            mapping=mapping,
+            poll_interval_s=inputs.scenario.poll_interval_ms / 1000,
+            tenants=tuple(common.tenant_ids(inputs, inputs.backlog)),
+        )
+
+    def install(self, conn: psycopg.Connection[Any]) -> None:
+        asyncio.run(_install(self.spec))
+
+    def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
+        asyncio.run(_defer(self.spec, common.backlog_jobs(self.inputs, rows)))
+        common.analyze(conn)
+
+    def workers(self, count: int) -> list[Program]:
+        spec = replace(self.spec, concurrency=count)
+        return [Program("worker", worker_main, spec, name="procrastinate-worker")]
+
+    def explained(self, plans_file: str) -> list[ExplainedFetch]:
+        return captures.explained(plans_file, self.fetch_marker)
+
+    def capture_workers(self, count: int, plans_file: str) -> list[Program]:
+        """The worker of a plan capture (harness/queues/libraries/captures.py)."""
+        spec = replace(self.spec, concurrency=count, plans_file=plans_file)
+        return [Program("worker", worker_main, spec, name="procrastinate-capture")]
+
+    def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
+        numbered = common.numbered_schedules(self.inputs, schedules)
+        return [
+            Program("enqueuer", enqueuer_main, replace(self.spec, schedule=s)) for s in numbered
+        ]
+
+    def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
+        return common.ledger_of(common.library_rows(conn, "procrastinate_ledger"), reports)
+
+    def dequeue_sql(self) -> str | None:
+        return None
+
+    def monitor(self, conn: psycopg.Connection[Any]) -> tuple[int, float] | None:
+        return None
+
+    def provenance(self) -> dict[str, Any]:
+        return {
+            "library": "procrastinate",
+            "version": importlib.metadata.version("procrastinate"),
+            "connector": "PsycopgConnector (psycopg_pool.AsyncConnectionPool)",
+            "mapping": self.spec.mapping,
+            "settings": {
+                "concurrency": "the scenario's workers",
+                "listen_notify": True,
+                "fetch_job_polling_interval_s": self.spec.poll_interval_s,
+                "pool_max_size": "concurrency + 2",
+            },
+        }

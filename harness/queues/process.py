@@ -1,0 +1,56 @@
+"""The life of one program's process, whatever queue it belongs to.
+
+A spawned process ignores Ctrl-C (it reaches the whole process group; the runner decides
+when its children stop), dies with the harness if the harness is killed outright,
+connects, says it is ready, runs its body, and always sends back its report: the error
+it failed with, if it did.
+
+This module imports little: every spawned worker and enqueuer process loads it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from harness.queues.base import Signals, Site, WorkerReport
+from harness.server.connections import connect
+
+Body = Callable[[psycopg.Connection[Any], int, Signals, WorkerReport], None]
+
+
+def run_program(index: int, site: Site, signals: Signals, body: Body) -> None:
+    """Connect to the site's schema, mark the slot ready, run `body`, report."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent()
+    report = WorkerReport(worker=index)
+    try:
+        with connect(site.dsn, schema=site.schema) as conn:
+            signals.ready[index] = 1
+            body(conn, index, signals, report)
+    except Exception:
+        report.error = traceback.format_exc(limit=4)
+    signals.reports.put(report)
+
+
+def die_with_parent() -> None:
+    """Linux: the kernel kills this process when the harness dies (PR_SET_PDEATHSIG).
+    Elsewhere the runner's own stop is all there is.
+
+    The signal only covers a parent that dies from now on: one killed while this process
+    was still starting (importing, on a loaded machine) left it an orphan that waits for
+    a start that never comes. So a process whose parent is gone already leaves."""
+    if sys.platform.startswith("linux"):
+        pr_set_pdeathsig = 1
+        ctypes.CDLL("libc.so.6").prctl(pr_set_pdeathsig, signal.SIGKILL)
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:
+        os._exit(1)  # no report: nobody is left to read it

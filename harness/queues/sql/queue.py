@@ -1,0 +1,207 @@
+"""The built-in SQL strategies as a queue of the seam: the article's schema, a strategy's
+blocks, and the worker and enqueuer processes that run them.
+
+Without faults a repetition runs exactly the strategy's statements: the schema and its
+`setup`, the backlog load, `enqueue` per batch, the claim, `complete`, the `books` query
+and the `monitor` samples. With faults (harness/queues/sql/faults.sql) the side tables
+exist too: the claim log, the failed attempts and, with a lease, the leases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from harness.queues.base import (
+    JobRecord,
+    Ledger,
+    Program,
+    QueueEntry,
+    Site,
+    WorkerReport,
+)
+from harness.queues.sql.claim import ClaimSql
+from harness.queues.sql.specs import EnqueuerSpec, RecoverySpec, WorkerSpec
+from harness.queues.sql.strategies import PACKAGE, Strategy, schema_blocks
+from harness.queues.sql.worker import enqueuer_main, worker_main
+from harness.scenario.inputs import RunInputs
+from harness.scenario.traits import QueueTraits
+from harness.scenario.workload import BacklogRows, Batch
+from harness.sqlfiles import builtin_blocks
+
+BACKLOG_BLOCKS = ("backlog_tenants", "backlog_jobs", "after_load")
+
+
+def fault_sql() -> dict[str, str]:
+    return {name: block.sql for name, block in builtin_blocks(PACKAGE, "faults.sql").items()}
+
+
+@dataclass(frozen=True)
+class SqlQueue:
+    strategy: Strategy
+    site: Site
+    inputs: RunInputs
+
+    @property
+    def name(self) -> str:
+        return self.strategy.name
+
+    @property
+    def traits(self) -> QueueTraits:
+        return self.strategy.traits
+
+    def install(self, conn: psycopg.Connection[Any]) -> None:
+        for block in schema_blocks().values():
+            conn.execute(block.sql)  # type: ignore[call-overload]  # our own files
+        if self.strategy.has("setup"):
+            conn.execute(self.strategy.sql("setup"))  # type: ignore[call-overload]
+        for table in self._fault_tables():
+            conn.execute(fault_sql()[table])  # type: ignore[call-overload]
+
+    def _fault_tables(self) -> list[str]:
+        faults = self.inputs.faults
+        if faults is None:
+            return []
+        lease = ["leases_table"] if faults.lease_s is not None else []
+        return ["claims_table", "attempts_table", *lease]
+
+    def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
+        """Set-based in three statements, then statistics."""
+        values = {**self.inputs.params, **rows.params()}
+        for block in BACKLOG_BLOCKS:
+            conn.execute(self.strategy.sql(block), values)  # type: ignore[call-overload]
+
+    def worker_spec(self) -> WorkerSpec:
+        return WorkerSpec(
+            site=self.site,
+            claim=ClaimSql.of(self.strategy),
+            poll_interval_s=self.inputs.scenario.poll_interval_ms / 1000,
+            seed=self.inputs.seed,
+            durations=self.inputs.durations,
+            params=self.inputs.params,
+            recovery=self._recovery(),
+        )
+
+    def _recovery(self) -> RecoverySpec | None:
+        faults = self.inputs.faults
+        if faults is None:
+            return None
+        return RecoverySpec(sql=fault_sql(), lease_s=faults.lease_s, failures=faults.failures)
+
+    def workers(self, count: int) -> list[Program]:
+        spec = self.worker_spec()
+        return [Program("worker", worker_main, spec) for _ in range(count)]
+
+    def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
+        enqueue = self.strategy.sql("enqueue")
+        return [
+            Program(
+                "enqueuer",
+                enqueuer_main,
+                EnqueuerSpec(self.site, enqueue, [(b.at_s, self.batch_params(b)) for b in batches]),
+            )
+            for batches in schedules
+        ]
+
+    def batch_params(self, batch: Batch) -> dict[str, Any]:
+        return {
+            **self.inputs.params,
+            "tenant_ids": batch.tenant_ids,
+            "weights": batch.weights,
+            "priorities": batch.priorities,
+        }
+
+    def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
+        rows = conn.execute(self.strategy.sql("books")).fetchall()  # type: ignore[call-overload]
+        reported = {job: (r.worker, ms) for r in reports for job, _, ms in r.claims}
+        if self.inputs.faults is None:
+            claims = [job for report in reports for job, _, _ in report.claims]
+            last = {job: worker for job, (worker, _) in reported.items()}
+            attempts: dict[int, tuple[int, bool]] = {}
+        else:
+            claims, last, attempts = self._claim_log(conn)
+        records = [
+            _record(row, last.get(row[0]), reported.get(row[0]), attempts.get(row[0], (0, False)))
+            for row in rows
+        ]
+        return Ledger(records, claims)
+
+    def _claim_log(
+        self, conn: psycopg.Connection[Any]
+    ) -> tuple[list[int], dict[int, int], dict[int, tuple[int, bool]]]:
+        """Every committed claim (killed workers' included) from the claim log, the worker
+        of each job's last claim, and each job's failed attempts and dead-letter mark."""
+        sql = fault_sql()
+        log = conn.execute(sql["fault_claims"]).fetchall()  # type: ignore[call-overload]
+        attempts = {
+            int(job): (int(n), bool(dead))
+            for job, n, dead in conn.execute(sql["fault_attempts"])  # type: ignore[call-overload]
+        }
+        last = {int(job): int(worker) for job, worker, *_ in log}
+        return [int(job) for job, *_ in log], last, attempts
+
+    def dequeue_sql(self) -> str:
+        return self.strategy.sql("dequeue")
+
+    def monitor(self, conn: psycopg.Connection[Any]) -> tuple[int, float] | None:
+        if not self.strategy.has("monitor"):
+            return None
+        row = conn.execute(self.strategy.sql("monitor")).fetchone()  # type: ignore[call-overload]
+        assert row is not None  # an aggregate always returns its row
+        return int(row[0]), float(row[1] or 0)
+
+    def provenance(self) -> dict[str, Any]:
+        sources = sorted({block.source for block in self.strategy.blocks.values()})
+        claim = "hold" if self.strategy.hold_lock else "short"
+        return {"kind": "sql", "files": sources, "claim": claim}
+
+    def reap_expired(self, conn: psycopg.Connection[Any]) -> int:
+        return len(conn.execute(fault_sql()["reap_expired"]).fetchall())  # type: ignore[call-overload]
+
+    def requeue_due(self, conn: psycopg.Connection[Any]) -> int:
+        return len(conn.execute(fault_sql()["requeue_due"]).fetchall())  # type: ignore[call-overload]
+
+    def progress(self, conn: psycopg.Connection[Any], held: list[int]) -> tuple[int, int]:
+        row = conn.execute(fault_sql()["progress"], {"held": held}).fetchone()  # type: ignore[call-overload]
+        assert row is not None
+        return int(row[0]), int(row[1])
+
+
+def _record(
+    row: tuple[Any, ...],
+    worker: int | None,
+    reported: tuple[int, float] | None,
+    attempts: tuple[int, bool],
+) -> JobRecord:
+    """A row of the `books` query (id, tenant_id, status, enqueued_at, started_at,
+    finished_at) with who claimed it last, that claim's latency, and its attempts."""
+    job_id, tenant_id, status, enqueued_at, started_at, finished_at = row
+    return JobRecord(
+        job_id,
+        tenant_id,
+        status,
+        enqueued_at,
+        started_at,
+        finished_at,
+        worker=worker,
+        claim_ms=reported[1] if reported is not None else None,
+        failed_attempts=attempts[0],
+        dead_lettered=attempts[1],
+    )
+
+
+def sql_entry(strategy: Strategy) -> QueueEntry:
+    """A built-in or user strategy file as a queue a scenario can name."""
+
+    def make(site: Site, inputs: RunInputs) -> SqlQueue:
+        return SqlQueue(strategy, site, inputs)
+
+    return QueueEntry(
+        name=strategy.name,
+        traits=strategy.traits,
+        make=make,
+        simulate_as=strategy.simulate_as,
+        shown=strategy.shown,
+    )

@@ -1,0 +1,40 @@
+"""Tables on the terminal (rich): names never wrap or get cut, numbers shrink first."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from harness.report.cells import is_numeric
+from harness.report.sections import Section, Table
+
+
+def console_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> RichTable:
+    table = RichTable(title=title, title_justify="left")
+    for index, header in enumerate(headers):
+        cells = [row[index] for row in rows]
+        is_name = not all(is_numeric(cell) for cell in cells)
+        table.add_column(
+            header,
+            justify="left" if is_name else "right",
+            no_wrap=is_name,
+            min_width=max(map(len, cells), default=0) if is_name else None,
+        )
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def show_table(console: Console, table: Table) -> None:
+    console.print(console_table(table.title, table.headers, table.rows))
+
+
+def show_sections(console: Console, sections: list[Section]) -> None:
+    """What the terminal shows of each section, in order."""
+    for section in sections:
+        for table in section.console:
+            show_table(console, table)
+        for warning in section.warnings:
+            console.print(f"WARNING: {warning}", style="bold yellow", highlight=False, markup=False)

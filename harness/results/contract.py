@@ -1,0 +1,198 @@
+"""The contract of a run folder: every file a run can write there, raw or derived.
+
+Raw files are what a run measured; they are written while it runs and never rewritten,
+but for run.json, whose status and list of files change as the run goes. Derived files
+are made from the raw ones alone, by `render_run` at the end of a complete run and again
+by `harness report RUN_DIR`, which replaces them. docs/results-format.md lists the same
+entries (a test keeps the two alike).
+
+A pattern is a path relative to the run folder; `<variant>` and `<strategy>` stand for a
+name as the scenario spells it, `<plot>` for one of PLOTS.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Literal
+
+PLOTS = ("waits", "timeline", "tenant_share", "scaling", "plans", "bloat")
+_NAME = r"[a-z0-9][a-z0-9_-]{0,62}"  # the scenario's Name: strategies and variants
+_PLACEHOLDERS = {"variant": _NAME, "strategy": _NAME, "plot": "|".join(PLOTS)}
+_PLACEHOLDER = re.compile(r"<([a-z_]+)>")
+
+
+@dataclass(frozen=True)
+class RunFile:
+    pattern: str
+    kind: Literal["raw", "derived"]
+    when: str
+    what: str
+
+
+_RENDER = "at every render: the end of a complete run, and each `harness report`"
+
+RUN_FILES: tuple[RunFile, ...] = (
+    RunFile(
+        "scenario.yaml",
+        "raw",
+        "first, when the run folder is made",
+        "the scenario file exactly as read; its sha256 is in run.json",
+    ),
+    RunFile(
+        "run.json",
+        "raw",
+        "when the folder is made (status running), rewritten when the run ends and at every render",
+        "format version, status, provenance, options, one entry per repetition and per "
+        "plan capture, the simulator's policy per strategy, the files written",
+    ),
+    RunFile(
+        "../../latest",
+        "raw",
+        "right after run.json is first written; replaced by the next run",
+        "symbolic link results/latest -> <scenario>/<run id>, the newest run",
+    ),
+    RunFile(
+        "jobs.csv",
+        "raw",
+        "when the run ends (complete, failed or interrupted), if a repetition finished",
+        "one row per job of every finished repetition: the data every figure comes from",
+    ),
+    RunFile(
+        "monitor.csv",
+        "raw",
+        "when the run ends, if a strategy has a `monitor` block",
+        "the monitor block's samples, every 20 ms while the workers ran",
+    ),
+    RunFile(
+        "bloat.csv",
+        "raw",
+        "when the run ends, with `long_transaction`",
+        "the long transaction's samples: xmin age, live and dead tuples, sizes, vacuums, "
+        "one dequeue's buffers",
+    ),
+    RunFile(
+        "explain/<variant>/<strategy>.json",
+        "raw",
+        "as each plan capture finishes",
+        "every JSON plan of a capture, its dequeue text, the backlog's shape, the figures",
+    ),
+    RunFile(
+        "explain/<variant>/<strategy>.txt",
+        "raw",
+        "as each plan capture finishes",
+        "the text plan of the capture's first execution, under the dequeue's text",
+    ),
+    RunFile(
+        "summary.csv",
+        "derived",
+        _RENDER + ", with a timed workload",
+        "per strategy, workers, repetition and tenant class: waits, makespan, throughput",
+    ),
+    RunFile(
+        "tenants.csv",
+        "derived",
+        _RENDER + ", with a timed workload",
+        "per repetition and tenant: jobs, head wait, makespan, makespan alone, slowdown",
+    ),
+    RunFile(
+        "fairness.csv",
+        "derived",
+        _RENDER + ", with a timed workload",
+        "per repetition: Jain's index over slowdowns, the worst-served tenant",
+    ),
+    RunFile(
+        "ideal.csv",
+        "derived",
+        _RENDER + ", with a timed workload and the strategies' simulator policies",
+        "per strategy, workers, class and figure: measured against the ideal schedule",
+    ),
+    RunFile(
+        "calibration.json",
+        "derived",
+        _RENDER + ", with a timed workload and the strategies' simulator policies",
+        "the run's claim, completion and poll costs per strategy and workers, as "
+        "distributions, and their growth with the workers: the costs of ideal.csv's costed "
+        "ideal and of `harness simulate --calibration`",
+    ),
+    RunFile(
+        "plans.csv",
+        "derived",
+        _RENDER + ", with plan captures",
+        "one row per captured JSON execution: backlog, times, buffers, scans, flags",
+    ),
+    RunFile(
+        "properties.csv",
+        "derived",
+        _RENDER + ", with `checks`",
+        "each property per strategy, workers and repetition: measured, bound, held",
+    ),
+    RunFile(
+        "faults.csv",
+        "derived",
+        _RENDER + ", with faults",
+        "per repetition: lost, duplicated, stuck, dead-lettered, recovery, reconnects",
+    ),
+    RunFile(
+        "bloat-summary.csv",
+        "derived",
+        _RENDER + ", with `long_transaction`",
+        "per repetition: claim latency and waits before, during and after the hold, bloat",
+    ),
+    RunFile(
+        "summary.md",
+        "derived",
+        _RENDER,
+        "the reference figures beside the measured ones, and every table as ranges",
+    ),
+    RunFile(
+        "<plot>.png",
+        "derived",
+        _RENDER + ", for the plots the run's data allows",
+        "a plot as PNG: " + ", ".join(PLOTS),
+    ),
+    RunFile(
+        "<plot>.svg",
+        "derived",
+        _RENDER + ", for the plots the run's data allows",
+        "the same plot as SVG",
+    ),
+    RunFile(
+        "report.html",
+        "derived",
+        _RENDER,
+        "one self-contained page: scenario, provenance, tables, plots, text plans",
+    ),
+)
+
+
+def matching(name: str) -> RunFile | None:
+    """The entry a path relative to the run folder belongs to, or None."""
+    for entry, pattern in _compiled():
+        if pattern.fullmatch(name):
+            return entry
+    return None
+
+
+@cache
+def _compiled() -> tuple[tuple[RunFile, re.Pattern[str]], ...]:
+    return tuple((entry, _regex(entry.pattern)) for entry in RUN_FILES)
+
+
+def _regex(pattern: str) -> re.Pattern[str]:
+    parts = _PLACEHOLDER.split(pattern)  # literal, placeholder, literal, ...
+    pieces = [
+        f"(?:{_PLACEHOLDERS[part]})" if index % 2 else re.escape(part)
+        for index, part in enumerate(parts)
+    ]
+    return re.compile("".join(pieces))
+
+
+def listed(name: str, kind: Literal["raw", "derived"]) -> str:
+    """`name`, if the contract lists it as `kind`: the writers ask before they write, so a
+    run folder never holds a file the contract (and docs/results-format.md) does not say."""
+    entry = matching(name)
+    if entry is None or entry.kind != kind:
+        raise ValueError(f"{name} is not a {kind} file of the run-folder contract")
+    return name

@@ -1,0 +1,138 @@
+"""A worker fleet on this host: `harness run --fleet 3` and three `harness worker`
+processes joining it over TCP (the embedded server listening on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import psycopg
+
+from tests.integration.test_cli_runs import MARK, server_programs
+
+FLEET = """\
+name: fleet-test
+workers: 6
+strategies: [fifo, round_robin]
+repetitions: 1
+poll_interval_ms: 5
+timeout_s: 60
+tenant_groups:
+  - {name: large, tenants: 1, jobs_per_tenant: 300, duration_ms: 5}
+  - {name: small, tenants: 5, jobs_per_tenant: 2, duration_ms: 5, enqueue_at_s: 0.2}
+"""
+WAITING = re.compile(r"harness worker --dsn (?P<dsn>\S+) --run (?P<run>\S+)")
+
+
+def harness(*args: str, stdout: int = subprocess.PIPE) -> subprocess.Popen[str]:
+    name, _, value = MARK.partition("=")
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, name: value},
+    )
+
+
+def coordinator(tmp_path: Path, text: str, *options: str) -> tuple[subprocess.Popen[str], str]:
+    """`harness run --fleet` started; its line that tells the members how to join."""
+    scenario = tmp_path / "fleet.yaml"
+    scenario.write_text(text)
+    run = harness(
+        "run",
+        str(scenario),
+        "--results-dir",
+        str(tmp_path / "results"),
+        "--listen",
+        "127.0.0.1:0",
+        *options,
+    )
+    assert run.stdout is not None
+    for line in run.stdout:
+        if WAITING.search(line):
+            return run, line
+    raise AssertionError(f"no fleet line: {run.communicate(timeout=60)}")
+
+
+def members(line: str, count: int) -> list[subprocess.Popen[str]]:
+    found = WAITING.search(line)
+    assert found is not None
+    return [harness("worker", "--dsn", found["dsn"], "--run", found["run"]) for _ in range(count)]
+
+
+def test_three_members_run_a_scenario_and_jobs_csv_names_each(tmp_path: Path) -> None:
+    run, line = coordinator(tmp_path, FLEET, "--fleet", "3", "--fleet-id", f"t{os.getpid()}")
+    workers = members(line, 3)
+    _, stderr = run.communicate(timeout=180)
+    assert run.returncode == 0, stderr
+    for worker in workers:
+        out, err = worker.communicate(timeout=60)
+        assert worker.returncode == 0, err
+        assert "the run is done" in out
+    folder = tmp_path / "results" / "latest"
+    jobs = pd.read_csv(folder / "jobs.csv")
+    assert len(jobs) == 2 * 310  # the books balanced: every job once, in each repetition
+    assert set(jobs["member"]) == {1, 2, 3}  # --local-workers 0: every worker on a member
+    assert jobs["host"].notna().all()
+    document = json.loads((folder / "run.json").read_text())
+    for entry in document["repetitions"]:
+        shares = entry["fleet"]
+        assert [(share["workers"], share["processes"]) for share in shares] == [(2, 2)] * 3
+        assert len({share["pid"] for share in shares}) == 3
+    assert document["options"]["fleet"] == 3
+
+
+def test_a_killed_member_fails_the_run_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """A member killed outright (its own workers die with it) goes silent; the
+    coordinator fails the run naming it, the other members stop, no process is left."""
+    before = server_programs()
+    slow = FLEET.replace(
+        "jobs_per_tenant: 300, duration_ms: 5", "jobs_per_tenant: 600, duration_ms: 20"
+    )
+    run, line = coordinator(tmp_path, slow, "--fleet", "3", "--local-workers", "1")
+    workers = members(line, 3)
+    assert run.stdout is not None
+    for line in run.stdout:  # every member joined, the first repetition under way
+        if "fleet-test: 2 steps" in line:
+            break
+    time.sleep(2)
+    workers[1].send_signal(signal.SIGKILL)
+    workers[1].communicate(timeout=10)
+    _, stderr = run.communicate(timeout=120)
+    assert run.returncode == 1, stderr
+    assert re.search(r"run failed: fleet member \d \(host .*, pid \d+\) stopped answering", stderr)
+    for worker in (workers[0], workers[2]):
+        worker.communicate(timeout=60)
+        assert worker.returncode == 1
+    time.sleep(0.5)  # the kernel's bookkeeping of killed children
+    assert server_programs() - before == set()
+    document = json.loads((tmp_path / "results" / "latest" / "run.json").read_text())
+    assert document["status"] == "failed" and "stopped answering" in document["error"]
+
+
+def test_a_member_of_another_run_or_version_is_refused(tmp_path: Path) -> None:
+    """Wrong run id: refused at once. Another version (its row says so): refused. The
+    coordinator, whose member never came, fails after its join timeout."""
+    run, line = coordinator(tmp_path, FLEET, "--fleet", "1", "--fleet-timeout", "8")
+    found = WAITING.search(line)
+    assert found is not None
+    wrong = harness("worker", "--dsn", found["dsn"], "--run", "no-such-run")
+    _, err = wrong.communicate(timeout=60)
+    assert wrong.returncode == 2 and "no fleet run no-such-run on this server" in err
+    schema = "harness_fleet_" + found["run"].replace("-", "_")
+    with psycopg.connect(found["dsn"], autocommit=True) as conn:
+        conn.execute(f"update {schema}.fleet_run set harness_version = '0.0.1'")  # type: ignore[arg-type]
+    other = harness("worker", "--dsn", found["dsn"], "--run", found["run"])
+    _, err = other.communicate(timeout=60)
+    assert other.returncode == 2 and "coordinated by harness 0.0.1" in err
+    _, stderr = run.communicate(timeout=60)
+    assert run.returncode == 1
+    assert "only 0 of 1 fleet members joined within 8 s" in stderr

@@ -1,0 +1,147 @@
+"""The queue libraries through their own code, on a small noisy neighbour: the books
+balance from the library's tables and the task log, every job has the contract's times
+in order, and nothing of the library is left on the server afterwards."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.analysis.plans import nodes
+from harness.queues import libraries
+from harness.queues.base import Site
+from harness.run.repetition import Repetition, run_repetition
+from harness.run.scenario_run import RunOptions
+from harness.scenario.inputs import RunInputs
+from harness.scenario.model import Scenario
+from harness.server.connections import connect
+from harness.server.kinds import Server
+from harness.server.schema import own_schema
+from tests.integration.conftest import Quiet, run_yaml
+
+pytestmark = pytest.mark.integration
+
+SMALL = {
+    "name": "library-small",
+    "workers": 2,
+    "strategies": ["fifo"],
+    "repetitions": 1,
+    "poll_interval_ms": 10,
+    "timeout_s": 20,
+    "tenant_cap": 1,
+    "tenant_groups": [
+        {"name": "large", "tenants": 1, "jobs_per_tenant": 12, "duration_ms": 5},
+        {
+            "name": "small",
+            "tenants": 3,
+            "jobs_per_tenant": 2,
+            "duration_ms": 5,
+            "enqueue_at_s": 0.1,
+        },
+    ],
+}
+NODE = {"pgboss", "pgboss_group_concurrency", "graphile_worker", "graphile_worker_queue_per_tenant"}
+NO_NPM = "pg-boss and graphile-worker need npm to install their Node runner"
+
+
+LIBRARY_OBJECTS = r"^(procrastinate_|pgqueuer|_private_job|job_common$|job$)"
+
+
+def _entry(name: str) -> libraries.QueueEntry:
+    return next(entry for entry in libraries.entries() if entry.name == name)
+
+
+def _schemas_like(server: Server, prefix: str) -> list[str]:
+    with connect(server.dsn) as conn:
+        rows = conn.execute(
+            "select nspname from pg_namespace where nspname like %s", (prefix + "%",)
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def _library_objects(server: Server) -> list[str]:
+    """Tables and types of any of the libraries, in any schema of the server."""
+    with connect(server.dsn) as conn:
+        rows = conn.execute(
+            "select relname from pg_class where relname ~ %(names)s"
+            " union all select typname from pg_type where typname ~ %(names)s",
+            {"names": LIBRARY_OBJECTS},
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+@pytest.mark.parametrize("name", sorted(libraries.MAPPINGS))
+def test_library_runs_through_the_repetition_with_balanced_books(server: Server, name: str) -> None:
+    """The repetition's own path (install, crew, ledger, books); nothing left afterwards."""
+    if name in NODE and shutil.which("npm") is None:
+        pytest.skip(NO_NPM)
+    inputs = RunInputs.of(Scenario.model_validate({**SMALL, "strategies": [name]}))
+    site = Site(server.dsn, f"lib_{name}")
+    with own_schema(site.dsn, site.schema):
+        queue = _entry(name).make(site, inputs)
+        result = run_repetition(queue, site, inputs, Repetition(name, 2, 1), Quiet())
+    assert result.books == "balanced"
+    assert sorted(row["job_id"] for row in result.jobs) == list(range(1, inputs.total_jobs + 1))
+    for row in result.jobs:
+        assert row["tenant_id"] == inputs.workload.tenant_ids[row["job_id"] - 1]
+        assert row["enqueued_at"] <= row["started_at"] <= row["finished_at"]
+        assert row["duration_ms"] == inputs.workload.duration_ms(row["job_id"])
+    assert _schemas_like(server, site.schema) == []
+    assert _library_objects(server) == []
+
+
+PLANS = {
+    **SMALL,
+    "name": "library-plans",
+    "tenant_groups": [],
+    "backlog": {
+        "groups": [
+            {"name": "large", "tenants": 1, "jobs_per_tenant": 200},
+            {"name": "small", "tenants": 3, "jobs_per_tenant": 1},
+            {"name": "idle", "tenants": 20, "jobs_per_tenant": 0},
+        ]
+    },
+    "explain": {"repeat": 2},
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "procrastinate_lock_per_tenant",
+        "pgqueuer_entrypoint_per_tenant",
+        "pgboss_group_concurrency",
+        "graphile_worker_queue_per_tenant",
+    ],
+)
+def test_plan_capture_is_the_library_fetch_as_it_ran(
+    server: Server, tmp_path: Path, name: str
+) -> None:
+    """`harness explain` on a library: auto_explain's plans of its own fetch, from its own
+    worker; each locks a row of the library's table, the later ones with the earlier
+    jobs still held; nothing of the library left behind."""
+    if name in NODE and shutil.which("npm") is None:
+        pytest.skip(NO_NPM)
+    text = yaml.safe_dump({**PLANS, "strategies": [name]})
+    outcome = run_yaml(server, tmp_path, text, RunOptions(timed=False))
+    plans = outcome.tables.runs
+    assert plans is not None and len(plans) == 2  # repeat 2: the fetches after the first
+    assert (plans["registered_tenants"] == 24).all() and (plans["queued_jobs"] == 203).all()
+    assert (plans["shared_buffers"] > 0).all() and plans["planning_ms"].isna().all()
+    tables = {
+        "procrastinate": "procrastinate_jobs",
+        "pgqueuer": "pgqueuer",
+        "pgboss": "job_common",
+        "graphile": "_private_jobs",
+    }
+    table = next(table for library, table in tables.items() if name.startswith(library))
+    saved = json.loads((outcome.folder.path / "explain" / "backlog" / f"{name}.json").read_text())
+    scans = {
+        node.get("Relation Name") for plan in saved["plans"] for node in nodes(plan[0]["Plan"])
+    }
+    assert table in scans
+    assert _library_objects(server) == []

@@ -1,0 +1,91 @@
+"""The library adapters' shared pieces that need no server: job numbers that follow the
+workload whatever ids a library chooses, and the ledger from a library's rows and its
+task log."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from harness.queues.base import TaskRun, WorkerReport
+from harness.queues.libraries import common
+from harness.scenario.inputs import RunInputs
+from harness.scenario.model import Scenario
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _inputs(enqueuers: int) -> RunInputs:
+    return RunInputs.of(
+        Scenario.model_validate(
+            {
+                "name": "numbers",
+                "workers": 2,
+                "strategies": ["fifo"],
+                "enqueuers": enqueuers,
+                "tenant_groups": [
+                    {"name": "a", "tenants": 2, "jobs_per_tenant": 2, "duration_ms": 3},
+                    {
+                        "name": "b",
+                        "tenants": 1,
+                        "jobs_per_tenant": 1,
+                        "duration_ms": 7,
+                        "enqueue_at_s": 0.5,
+                    },
+                    {
+                        "name": "c",
+                        "tenants": 1,
+                        "jobs_per_tenant": 2,
+                        "duration_ms": 9,
+                        "enqueue_at_s": 1.0,
+                    },
+                ],
+            }
+        )
+    )
+
+
+def test_numbers_follow_the_workload_however_the_batches_are_dealt() -> None:
+    for enqueuers in (1, 2, 3):
+        inputs = _inputs(enqueuers)
+        numbered = common.numbered_schedules(inputs, inputs.schedules)
+        jobs = sorted(job for schedule in numbered for _, batch in schedule for job in batch)
+        assert [n for n, _, _ in jobs] == list(range(1, inputs.total_jobs + 1))
+        assert [t for _, t, _ in jobs] == inputs.workload.tenant_ids
+        assert [ms for _, _, ms in jobs] == inputs.workload.durations_ms
+
+
+def _row(library_id: str, job: int | None, done: bool, finished: bool = True) -> common.LibraryRow:
+    return common.LibraryRow(
+        library_id,
+        job,
+        None if job is None else 1,
+        done,
+        T0,
+        T0 + timedelta(seconds=1),
+        T0 + timedelta(seconds=2) if finished else None,
+    )
+
+
+def test_ledger_takes_numbers_from_the_task_log_where_the_payload_is_gone() -> None:
+    report = WorkerReport(worker=0, task_runs=[TaskRun(7, 1, "a"), TaskRun(8, 1, "b")])
+    ledger = common.ledger_of([_row("a", None, True), _row("b", 8, True)], [report])
+    assert [(r.job_id, r.status, r.worker) for r in ledger.records] == [
+        (7, "done", 0),
+        (8, "done", 0),
+    ]
+    assert ledger.claims == [7, 8]
+
+
+def test_ledger_keeps_a_job_the_library_deleted_from_its_task_record() -> None:
+    finished = TaskRun(3, 2, "9", T0, T0 + timedelta(seconds=1), T0 + timedelta(seconds=2))
+    ledger = common.ledger_of(
+        [_row("4", 4, False, finished=False)], [WorkerReport(1, task_runs=[finished])]
+    )
+    assert [(r.job_id, r.status) for r in ledger.records] == [(3, "done"), (4, "not finished")]
+    assert ledger.records[0].finished_at == T0 + timedelta(seconds=2)
+
+
+def test_a_job_run_twice_is_two_claims() -> None:
+    runs = [TaskRun(5, 1, "x"), TaskRun(5, 1, "x")]
+    ledger = common.ledger_of([_row("x", 5, True)], [WorkerReport(0, task_runs=runs)])
+    assert ledger.claims == [5, 5]
