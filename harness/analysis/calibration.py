@@ -64,8 +64,8 @@ class CostDistribution:
     def of(cls, values_ms: Iterable[float]) -> CostDistribution:
         values = np.asarray(list(values_ms), dtype=float)
         values = np.clip(values[~np.isnan(values)], 0.0, None)  # a stuck job has no finish
-        if len(values) == 0:
-            raise HarnessError("a cost distribution needs at least one measured value")
+        if len(values) == 0:  # not measured (a library's workers report no claim_ms): free
+            return cls((0.0,) * QUANTILES, 0)
         quantiles = np.quantile(values, np.linspace(0, 1, QUANTILES))
         return cls(tuple(round(float(q), 4) for q in quantiles), len(values))
 

@@ -115,6 +115,15 @@ def test_a_spread_of_claim_costs_is_kept_as_a_distribution() -> None:
     assert claim.mean_ms == pytest.approx(2.5, abs=0.02)
 
 
+def test_a_queue_whose_workers_report_nothing_still_calibrates() -> None:
+    # A library's jobs: no worker slot, no claim_ms; nothing to draw, so nothing charged.
+    jobs = backlog_run(2, 10, [1.0], 0.5).assign(worker=None, claim_ms=None)
+    (pair,) = fit(jobs).pairs
+    assert (pair.claim.count, pair.client_claim.count) == (0, 0)
+    assert pair.claim.median_ms == 0.0
+    assert pair.completion.median_ms == pytest.approx(0.5)
+
+
 def test_a_gap_waiting_for_an_arrival_is_not_a_claim() -> None:
     rows = [
         job("fifo", 1, 0, 0.0, 1.0, 22.0, 20.0),
