@@ -4,6 +4,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.queues.catalog import catalog, traits
+from harness.scenario.traits import QueueTraits
+
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
 
@@ -18,6 +21,11 @@ def write_yaml(tmp_path: Path):
         return path
 
     return write
+
+
+def builtin_traits() -> dict[str, QueueTraits]:
+    """What each queue of the catalog cannot take, as the commands pass it to the loader."""
+    return traits(catalog())
 
 
 SHORT_NOISY = """\

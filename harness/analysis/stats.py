@@ -14,8 +14,15 @@ from collections.abc import Sequence
 
 def ranks(values: Sequence[float]) -> list[float]:
     """1-based ranks, ties sharing the mean of their positions."""
-    order = sorted(range(len(values)), key=lambda index: values[index])
+    return _ranked(values)[0]
+
+
+def _ranked(values: Sequence[float]) -> tuple[list[float], list[int]]:
+    """The ranks and the size of every group of equal values, from one sort: ties are
+    neighbours once sorted, so counting them costs no more than ranking (n log n)."""
+    order = sorted(range(len(values)), key=values.__getitem__)
     result = [0.0] * len(values)
+    groups = []
     start = 0
     while start < len(order):
         end = start
@@ -23,8 +30,9 @@ def ranks(values: Sequence[float]) -> list[float]:
             end += 1
         for position in range(start, end + 1):
             result[order[position]] = (start + end) / 2 + 1
+        groups.append(end - start + 1)
         start = end + 1
-    return result
+    return result, groups
 
 
 def mann_whitney_greater(candidate: Sequence[float], baseline: Sequence[float]) -> float:
@@ -32,12 +40,10 @@ def mann_whitney_greater(candidate: Sequence[float], baseline: Sequence[float]) 
     n1, n2 = len(candidate), len(baseline)
     if n1 == 0 or n2 == 0:
         return 1.0
-    pooled = [*candidate, *baseline]
-    rank = ranks(pooled)
+    rank, tie_groups = _ranked([*candidate, *baseline])
     u1 = sum(rank[:n1]) - n1 * (n1 + 1) / 2
     mean = n1 * n2 / 2
-    tie_counts = [pooled.count(value) for value in set(pooled)]
-    ties = sum(t**3 - t for t in tie_counts)
+    ties = sum(t**3 - t for t in tie_groups)
     n = n1 + n2
     variance = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
     if variance <= 0:

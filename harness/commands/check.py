@@ -49,7 +49,7 @@ def check_command(
 ) -> int:
     """Measure the probes, compare with the baseline; the exit code says if it regressed."""
     strategies = load_strategies(strategies_dir)
-    probes = load_scenario(request.probes, set(strategies))
+    probes = load_scenario(request.probes, {n: s.traits for n, s in strategies.items()})
     old = _old_baseline(request, probes, console)
     choice = choose_provider(pg, dsn, os.environ, allow_mismatch)
     started = time.monotonic()

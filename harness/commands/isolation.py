@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -10,17 +12,19 @@ from harness.errors import HarnessError
 from harness.experiments.isolation import (
     POOLS,
     TABLE_HEADERS,
+    IsolationFolder,
     IsolationSettings,
     PoolKind,
+    PoolResult,
+    progress_line,
     run_isolation,
     set_local_leaked,
     table_rows,
-    write_results,
 )
 from harness.report.console import console_table
-from harness.server.kinds import ProviderChoice
+from harness.server.kinds import ProviderChoice, Server
 from harness.server.pgbouncer import pgbouncer_version
-from harness.server.provenance import collect_all
+from harness.server.provenance import collect_all, collect_local
 from harness.server.providers import open_server
 
 
@@ -32,22 +36,45 @@ def isolation_command(
     results_dir: Path,
     console: Console,
 ) -> int:
-    """SET and SET LOCAL through each pool; with `strict`, exit 1 if SET LOCAL leaked."""
+    """SET and SET LOCAL through each pool; with `strict`, exit 1 if SET LOCAL leaked.
+    The folder is made first, before the server starts, and kept whatever happens:
+    marked interrupted or failed, with what was measured until then."""
     pools = _pools(pool)
-    console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
-    with open_server(choice) as server:
-        results = run_isolation(server.dsn, settings, pools)
-        metadata = collect_all(server.dsn, {"kind": server.provider, **server.details})
-    if "pgbouncer" in pools:
-        metadata["pgbouncer"] = pgbouncer_version()
-    folder = write_results(results_dir, settings, results, metadata)
+    measured: list[PoolResult] = []
+    results = IsolationFolder.create(results_dir, settings, collect_local())
+    try:
+        console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
+        with open_server(choice) as server:
+            results.record_provenance(_provenance(server, pools))
+            run_isolation(server.dsn, settings, pools, _shown(measured, console))
+    except BaseException as error:
+        results.close(settings, measured, error)
+        raise
+    results.close(settings, measured, None)
     title = f"Tenant isolation: SET vs SET LOCAL ({settings.jobs} jobs per pool and mode)"
-    console.print(console_table(title, TABLE_HEADERS, table_rows(results)))
-    console.print(f"Results: {folder.path}", highlight=False)
-    leaked = set_local_leaked(results)
+    console.print(console_table(title, TABLE_HEADERS, table_rows(measured)))
+    console.print(f"Results: {results.folder.path}", highlight=False)
+    leaked = set_local_leaked(measured)
     if leaked:
         console.print("SET LOCAL leaked: see jobs.csv", highlight=False)
     return 1 if strict and leaked else 0
+
+
+def _provenance(server: Server, pools: list[PoolKind]) -> dict[str, Any]:
+    metadata = collect_all(server.dsn, {"kind": server.provider, **server.details})
+    if "pgbouncer" in pools:
+        metadata["pgbouncer"] = pgbouncer_version()
+    return metadata
+
+
+def _shown(measured: list[PoolResult], console: Console) -> Callable[[PoolResult], None]:
+    """Keeps each result as it comes in, and says so: one line per pool and mode."""
+
+    def show(result: PoolResult) -> None:
+        measured.append(result)
+        console.print(progress_line(result), highlight=False)
+
+    return show
 
 
 def _pools(pool: str) -> list[PoolKind]:

@@ -41,7 +41,7 @@ def simulate_command(
     """The ideal (or calibrated) schedule of a scenario, without a database: summary,
     fairness, timing; beside a run's measured figures if asked."""
     strategies = load_strategies(strategies_dir)
-    scenario = load_scenario(path, set(strategies)).scenario
+    scenario = load_scenario(path, {n: s.traits for n, s in strategies.items()}).scenario
     if not scenario.timed:
         raise HarnessError(f"{path}: nothing to simulate: the scenario has no tenant_groups")
     policies = {name: strategies[name].simulate_as for name in scenario.strategies}

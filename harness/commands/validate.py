@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 
 from harness.queues.base import QueueEntry
-from harness.queues.catalog import catalog
+from harness.queues.catalog import catalog, traits
 from harness.run.captures import requests
 from harness.run.repetition import plan
 from harness.scenario.loader import LoadedScenario, load_scenario
@@ -16,7 +16,7 @@ from harness.scenario.workload import count_jobs
 
 def load_all(paths: list[Path], entries: dict[str, QueueEntry]) -> list[LoadedScenario]:
     """Every scenario validated before anything runs: a typo in the last file costs nothing."""
-    return [load_scenario(path, set(entries)) for path in paths]
+    return [load_scenario(path, traits(entries)) for path in paths]
 
 
 def validate_command(paths: list[Path], strategies_dir: Path | None, console: Console) -> None:

@@ -11,13 +11,18 @@ With SET the tenant outlives the transaction and stays on the connection: the ne
 on it that does not set a tenant runs as the previous one. With SET LOCAL it ends with the
 transaction, and the policy's default deny leaves such a job nothing to read or write.
 
-Results go to a write-once folder, results/isolation/<UTC time>-<short id>/:
-  isolation.json  format version, settings, provenance, the counts per pool and mode
+Results go to a write-once folder, results/isolation/<UTC time>-<short id>/, made first,
+before the server starts:
+  isolation.json  format version, status, settings, provenance, the counts per pool and mode
   jobs.csv        one row per job of every pool and mode: what every count comes from
   isolation.md    the table
 
 Format history (ISOLATION_FORMAT_VERSION):
   1  first version.
+  2  `status` is running until the end, then complete, interrupted (Ctrl-C, SIGTERM) or
+     failed, with `error`; an unfinished run keeps the pools and modes measured before
+     it stopped. `started_at` added; `finished_at` is null while running. Until the
+     server is up, `metadata` holds only what needs none (harness, python, host, command).
 
 Two pools: psycopg_pool (threads sharing a few connections) and, where it is installed,
 a PgBouncer of our own in transaction mode (each thread a client of its own, sharing a
@@ -45,7 +50,7 @@ import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
-from harness.errors import RunFailed
+from harness.errors import RunFailed, Terminated
 from harness.report.sections import markdown_table
 from harness.results.folder import RunFolder
 from harness.server.connections import connect
@@ -53,7 +58,7 @@ from harness.server.pgbouncer import login_for, running_pgbouncer, unavailable_r
 from harness.server.schema import own_schema
 from harness.sqlfiles import SqlBlock, builtin_blocks
 
-ISOLATION_FORMAT_VERSION = 1
+ISOLATION_FORMAT_VERSION = 2
 Mode = Literal["set", "set_local"]
 PoolKind = Literal["psycopg", "pgbouncer"]
 MODES: tuple[Mode, ...] = ("set", "set_local")
@@ -352,19 +357,28 @@ def pool_unavailable(pool: PoolKind) -> str | None:
 
 
 def run_isolation(
-    admin_dsn: str, settings: IsolationSettings, pools: list[PoolKind]
+    admin_dsn: str,
+    settings: IsolationSettings,
+    pools: list[PoolKind],
+    on_measured: Callable[[PoolResult], None] = lambda result: None,
 ) -> list[PoolResult]:
-    """Both modes through every pool asked for; an unavailable pool is reported skipped."""
+    """Both modes through every pool asked for; an unavailable pool is reported skipped.
+    Each result goes to `on_measured` as soon as it is in: what an interrupted run keeps."""
     schema = f"harness_isolation_{os.getpid()}"
     results: list[PoolResult] = []
+
+    def measured(result: PoolResult) -> None:
+        results.append(result)
+        on_measured(result)
+
     with own_schema(admin_dsn, schema), app_role(admin_dsn, schema) as role:
         for pool in pools:
             reason = pool_unavailable(pool)
             if reason is not None:
-                results.append(PoolResult(pool=pool, mode=None, skipped=reason))
+                measured(PoolResult(pool=pool, mode=None, skipped=reason))
                 continue
             for mode in MODES:
-                results.append(measure_pool(pool, mode, admin_dsn, schema, role, settings))
+                measured(measure_pool(pool, mode, admin_dsn, schema, role, settings))
     return results
 
 
@@ -415,39 +429,93 @@ DEFINITIONS = """\
 """
 
 
-def write_results(
-    root: Path,
-    settings: IsolationSettings,
-    results: list[PoolResult],
-    metadata: dict[str, Any],
-) -> RunFolder:
-    """A new folder under root/isolation; nothing in an existing one is ever replaced."""
-    folder = RunFolder.create(root, "isolation")
-    document = {
-        "format_version": ISOLATION_FORMAT_VERSION,
-        "run_id": folder.run_id,
-        "status": "complete",
-        "finished_at": datetime.now(UTC).isoformat(timespec="microseconds"),
-        "settings": asdict(settings),
-        "results": summary_records(results),
-        "set_local_leaked": set_local_leaked(results),
-        "metadata": metadata,
-        "files": {"jobs": "jobs.csv", "table": "isolation.md"},
-    }
-    folder.write_json("isolation.json", document)
-    folder.write("jobs.csv", _csv(outcome_records(results)))
-    folder.write("isolation.md", markdown(settings, results))
-    return folder
+@dataclass
+class IsolationFolder:
+    """The run's folder and its isolation.json, written first as running."""
+
+    folder: RunFolder
+    document: dict[str, Any]
+
+    @classmethod
+    def create(
+        cls, root: Path, settings: IsolationSettings, metadata: dict[str, Any]
+    ) -> IsolationFolder:
+        """A new folder under root/isolation; nothing in an existing one is ever replaced."""
+        folder = RunFolder.create(root, "isolation")
+        document = {
+            "format_version": ISOLATION_FORMAT_VERSION,
+            "run_id": folder.run_id,
+            "status": "running",
+            "error": None,
+            "started_at": _utc_now(),
+            "finished_at": None,
+            "settings": asdict(settings),
+            "results": [],
+            "set_local_leaked": None,
+            "metadata": metadata,
+            "files": {},
+        }
+        folder.write_json("isolation.json", document)
+        return cls(folder, document)
+
+    def record_provenance(self, metadata: dict[str, Any]) -> None:
+        """The full provenance, once the server is up (the server's part included)."""
+        self.document["metadata"] = metadata
+        self.folder.write_json("isolation.json", self.document, replace=True)
+
+    def close(
+        self, settings: IsolationSettings, results: list[PoolResult], error: BaseException | None
+    ) -> None:
+        """What was measured, and how the run ended: complete, interrupted or failed."""
+        status = "complete" if error is None else _unfinished_status(error)
+        self.folder.write("jobs.csv", _csv(outcome_records(results)))
+        self.folder.write("isolation.md", markdown(settings, results, status))
+        self.document.update(
+            status=status,
+            error=None if error is None else str(error) or type(error).__name__,
+            finished_at=_utc_now(),
+            results=summary_records(results),
+            set_local_leaked=set_local_leaked(results),
+            files={"jobs": "jobs.csv", "table": "isolation.md"},
+        )
+        self.folder.write_json("isolation.json", self.document, replace=True)
 
 
-def markdown(settings: IsolationSettings, results: list[PoolResult]) -> str:
+def _unfinished_status(error: BaseException) -> str:
+    return "interrupted" if isinstance(error, KeyboardInterrupt | Terminated) else "failed"
+
+
+def _utc_now() -> str:
+    return datetime.now(UTC).isoformat(timespec="microseconds")
+
+
+def markdown(
+    settings: IsolationSettings, results: list[PoolResult], status: str = "complete"
+) -> str:
     table = markdown_table(TABLE_HEADERS, table_rows(results))
     shape = (
         f"{settings.jobs} jobs, {settings.tenants} tenants, {settings.unset_share:g} of the "
         f"jobs without tenant set, {settings.workers} workers sharing {settings.pool_size} "
         f"server connections, seed {settings.seed}"
     )
-    return f"# Tenant isolation: SET vs SET LOCAL\n\n{shape}.\n\n{table}\n{DEFINITIONS}"
+    ended = "" if status == "complete" else f"This run {_ENDED[status]}: the table holds "
+    ended += "what was measured before it stopped.\n\n" if ended else ""
+    return f"# Tenant isolation: SET vs SET LOCAL\n\n{shape}.\n\n{ended}{table}\n{DEFINITIONS}"
+
+
+_ENDED = {"interrupted": "was interrupted", "failed": "failed"}
+
+
+def progress_line(result: PoolResult) -> str:
+    """One pool and mode as it is measured, for the console."""
+    if result.skipped is not None or result.mode is None:
+        return f"{POOL_LABELS[result.pool]}: skipped: {result.skipped}"
+    counts = result.counts()
+    return (
+        f"{POOL_LABELS[result.pool]}, {MODE_LABELS[result.mode]}: {counts['jobs']:,} jobs, "
+        f"{counts['leaks_seen']:,} leaks seen, {counts['leaks_written']:,} leaks written, "
+        f"{counts['denied']:,} denied"
+    )
 
 
 def _csv(records: list[dict[str, Any]]) -> str:

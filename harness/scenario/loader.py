@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from pydantic import BaseModel, ValidationError
 
 from harness.errors import HarnessError
 from harness.scenario.model import Model, Scenario
+from harness.scenario.parse import Parsed, ParseRefused, parse, read_limited
+from harness.scenario.traits import QueueTraits
 
 
 class LoadedScenario(Model):
@@ -26,40 +29,93 @@ class LoadedScenario(Model):
     def sha256(self) -> str:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
+    def refusal(self, field: str, message: str) -> HarnessError:
+        """A problem known only once the run's options are (the provider, say), as one
+        line on the field's line like the loader's own."""
+        line = _line_of(parse(self.text).node, _parts(field))
+        return HarnessError(f"{self.path}:{line}: {field}: {message}")
 
-def load_scenario(path: Path, strategies: set[str]) -> LoadedScenario:
-    """Read, parse and validate a scenario file; HarnessError with file:line otherwise."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise HarnessError(f"{path}: cannot read scenario ({error})") from error
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise HarnessError(
-            f"{path}:{_yaml_error_line(error, text)}: not valid YAML: {_yaml_problem(error)}"
-        ) from error
-    if not isinstance(data, dict):
+
+def load_scenario(path: Path, queues: Mapping[str, QueueTraits]) -> LoadedScenario:
+    """Read, parse and validate a scenario file against the queues it may name (what each
+    cannot take, and why); HarnessError with file:line otherwise."""
+    parsed = _parsed(path)
+    if not isinstance(parsed.data, dict):
         raise HarnessError(
             f"{path}:1: a scenario is a mapping of fields (name, workers, "
             "strategies, tenant_groups, ...)"
         )
     try:
-        scenario = Scenario.model_validate(data)
+        # Strict: `tenants: true` or `tenants: "3"` is a mistake, not a 1 or a 3.
+        scenario = Scenario.model_validate(parsed.data, strict=True)
     except ValidationError as error:
-        raise HarnessError(_first_error(path, node, error)) from error
+        raise HarnessError(_first_error(path, parsed.node, error)) from error
+    _refuse_unknown_queues(path, parsed.node, scenario, queues)
+    _refuse_what_queues_cannot_take(path, parsed.node, scenario, queues)
+    return LoadedScenario(scenario=scenario, path=str(path), text=parsed.text)
+
+
+def _parsed(path: Path) -> Parsed:
+    try:
+        text = read_limited(path)
+    except (OSError, UnicodeDecodeError) as error:
+        raise HarnessError(f"{path}: cannot read scenario ({error})") from error
+    except ParseRefused as refused:
+        raise HarnessError(f"{path}:{refused.line}: {refused.message}") from refused
+    try:
+        return parse(text)
+    except yaml.YAMLError as error:
+        raise HarnessError(
+            f"{path}:{_yaml_error_line(error, text)}: not valid YAML: {_yaml_problem(error)}"
+        ) from error
+    except ParseRefused as refused:
+        raise HarnessError(f"{path}:{refused.line}: {refused.message}") from refused
+
+
+def _refuse_unknown_queues(
+    path: Path, node: yaml.Node | None, scenario: Scenario, queues: Mapping[str, QueueTraits]
+) -> None:
     for field, names in (
         ("strategies", scenario.strategies),
         ("explain.strategies", scenario.explain_strategies),
     ):
-        unknown = [name for name in names if name not in strategies]
+        unknown = [name for name in names if name not in queues]
         if unknown:
-            line = _line_of(node, tuple(field.split(".")))
+            line = _line_of(node, _parts(field))
             raise HarnessError(
-                f"{path}:{line}: {field}: unknown {unknown}; available: {sorted(strategies)}"
+                f"{path}:{line}: {field}: unknown {unknown}; available: {sorted(queues)}"
             )
-    return LoadedScenario(scenario=scenario, path=str(path), text=text)
+
+
+def _refuse_what_queues_cannot_take(
+    path: Path, node: yaml.Node | None, scenario: Scenario, queues: Mapping[str, QueueTraits]
+) -> None:
+    """A strategy asked for a feature it cannot take: refused on the strategy's line,
+    before any server starts, rather than after the other strategies ran."""
+    for trait, feature, field in _features_used(scenario):
+        chosen = scenario.explain_strategies if field == "explain.strategies" else None
+        for index, name in enumerate(chosen or scenario.strategies):
+            why = getattr(queues[name], trait)
+            if why is not None:
+                line = _line_of(node, (*_parts(field), index))
+                raise HarnessError(f"{path}:{line}: {field}[{index}]: cannot take {feature}: {why}")
+
+
+def _features_used(scenario: Scenario) -> list[tuple[str, str, str]]:
+    """(QueueTraits field, the feature as the scenario asks for it, the strategies field)."""
+    used = []
+    if scenario.faults is not None:
+        used.append(("faults", "faults", "strategies"))
+    elif scenario.uses_faults:
+        used.append(("faults", "failing jobs (failure_probability)", "strategies"))
+    if scenario.long_transaction is not None:
+        used.append(("long_transaction", "a long_transaction", "strategies"))
+    if scenario.backlog is not None and scenario.timed:
+        used.append(("backlog", "a backlog", "strategies"))
+    if scenario.explain is not None:
+        field = "explain.strategies" if scenario.explain.strategies else "strategies"
+        used += [("backlog", "a backlog", field), ("explain", "explain captures", field)]
+    return used
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:
@@ -92,18 +148,20 @@ def _first_error(path: Path, node: yaml.Node | None, error: ValidationError) -> 
     return f"{path}:{line}: {where}{message}{got}"
 
 
-_NAMED = re.compile(r"^(faults(?:\.[a-z_]+|\[\d+\])*):")
+_NAMED = re.compile(r"^([a-z_]+(?:\.[a-z_]+|\[\d+\])*):")
 
 
 def _named_path(message: str) -> tuple[int | str, ...]:
-    """A whole-scenario fault check names its field first ('faults.crashes[0]: ...'): the
-    path to that field, so the error's line is the field's, not the file's first."""
+    """A whole-scenario check names its field first ('faults.crashes[0]: ...'): the path
+    to that field, so the error's line is the field's, not the file's first."""
     found = _NAMED.match(message)
-    if found is None:
-        return ()
-    return tuple(
-        int(part) if part.isdigit() else part for part in re.findall(r"[a-z_]+|\d+", found.group(1))
-    )
+    return _parts(found.group(1)) if found is not None else ()
+
+
+def _parts(field: str) -> tuple[int | str, ...]:
+    """'tenant_groups[0].every_s' -> ('tenant_groups', 0, 'every_s')."""
+    parts = re.findall(r"[a-z_]+|\d+", field)
+    return tuple(int(part) if part.isdigit() else part for part in parts)
 
 
 def _got(value: Any) -> str:

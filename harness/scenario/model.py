@@ -141,6 +141,18 @@ class TenantGroup(Durations, Model):
         per_round = self.jobs or self.tenants * (self.jobs_per_tenant or 0)
         return per_round * self.repeat
 
+    @property
+    def last_arrival_s(self) -> float:
+        """When its last job arrives: the last burst, or the end of its Poisson window."""
+        return self.enqueue_at_s + (self.window_s or 0) + self.every_s * (self.repeat - 1)
+
+    @property
+    def arrival_field(self) -> str:
+        """The field that sets its last arrival, for an error to point at."""
+        if self.arrival == "poisson":
+            return "window_s"
+        return "every_s" if self.repeat > 1 and self.every_s else "enqueue_at_s"
+
     @model_validator(mode="after")
     def _consistent(self) -> TenantGroup:
         self._check_durations(required=True)
@@ -269,6 +281,8 @@ class ReferenceFigure(Model):
     @field_validator("value", mode="before")
     @classmethod
     def _one_value_is_a_range(cls, value: Any) -> Any:
+        if isinstance(value, list):  # YAML has no tuples; a strict load takes none else
+            return tuple(value)
         return (value, value) if isinstance(value, int | float) else value
 
 
@@ -391,6 +405,7 @@ class Scenario(Model):
             )
         if self.expected_jobs > MAX_TOTAL_JOBS and self.timed:
             raise ValueError(f"{self.expected_jobs:,} jobs in all; at most {MAX_TOTAL_JOBS:,}")
+        self._check_arrivals()
         if "tenant_cap" in self.checks and self.tenant_cap is None:
             raise ValueError("checks: tenant_cap needs the scenario's tenant_cap (e.g. 2)")
         if self.checks and not self.timed:
@@ -409,6 +424,16 @@ class Scenario(Model):
             for figure in self.reference.figures:
                 self._check_figure(figure)
         return self
+
+    def _check_arrivals(self) -> None:
+        """A job arriving at or after timeout_s can only time out the repetition."""
+        for index, group in enumerate(self.tenant_groups):
+            if group.last_arrival_s >= self.timeout_s:
+                raise ValueError(
+                    f"tenant_groups[{index}].{group.arrival_field}: its last jobs arrive at "
+                    f"{group.last_arrival_s:g} s, not before timeout_s ({self.timeout_s:g} s); "
+                    "arrivals must end before it: raise timeout_s or arrive earlier"
+                )
 
     def _check_explain(self, explain: Explain) -> None:
         if self.backlog is None:
@@ -444,21 +469,21 @@ class Scenario(Model):
                     f"(workers are numbered from 0)"
                 )
             if crash.at_s >= self.timeout_s:
-                raise ValueError(f"{where}: at_s {crash.at_s:g} is not before timeout_s")
+                raise ValueError(
+                    f"{where}: at_s {crash.at_s:g} is not before timeout_s ({self.timeout_s:g} s)"
+                )
         if faults.server_restart is not None:
             self._check_restart(faults.server_restart)
 
     def _check_restart(self, restart: ServerRestart) -> None:
         if restart.at_s >= self.timeout_s:
             raise ValueError(
-                f"faults.server_restart: at_s {restart.at_s:g} is not before timeout_s"
+                f"faults.server_restart: at_s {restart.at_s:g} is not before timeout_s "
+                f"({self.timeout_s:g} s)"
             )
         # An insert cut by the restart may or may not have committed: the books could not
         # tell a lost batch from a doubled one, so arrivals must be over by then.
-        last = max(
-            (group.enqueue_at_s + (group.window_s or 0) + group.every_s * (group.repeat - 1))
-            for group in self.tenant_groups
-        )
+        last = max(group.last_arrival_s for group in self.tenant_groups)
         if restart.at_s <= last:
             raise ValueError(
                 f"faults.server_restart: at_s {restart.at_s:g} is not after the last "
@@ -472,8 +497,8 @@ class Scenario(Model):
             )
         if hold.from_s + hold.for_s >= self.timeout_s:
             raise ValueError(
-                f"long_transaction ends at {hold.from_s + hold.for_s:g} s, not before the "
-                f"scenario's timeout_s={self.timeout_s:g}"
+                f"long_transaction.for_s: the hold ends at {hold.from_s + hold.for_s:g} s, not "
+                f"before the scenario's timeout_s={self.timeout_s:g}"
             )
 
     def _check_figure(self, figure: ReferenceFigure) -> None:

@@ -143,6 +143,16 @@ def _redacted(dsn: str) -> str:
         return "(a DSN that could not be parsed, left out)"
 
 
+def collect_local() -> dict[str, Any]:
+    """What is known before a server is up: recorded first, replaced by collect_all."""
+    return {
+        "harness": collect_harness(),
+        "python": collect_python(),
+        "host": collect_host(),
+        "command": redacted_command(sys.argv),
+    }
+
+
 def collect_all(dsn: str, provider: dict[str, Any]) -> dict[str, Any]:
     return {
         "harness": collect_harness(),

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from harness.queues.base import Site
-from harness.queues.catalog import catalog
+from harness.queues.catalog import catalog, traits
 from harness.queues.sql.queue import SqlQueue
 from harness.queues.sql.strategies import Strategy, load_strategies
 from harness.run.captures import CaptureRequest
@@ -24,7 +24,17 @@ from harness.server.providers import choose_provider, open_server
 from harness.server.schema import recreate
 from tests.conftest import SHORT_NOISY
 
-pytestmark = pytest.mark.integration
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test under tests/integration needs the server: marked `integration`, so that
+    `-m "not integration"` leaves them out. (A `pytestmark` in a conftest marks nothing: it
+    is not a test module.) The hook sees the whole session's items, hence the path test."""
+    for item in items:
+        if item.path.is_relative_to(HERE):
+            item.add_marker(pytest.mark.integration)
 
 
 @pytest.fixture(scope="session")
@@ -81,7 +91,7 @@ def run_yaml(
     path = directory / "scenario.yaml"
     path.write_text(text)
     entries = catalog(strategies_dir)
-    loaded = load_scenario(path, set(entries))
+    loaded = load_scenario(path, traits(entries))
     return run_scenario(
         loaded, entries, server, directory / "results", Quiet(), options or RunOptions()
     )

@@ -4,8 +4,10 @@ pool, SET LOCAL does not; PgBouncer where it is installed."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +30,8 @@ from harness.experiments.isolation import (
 from harness.server.kinds import Server
 from harness.server.pgbouncer import unavailable_reason
 from harness.server.schema import own_schema
+from tests.integration.test_cli_runs import alive, children_of, wait_for_line
+from tests.integration.test_embedded import postgres_processes
 
 # One server connection shared by two workers: transactions run one at a time, jobs are
 # claimed in id order, so which job inherits which tenant follows from the seed alone.
@@ -172,7 +176,7 @@ def test_command_leaves_no_role_and_writes_its_folder(server: Server, tmp_path: 
     assert "SET LOCAL" in done.stdout
     (folder,) = (results / "isolation").iterdir()
     document = json.loads((folder / "isolation.json").read_text())
-    assert document["format_version"] == 1
+    assert (document["format_version"], document["status"]) == (2, "complete")
     assert document["set_local_leaked"] is False
     assert document["metadata"]["postgres"]["server_version_num"] >= 170000
     assert len((folder / "jobs.csv").read_text().splitlines()) == 1 + 2 * 40
@@ -182,3 +186,81 @@ def test_command_leaves_no_role_and_writes_its_folder(server: Server, tmp_path: 
             "union all select nspname from pg_namespace where nspname like 'harness_%'"
         ).fetchall()
     assert left == []
+
+
+def descendants(parent: int) -> set[int]:
+    found, stack = set(), [parent]
+    while stack:
+        children = children_of(stack.pop())
+        found.update(children)
+        stack += children
+    return found
+
+
+ISOLATION_JOBS = 3000  # a few seconds per mode: a signal after SET lands inside SET LOCAL
+
+
+def start_isolation(tmp_path: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [
+            *(sys.executable, "-m", "harness", "isolation", "--jobs", str(ISOLATION_JOBS)),
+            *("--pool", "all", "--results-dir", str(tmp_path / "results")),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def interrupted(run: subprocess.Popen[str], sig: int, tmp_path: Path) -> dict:
+    """Send the signal, wait for the end: exit 130, one line, no process of the run left.
+    The folder's isolation.json."""
+    started = descendants(run.pid)
+    run.send_signal(sig)
+    stdout, stderr = run.communicate(timeout=90)
+    assert run.returncode == 130, stdout + stderr
+    assert stderr.strip().startswith("interrupted")
+    assert "Traceback" not in stderr
+    time.sleep(0.2)  # the kernel's bookkeeping of killed children
+    assert [pid for pid in started if alive(pid)] == []
+    (folder,) = (tmp_path / "results" / "isolation").iterdir()
+    document: dict = json.loads((folder / "isolation.json").read_text())
+    assert (document["status"], document["format_version"]) == ("interrupted", 2)
+    assert "This run was interrupted" in (folder / "isolation.md").read_text()
+    return document
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_an_interrupted_isolation_keeps_what_it_measured_marked_interrupted(
+    tmp_path: Path, sig: int
+) -> None:
+    """Ctrl-C or SIGTERM while SET LOCAL is measured, SET done: exit 130, the folder kept
+    with SET's counts and jobs, no server or pool process left (PgBouncer included: the
+    pool is asked for by --pool all, and skipped where it is not installed)."""
+    run = start_isolation(tmp_path)
+    wait_for_line(run, f"psycopg_pool, SET: {ISOLATION_JOBS:,} jobs")
+    time.sleep(0.3)
+    assert descendants(run.pid), "the server should be running now"
+    document = interrupted(run, sig, tmp_path)
+    assert [(r["pool"], r["mode"], r["jobs"]) for r in document["results"]] == [
+        ("psycopg", "set", ISOLATION_JOBS)
+    ]
+    folder = tmp_path / "results" / "isolation" / document["run_id"]
+    rows = (folder / "jobs.csv").read_text().splitlines()
+    assert len(rows) == 1 + ISOLATION_JOBS
+    assert all(row.startswith("psycopg,set,") for row in rows[1:])
+    data_dir = document["metadata"]["provider"]["data_dir"]
+    assert postgres_processes(data_dir) == []
+    assert not Path(data_dir).exists()
+
+
+def test_an_isolation_interrupted_while_the_server_starts_keeps_its_folder(
+    tmp_path: Path,
+) -> None:
+    """The folder is made before the server starts: a Ctrl-C then leaves it, marked."""
+    run = start_isolation(tmp_path)
+    wait_for_line(run, "Starting PostgreSQL")
+    document = interrupted(run, signal.SIGINT, tmp_path)
+    assert document["results"] == []
+    assert "postgres" not in document["metadata"]  # what needs no server is recorded
+    assert document["metadata"]["host"]["cpu_count"] >= 1

@@ -100,18 +100,53 @@ def test_the_notebook_is_stored_without_outputs() -> None:
 
 
 def test_the_notebook_runs_top_to_bottom(
-    short_run: Rendered, monkeypatch: pytest.MonkeyPatch
+    short_run: Rendered, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """Every cell runs, with the plots and the run's status. Its time is judged against
+    `harness report` of the same folder, measured just before it (both load the run and
+    draw the same three plots): an absolute bound (it was 60 s) failed under load on this
+    2-core machine. Typical ratio 0.9-1.3 (load 7-11); the bound 4x catches a notebook
+    that does far more than a report, and the ratio is taken on the best of two tries."""
     monkeypatch.setenv("HARNESS_RUN", str(short_run.folder.path))
-    notebook = nbformat.read(ROOT / "notebooks/explore-run.ipynb", as_version=4)
-    began = time.monotonic()
-    NotebookClient(
-        notebook, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
-    ).execute()
-    assert time.monotonic() - began < 60
+    ratios = []
+    for attempt in range(2):
+        report_s = timed_report(short_run, tmp_path / f"copy-{attempt}")
+        notebook, notebook_s = timed_notebook()
+        ratios.append(notebook_s / report_s)
+        print(f"notebook {notebook_s:.1f} s, harness report {report_s:.1f} s")
+        if ratios[-1] < NOTEBOOK_OVER_REPORT:
+            break
+    assert min(ratios) < NOTEBOOK_OVER_REPORT, ratios
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert len(images) == 3  # waits, timeline, tenant share
     text = "".join(o.get("text", "") for o in outputs)
     assert f"{short_run.folder.path}" in text and "status: complete" in text
+
+
+NOTEBOOK_OVER_REPORT = 4.0
+
+
+def timed_report(run: Rendered, copy: Path) -> float:
+    """Seconds `harness report` takes to rebuild a copy of the run folder."""
+    shutil.copytree(run.folder.path, copy)
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "report", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return time.monotonic() - began
+
+
+def timed_notebook() -> tuple[nbformat.NotebookNode, float]:
+    notebook = nbformat.read(ROOT / "notebooks/explore-run.ipynb", as_version=4)
+    began = time.monotonic()
+    NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
+    ).execute()
+    return notebook, time.monotonic() - began

@@ -9,9 +9,8 @@ from xml.etree import ElementTree
 
 from harness.analysis.plans import WALKS_GLOBAL_INDEX
 from harness.check.verdict import CheckSettings, Probe, compare, findings_rows, junit_xml
-from harness.queues.sql.strategies import load_strategies
 from harness.scenario.loader import load_scenario
-from tests.conftest import ROOT
+from tests.conftest import ROOT, builtin_traits
 
 SETTINGS = CheckSettings()
 
@@ -104,7 +103,7 @@ def test_tables_and_junit_name_the_regression() -> None:
 
 
 def test_the_committed_baseline_matches_the_probes() -> None:
-    probes = load_scenario(ROOT / "scenarios/dequeue-check.yaml", set(load_strategies()))
+    probes = load_scenario(ROOT / "scenarios/dequeue-check.yaml", builtin_traits())
     document = json.loads((ROOT / "baselines/dequeue.json").read_text())
     assert document["probes_sha256"] == probes.sha256
     measured = {(p["strategy"], p["variant"]) for p in document["probes"]}

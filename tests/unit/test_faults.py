@@ -9,8 +9,10 @@ from harness.errors import HarnessError
 from harness.run.scenario_run import refuse_restart_without_embedded
 from harness.scenario.distributions import attempt_fails
 from harness.scenario.loader import load_scenario
+from harness.scenario.traits import ANY
 from harness.server.kinds import Server
 
+FIFO_ONLY = {"fifo": ANY}
 BASE = """\
 name: faulty
 workers: 2
@@ -22,7 +24,7 @@ tenant_groups:
 
 
 def load(write_yaml, extra: str):  # type: ignore[no-untyped-def]
-    return load_scenario(write_yaml(BASE + extra), {"fifo"}).scenario
+    return load_scenario(write_yaml(BASE + extra), FIFO_ONLY).scenario
 
 
 @pytest.mark.parametrize(
@@ -68,7 +70,7 @@ def test_bad_faults_are_refused_with_one_line(write_yaml, extra: str, message: s
 def test_bad_retries_are_refused(write_yaml, field: str, message: str) -> None:
     text = BASE.replace("duration_ms: 5}", f"duration_ms: 5, {field}}}")
     with pytest.raises(HarnessError, match=r":6: tenant_groups\[0\]\." + message):
-        load_scenario(write_yaml(text), {"fifo"})
+        load_scenario(write_yaml(text), FIFO_ONLY)
 
 
 def test_a_server_restart_is_refused_on_other_providers(write_yaml) -> None:

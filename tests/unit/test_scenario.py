@@ -5,16 +5,16 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.queues.catalog import catalog
 from harness.scenario.loader import load_scenario
-from tests.conftest import SCENARIOS, SHORT_NOISY
+from harness.scenario.traits import ANY
+from tests.conftest import SCENARIOS, SHORT_NOISY, builtin_traits
 
-STRATEGIES = {"fifo", "round_robin"}
+STRATEGIES = dict.fromkeys(["fifo", "round_robin"], ANY)
 
 
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_scenarios_are_valid(path: Path) -> None:
-    loaded = load_scenario(path, set(catalog()))
+    loaded = load_scenario(path, builtin_traits())
     assert loaded.scenario.name == path.stem
     assert len(loaded.sha256) == 64
 
@@ -199,7 +199,7 @@ def test_a_plan_figure_must_name_an_explain_variant(write_yaml) -> None:
 
 def test_a_cap_check_needs_a_cap(write_yaml) -> None:
     message = error_for(write_yaml, SHORT_NOISY + "checks: [tenant_cap]\n")
-    assert message == "1: checks: tenant_cap needs the scenario's tenant_cap (e.g. 2)"
+    assert message == "17: checks: tenant_cap needs the scenario's tenant_cap (e.g. 2)"
 
 
 def test_an_unknown_check_lists_the_known_ones(write_yaml) -> None:
@@ -290,7 +290,9 @@ def test_a_long_transaction_with_an_unknown_field_lists_the_allowed_ones(write_y
 
 def test_a_long_transaction_past_the_timeout_is_refused(write_yaml) -> None:
     message = error_for(write_yaml, SHORT_NOISY + "long_transaction: {from_s: 30, for_s: 30}\n")
-    assert message == ("1: long_transaction ends at 60 s, not before the scenario's timeout_s=60")
+    assert message == (
+        "17: long_transaction.for_s: the hold ends at 60 s, not before the scenario's timeout_s=60"
+    )
 
 
 def test_a_long_transaction_needs_a_timed_run(write_yaml) -> None:

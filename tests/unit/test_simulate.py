@@ -14,7 +14,7 @@ from harness.errors import HarnessError
 from harness.queues.sql.strategies import load_strategies
 from harness.scenario.loader import load_scenario
 from harness.scenario.workload import generate
-from tests.conftest import SCENARIOS
+from tests.conftest import SCENARIOS, builtin_traits
 
 # Tenant 1 queues three 10 ms jobs at 0; tenant 2 two 10 ms jobs at 0.005 s.
 TWO_TENANTS = SimJobs(
@@ -166,7 +166,7 @@ def test_an_unknown_policy_is_refused() -> None:
 
 
 def test_the_articles_fifo_ideal_small_tenant_median_wait_is_about_4_1_s() -> None:
-    scenario = load_scenario(SCENARIOS / "noisy-neighbour.yaml", set(load_strategies())).scenario
+    scenario = load_scenario(SCENARIOS / "noisy-neighbour.yaml", builtin_traits()).scenario
     jobs = sim_jobs(generate(scenario))
     schedule = simulate(jobs, "fifo", 4)
     small = sorted(
@@ -187,7 +187,7 @@ def test_every_strategy_has_a_policy_and_a_wrong_header_is_refused(tmp_path: Pat
 
 def test_a_million_jobs_simulate_in_well_under_a_minute() -> None:
     """The benchmark figure the docs quote; printed, and bounded loosely."""
-    scenario = load_scenario(SCENARIOS / "planet-scale.yaml", set(load_strategies())).scenario
+    scenario = load_scenario(SCENARIOS / "planet-scale.yaml", builtin_traits()).scenario
     began = time.perf_counter()
     jobs = sim_jobs(generate(scenario))
     schedule = simulate(jobs, "round_robin", 1000)

@@ -1,0 +1,315 @@
+"""Scenario problems known before any server starts: refused by the loader, `harness
+validate` and `harness run` alike, each as one line naming the file, the line and the field."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.queues.sql.strategies import load_strategies
+from harness.scenario.loader import load_scenario
+from harness.scenario.parse import MAX_BYTES, MAX_DEPTH
+from harness.scenario.traits import ANY, QueueTraits
+from tests.conftest import SCENARIOS, SHORT_NOISY, builtin_traits
+
+BASE = """\
+name: holes
+workers: 2
+strategies: [fifo]
+tenant_groups:
+  - name: a
+    tenants: 1
+    jobs_per_tenant: 10
+    duration_ms: 5
+"""
+
+
+def refusal(path: Path, queues: dict[str, QueueTraits] | None = None) -> str:
+    """The loader's one line for the file, without its path."""
+    with pytest.raises(HarnessError) as caught:
+        load_scenario(path, queues if queues is not None else builtin_traits())
+    message = str(caught.value)
+    assert "\n" not in message
+    assert caught.value.exit_code == 2
+    assert message.startswith(f"{path}:")
+    return message.removeprefix(f"{path}:")
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def test_a_document_nested_past_the_limit_is_one_line_not_a_recursion_error(write_yaml) -> None:
+    path = write_yaml(BASE + f"description: {nested(5000)}\n")
+    assert refusal(path) == (
+        f"9: nested deeper than {MAX_DEPTH} levels of mappings and lists; "
+        "a scenario needs 6 at most"
+    )
+
+
+def test_nesting_at_the_limit_is_parsed_and_judged_as_a_field(write_yaml) -> None:
+    # The top mapping is one level, the list's own levels and the scalar inside the rest.
+    path = write_yaml(BASE + f"description: {nested(MAX_DEPTH - 1)}\n")
+    assert refusal(path) == "9: description: Input should be a valid string"
+
+
+def test_block_nesting_past_the_limit_names_the_line_where_it_passes(write_yaml) -> None:
+    deep = "".join(f"{'  ' * level}k{level}:\n" for level in range(MAX_DEPTH + 10))
+    path = write_yaml(BASE + "description:\n" + "\n".join("  " + ln for ln in deep.splitlines()))
+    assert refusal(path).startswith(f"{9 + MAX_DEPTH - 1}: nested deeper than {MAX_DEPTH}")
+
+
+def test_a_file_past_the_size_limit_is_refused_without_parsing_it(write_yaml) -> None:
+    filler = "# a comment line that pads the file out\n" * (MAX_BYTES // 40 + 10)
+    assert refusal(write_yaml(BASE + filler)).endswith(
+        f": the file is over {MAX_BYTES:,} bytes (256 KiB); a scenario is a few kB"
+    )
+
+
+def test_a_top_level_key_written_twice_names_both_lines(write_yaml) -> None:
+    path = write_yaml(BASE + "workers: 4\n")
+    assert refusal(path) == (
+        "9: workers: written twice in one mapping (on lines 2 and 9); YAML would keep only "
+        "the last: give each key once"
+    )
+
+
+def test_a_nested_key_written_twice_names_its_field(write_yaml) -> None:
+    path = write_yaml(BASE + "    tenants: 3\n")
+    assert refusal(path).startswith(
+        "9: tenant_groups[0].tenants: written twice in one mapping (on lines 6 and 9)"
+    )
+
+
+def test_a_flow_mapping_with_a_key_twice_is_refused(write_yaml) -> None:
+    path = write_yaml(BASE + "explain: {repeat: 1, repeat: 2}\n")
+    assert refusal(path).startswith("9: explain.repeat: written twice in one mapping (on line 9)")
+
+
+def test_a_merge_key_is_not_a_key_written_twice(write_yaml) -> None:
+    text = BASE.replace("  - name: a\n", "  - &a {name: a, tenants: 1, jobs_per_tenant: 10}\n")
+    text = text.replace("    tenants: 1\n    jobs_per_tenant: 10\n    duration_ms: 5\n", "")
+    text += "  - {<<: *a, name: b, duration_ms: 5}\n"
+    path = write_yaml(text.replace("jobs_per_tenant: 10}", "jobs_per_tenant: 10, duration_ms: 1}"))
+    assert [g.name for g in load_scenario(path, builtin_traits()).scenario.tenant_groups] == [
+        "a",
+        "b",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("tenants: 1", "tenants: true", "6: tenant_groups[0].tenants: Input should be a valid "
+         "integer (got True)"),
+        ("tenants: 1", 'tenants: "3"', "6: tenant_groups[0].tenants: Input should be a valid "
+         "integer (got '3')"),
+        ("duration_ms: 5", 'duration_ms: "5"', "8: tenant_groups[0].duration_ms: Input should "
+         "be a valid number (got '5')"),
+        ("duration_ms: 5", "duration_ms: false", "8: tenant_groups[0].duration_ms: Input "
+         "should be a valid number (got False)"),
+        ("workers: 2", "workers: yes", "2: workers[0]: Input should be a valid integer "
+         "(got True)"),
+        ("name: holes", "name: holes\ntimeout_s: '60'", "2: timeout_s: Input should be a valid "
+         "number (got '60')"),
+    ],
+)  # fmt: skip
+def test_booleans_and_strings_are_not_numbers(
+    write_yaml, old: str, new: str, expected: str
+) -> None:
+    assert refusal(write_yaml(BASE.replace(old, new, 1))) == expected
+
+
+@pytest.mark.parametrize("duration", ["20", "20.0"])
+def test_an_integer_or_a_float_is_a_number(write_yaml, duration: str) -> None:
+    scenario = load_scenario(
+        write_yaml(BASE.replace("duration_ms: 5", f"duration_ms: {duration}")), builtin_traits()
+    ).scenario
+    assert scenario.tenant_groups[0].duration_ms == 20.0
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        (
+            "    enqueue_at_s: 1000\n",
+            "9: tenant_groups[0].enqueue_at_s: its last jobs arrive at 1000 s, not before "
+            "timeout_s (300 s); arrivals must end before it: raise timeout_s or arrive earlier",
+        ),
+        (
+            "    repeat: 11\n    every_s: 30\n",
+            "10: tenant_groups[0].every_s: its last jobs arrive at 300 s, not before timeout_s",
+        ),
+        (
+            "    enqueue_at_s: 100\n    repeat: 3\n    every_s: 100\n",
+            "11: tenant_groups[0].every_s: its last jobs arrive at 300 s",
+        ),
+    ],
+)
+def test_a_burst_arriving_at_or_after_the_timeout_is_refused(
+    write_yaml, fields: str, expected: str
+) -> None:
+    assert refusal(write_yaml(BASE + fields)).startswith(expected)
+
+
+def test_a_poisson_window_ending_at_the_timeout_is_refused(write_yaml) -> None:
+    text = BASE.replace("jobs_per_tenant: 10", "arrival: poisson\n    rate_per_s: 10")
+    text += "    enqueue_at_s: 50\n    window_s: 250\n"
+    assert refusal(write_yaml(text)).startswith(
+        "11: tenant_groups[0].window_s: its last jobs arrive at 300 s, not before timeout_s"
+    )
+
+
+def test_arrivals_just_before_the_timeout_are_accepted(write_yaml) -> None:
+    path = write_yaml(BASE + "    enqueue_at_s: 100\n    repeat: 3\n    every_s: 99.5\n")
+    assert load_scenario(path, builtin_traits()).scenario.tenant_groups[0].last_arrival_s == 299
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ("faults:\n  crashes: [{worker: 0, at_s: 300}]\n", "10: faults.crashes[0]: at_s 300"),
+        ("faults:\n  server_restart: {at_s: 300}\n", "10: faults.server_restart: at_s 300 is"),
+        ("long_transaction: {from_s: 100, for_s: 200}\n", "9: long_transaction.for_s: the hold"),
+    ],
+)
+def test_fault_times_and_the_long_transaction_are_inside_the_timeout(
+    write_yaml, extra: str, expected: str
+) -> None:
+    assert refusal(write_yaml(BASE + extra)).startswith(expected)
+
+
+INCAPABLE = ["capped", "round_robin_active", "fifo_hold", "round_robin_hold"]
+
+
+@pytest.mark.parametrize("strategy", INCAPABLE)
+def test_faults_with_a_strategy_that_cannot_take_them_are_refused_on_its_line(
+    write_yaml, strategy: str
+) -> None:
+    text = BASE.replace("strategies: [fifo]", f"strategies:\n  - fifo\n  - {strategy}")
+    text += "tenant_cap: 2\nfaults:\n  crashes: [{worker: 0, at_s: 1}]\n"
+    assert refusal(write_yaml(text)) == (
+        f"5: strategies[1]: cannot take faults: {load_strategies()[strategy].traits.faults}"
+    )
+
+
+def test_failing_jobs_are_a_fault_a_strategy_may_not_take(write_yaml) -> None:
+    text = BASE.replace("[fifo]", "[capped]").replace("    duration_ms: 5\n", "")
+    text += "    duration_ms: 5\n    failure_probability: 0.1\ntenant_cap: 1\n"
+    assert refusal(write_yaml(text)).startswith(
+        "3: strategies[0]: cannot take failing jobs (failure_probability): strategy 'capped' keeps"
+    )
+
+
+@pytest.mark.parametrize(
+    ("extra", "feature"),
+    [
+        ("long_transaction: {from_s: 1, for_s: 2}\n", "a long_transaction"),
+        ("faults:\n  crashes: [{worker: 0, at_s: 1}]\n", "faults"),
+    ],
+)
+def test_a_library_queue_is_refused_what_its_traits_refuse(
+    write_yaml, extra: str, feature: str
+) -> None:
+    text = BASE.replace("strategies: [fifo]", "strategies: [fifo, procrastinate]") + extra
+    reason = getattr(builtin_traits()["procrastinate"], feature.split()[-1])
+    assert refusal(write_yaml(text)) == f"3: strategies[1]: cannot take {feature}: {reason}"
+
+
+def test_a_queue_that_cannot_explain_is_refused_on_the_explain_strategies_line(
+    write_yaml,
+) -> None:
+    text = (
+        "name: plans\nstrategies: [fifo, other]\nbacklog:\n  groups:\n"
+        "    - {name: a, tenants: 1, jobs_per_tenant: 1}\n"
+        "explain:\n  strategies: [fifo, other]\n"
+    )
+    queues = {"fifo": ANY, "other": QueueTraits(explain="its dequeue is not one statement")}
+    assert refusal(write_yaml(text), queues) == (
+        "7: explain.strategies[1]: cannot take explain captures: its dequeue is not one statement"
+    )
+
+
+def test_the_strategies_that_cannot_take_faults_are_the_ones_the_runner_refuses() -> None:
+    refusing = {name for name, s in load_strategies().items() if s.traits.faults is not None}
+    assert refusing == set(INCAPABLE)
+
+
+def test_a_recursive_alias_is_judged_not_walked_forever(write_yaml) -> None:
+    assert refusal(write_yaml(BASE + "description: &loop [*loop]\n")) == (
+        "9: description: Input should be a valid string"
+    )
+
+
+def harness(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+BROKEN = {
+    "deep": BASE + f"description: {nested(3000)}\n",
+    "twice": BASE + "workers: 4\n",
+    "boolean": BASE.replace("tenants: 1", "tenants: true"),
+    "late": BASE + "    enqueue_at_s: 1000\n",
+    "capped": BASE.replace("[fifo]", "[fifo, capped]")
+    + "tenant_cap: 1\nfaults:\n  crashes: [{worker: 0, at_s: 1}]\n",
+}
+
+
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_every_broken_shape_stops_the_command_before_anything_runs(
+    tmp_path: Path, command: str
+) -> None:
+    """One invocation per shape, each behind a good scenario: exit 2, one line naming the
+    broken file, no server started, no results folder."""
+    good = tmp_path / "good.yaml"
+    good.write_text(SHORT_NOISY)
+    for shape, text in BROKEN.items():
+        bad = tmp_path / f"{shape}.yaml"
+        bad.write_text(text)
+        results = ["--results-dir", str(tmp_path / "results")] if command == "run" else []
+        done = harness(command, str(good), str(bad), *results)
+        assert done.returncode == 2, (shape, done.stderr)
+        assert done.stderr.startswith(f"error: {bad}:"), (shape, done.stderr)
+        assert done.stderr.strip().count("\n") == 0, (shape, done.stderr)
+        assert "Starting PostgreSQL" not in done.stdout, shape
+        assert not (tmp_path / "results").exists(), shape
+
+
+def test_a_server_restart_off_the_embedded_provider_is_refused_before_any_server(
+    tmp_path: Path,
+) -> None:
+    """The provider is known before anything starts: no earlier scenario runs first."""
+    restart = SCENARIOS / "server-restart.yaml"
+    done = harness(
+        "run",
+        str(SCENARIOS / "noisy-neighbour.yaml"),
+        str(restart),
+        "--pg",
+        "external",
+        "--dsn",
+        "host=/nonexistent port=1",
+        "--results-dir",
+        str(tmp_path / "results"),
+    )
+    assert done.returncode == 2, done.stderr
+    line = next(
+        number
+        for number, text in enumerate(restart.read_text().splitlines(), 1)
+        if text.strip().startswith("server_restart")
+    )
+    assert done.stderr.strip() == (
+        f"error: {restart}:{line}: faults.server_restart: restarts the server, which only the "
+        "embedded provider can do (--pg embedded); this run uses --pg external"
+    )
+    assert "Starting PostgreSQL" not in done.stdout
+    assert not (tmp_path / "results").exists()
