@@ -92,7 +92,7 @@ def simulated_jobs(
             costs = ZERO_COSTS
             if calibration is not None:
                 costs = calibration.costs(strategy, policy, count, scenario.seed)
-            schedule = simulate(jobs, policy, count, scenario.tenant_cap, costs)
+            schedule = simulate(jobs, policy, count, tenant_cap=scenario.tenant_cap, costs=costs)
             frames.append(schedule_jobs(scenario, workload, schedule, strategy, count))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

@@ -113,6 +113,7 @@ def simulate(
     jobs: SimJobs,
     policy: str,
     workers: int,
+    *,
     tenant_cap: int | None = None,
     costs: Costs = ZERO_COSTS,
 ) -> Schedule:

@@ -27,7 +27,7 @@ TWO_TENANTS = SimJobs(
 def starts(
     jobs: SimJobs, policy: str, workers: int, tenant_cap: int | None = None, **costs: float
 ) -> list[float]:
-    schedule = simulate(jobs, policy, workers, tenant_cap, Costs.fixed(**costs))
+    schedule = simulate(jobs, policy, workers, tenant_cap=tenant_cap, costs=Costs.fixed(**costs))
     return [round(start, 9) for start in schedule.start_s]
 
 
