@@ -424,11 +424,40 @@ def simulate_scenario(
             help="Write the summary as CSV there (never overwritten).", show_default=False
         ),
     ] = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            help="A run folder: simulate at the costs measured there (its calibration.json).",
+            show_default=False,
+        ),
+    ] = None,
+    measured: Annotated[
+        Path | None,
+        typer.Option(
+            help="A run folder of this scenario: its figures beside the prediction.",
+            show_default=False,
+        ),
+    ] = None,
+    fit_repetition: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--fit-repetition",
+            min=1,
+            help="Fit the calibration on this repetition of the --calibration run only "
+            "(repeatable); --measured on the same run then compares the others.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
-    """The ideal schedule of a scenario, simulated without a database."""
+    """The ideal schedule of a scenario, simulated without a database; with --calibration,
+    at a run's measured costs."""
     from harness.commands.simulate import simulate_command
 
-    _guarded(lambda: simulate_command(scenario, workers, strategies_dir, out, console))
+    _guarded(
+        lambda: simulate_command(
+            scenario, workers, strategies_dir, out, console, calibration, measured, fit_repetition
+        )
+    )
 
 
 @app.command()

@@ -2,17 +2,22 @@
 
 The ideal of a (strategy, workers) pair is harness.simulate's schedule of the scenario's
 generated workload under the strategy's policy with zero claim cost; the "costed" ideal
-charges every claim the median claim_ms measured for that pair. Both are turned into a
-jobs table shaped like jobs.csv (times from a fixed epoch), so the same summarize() reads
-them; measured / ideal then compares like with like. Pure: no database, no files.
+is the same schedule with the costs of a calibration (harness/analysis/calibration.py):
+claims and completions drawn from the measured distributions, idle workers polling.
+Both are turned into a jobs table shaped like jobs.csv (times from a fixed epoch), so
+the same summarize() reads them; measured / ideal then compares like with like. Pure: no
+database, no files.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
-from harness.analysis.simulate import Schedule, sim_jobs, simulate
+from harness.analysis.calibration import Calibration, empty_polls_of, fit_calibration
+from harness.analysis.simulate import ZERO_COSTS, Schedule, sim_jobs, simulate
 from harness.analysis.waits import summarize
 from harness.report.cells import number
 from harness.report.sections import Section, Table
@@ -57,14 +62,14 @@ def _moments(offsets_s: list[float]) -> pd.DatetimeIndex:
 def ideal_summary(
     scenario: Scenario,
     policies: dict[str, str | None],
-    claim_ms: dict[tuple[str, int], float] | None = None,
+    calibration: Calibration | None = None,
     workload: Workload | None = None,
 ) -> pd.DataFrame:
     """summarize() of the simulated schedule of every strategy with a policy and every
-    worker count; with `claim_ms`, each pair's claims cost that much. `workload`: the
-    scenario's, if the caller has generated it already."""
+    worker count; with a `calibration`, at its costs. `workload`: the scenario's, if the
+    caller has generated it already."""
     workload = workload or generate(scenario)
-    jobs = simulated_jobs(scenario, workload, policies, scenario.workers, claim_ms)
+    jobs = simulated_jobs(scenario, workload, policies, scenario.workers, calibration)
     return summarize(jobs) if len(jobs) else pd.DataFrame()
 
 
@@ -73,9 +78,10 @@ def simulated_jobs(
     workload: Workload,
     policies: dict[str, str | None],
     workers: list[int],
-    claim_ms: dict[tuple[str, int], float] | None = None,
+    calibration: Calibration | None = None,
 ) -> pd.DataFrame:
-    """The jobs table of each simulated (strategy, workers) pair, one after the other."""
+    """The jobs table of each simulated (strategy, workers) pair, one after the other.
+    Costs are drawn from the scenario's seed, so a costed schedule is reproducible."""
     jobs = sim_jobs(workload)
     frames = []
     for count in workers:
@@ -83,19 +89,25 @@ def simulated_jobs(
             policy = policies.get(strategy)
             if policy is None:
                 continue
-            cost = (claim_ms or {}).get((strategy, count), 0.0)
-            schedule = simulate(jobs, policy, count, cost, scenario.tenant_cap)
+            costs = ZERO_COSTS
+            if calibration is not None:
+                costs = calibration.costs(strategy, policy, count, scenario.seed)
+            schedule = simulate(jobs, policy, count, tenant_cap=scenario.tenant_cap, costs=costs)
             frames.append(schedule_jobs(scenario, workload, schedule, strategy, count))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def measured_claim_ms(jobs: pd.DataFrame) -> dict[tuple[str, int], float]:
-    """Median claim latency per strategy and worker count: the costed ideal's charge."""
-    medians = jobs.groupby(["strategy", "workers"])["claim_ms"].median().reset_index()
-    return {
-        (str(row.strategy), int(row.workers)): float(row.claim_ms)  # type: ignore[arg-type]
-        for row in medians.itertuples()
-    }
+def run_calibration(
+    scenario: Scenario,
+    policies: dict[str, str | None],
+    jobs: pd.DataFrame,
+    repetitions: list[dict[str, Any]],
+) -> Calibration:
+    """A run's calibration: its jobs' costs; `repetitions`: run.json's entries, for the
+    empty polls."""
+    return fit_calibration(
+        jobs, scenario.name, scenario.poll_interval_ms, empty_polls_of(repetitions), policies
+    )
 
 
 def versus_ideal(
@@ -126,8 +138,9 @@ def _long(wide: pd.DataFrame, name: str) -> pd.DataFrame:
 IDEAL_NOTE = (
     "Ideal: the simulator's schedule of the same jobs under the strategy's policy, "
     "workers never idle while a job is free, zero claim cost (harness/analysis/simulate.py); "
-    "costed: every claim charged the run's median claim_ms. Measured: median over "
-    "repetitions. Ratios are left out where the ideal is 0."
+    "costed: the same jobs at the run's own costs (calibration.json: claims and "
+    "completions drawn from the measured distributions, idle workers polling). Measured: "
+    "median over repetitions. Ratios are left out where the ideal is 0."
 )
 
 

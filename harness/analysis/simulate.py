@@ -1,9 +1,10 @@
 """The ideal schedule: what a perfect queue would do with the same jobs, by discrete events.
 
-No database. Workers never poll: a free worker takes the next job the policy names the
-instant there is one, and a claim costs `claim_ms` (0 for the ideal; a measured median
-to see how much of a run's wait the dequeue itself explains). Each policy mirrors the
-order its strategy's SQL gives:
+No database. In the ideal, workers never poll: a free worker takes the next job the
+policy names the instant there is one, and a claim costs nothing. With `Costs` (a run's
+calibration, harness/analysis/calibration.py), each claim and each completion costs what
+a draw from the measured distributions says, and an idle worker sees a new job only when
+it next polls. Each policy mirrors the order its strategy's SQL gives:
 
   fifo                lowest job id first (ids ascend with enqueue time)
   round_robin         the tenant served longest ago (last_served, then tenant id), its
@@ -16,16 +17,17 @@ order its strategy's SQL gives:
   priority            highest priority, then round_robin within it
 
 Events at the same moment: completions first (they free workers and cap slots), then
-arrivals, then free workers claim, lowest worker index first. Backlog tenants start with
-the rotation order of the backlog load.
+arrivals, then workers that look for a job (free or polling), lowest worker index
+first. Backlog tenants start with the rotation order of the backlog load.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+import random
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from harness.errors import HarnessError
@@ -73,37 +75,110 @@ def sim_jobs(workload: Workload) -> SimJobs:
     )
 
 
+Draw = Callable[[random.Random], float]  # one cost, in seconds
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What the queue costs a worker, in seconds. `claim`: from the moment a worker looks
+    for a job (it is free, or it polls) to that job's start; the job is chosen at that
+    moment. `completion`: from the end of the job's duration to its finish. An idle
+    worker looks again every `poll_s` (worker i first at i * poll_s / workers); None: it
+    sees a new job the instant it arrives. Draws come from one generator seeded with
+    `seed`, in the order of events."""
+
+    claim: Draw
+    completion: Draw
+    poll_s: float | None = None
+    seed: int = 1
+
+    @classmethod
+    def fixed(
+        cls, claim_ms: float = 0.0, completion_ms: float = 0.0, poll_ms: float | None = None
+    ) -> Costs:
+        claim_s, completion_s = claim_ms / 1000, completion_ms / 1000
+        return cls(
+            claim=lambda rng: claim_s,
+            completion=lambda rng: completion_s,
+            poll_s=None if poll_ms is None else poll_ms / 1000,
+        )
+
+
+ZERO_COSTS = Costs.fixed()
+# Events at one moment, in this order: completions, arrivals, then workers looking.
+_COMPLETION, _ARRIVAL, _LOOK = 0, 1, 2
+
+
 def simulate(
     jobs: SimJobs,
     policy: str,
     workers: int,
-    claim_ms: float = 0.0,
+    *,
     tenant_cap: int | None = None,
+    costs: Costs = ZERO_COSTS,
 ) -> Schedule:
-    """Every job's start and finish under `policy` with `workers` ideal workers."""
-    queue = _make_policy(policy, jobs, tenant_cap)
-    claim_s = claim_ms / 1000
-    n = len(jobs)
-    start, finish, worker_of = [0.0] * n, [0.0] * n, [0] * n
-    idle = list(range(workers))  # a heap: the lowest free worker index claims first
-    busy: list[tuple[float, int, int]] = []  # (finish time, worker, job index)
-    arrived = 0
-    while arrived < n or busy:
-        now = min(busy[0][0] if busy else math.inf, jobs.at_s[arrived] if arrived < n else math.inf)
-        while busy and busy[0][0] <= now:
-            _, worker, ended = heapq.heappop(busy)
-            queue.finished(ended)
-            heapq.heappush(idle, worker)
-        while arrived < n and jobs.at_s[arrived] <= now:
-            queue.arrive(arrived)
+    """Every job's start and finish under `policy` with `workers` workers and `costs`
+    (none by default: the ideal)."""
+    crew = _Crew(jobs, _make_policy(policy, jobs, tenant_cap), costs, workers)
+    return crew.run()
+
+
+class _Crew:
+    """The workers and their event queue: (time, kind, worker, job) in a heap."""
+
+    def __init__(self, jobs: SimJobs, queue: _Policy, costs: Costs, workers: int) -> None:
+        self.jobs, self.queue, self.costs = jobs, queue, costs
+        self.rng = random.Random(costs.seed)
+        n = len(jobs)
+        self.start, self.finish, self.worker_of = [0.0] * n, [0.0] * n, [0] * n
+        self.events: list[tuple[float, int, int, int]] = []
+        self.idle = list(range(workers))  # without polling: a heap, lowest index first
+        if costs.poll_s is not None:  # polling from the clock's start, phases spread evenly
+            step = costs.poll_s / workers
+            self.events = [(worker * step, _LOOK, worker, -1) for worker in range(workers)]
+            self.idle = []
+        self.taken = self.running = 0
+
+    def run(self) -> Schedule:
+        arrived, n, at_s = 0, len(self.jobs), self.jobs.at_s
+        while self.taken < n or self.running:
+            arrival = at_s[arrived] if arrived < n else math.inf
+            if self.events and (self.events[0][0], self.events[0][1]) < (arrival, _ARRIVAL):
+                self.handle(*heapq.heappop(self.events))
+                continue
+            self.queue.arrive(arrived)
             arrived += 1
-        while idle and (taken := queue.take(now)) is not None:
-            worker = heapq.heappop(idle)
-            start[taken] = now + claim_s
-            finish[taken] = start[taken] + jobs.duration_s[taken]
-            worker_of[taken] = worker
-            heapq.heappush(busy, (finish[taken], worker, taken))
-    return Schedule(start, finish, worker_of)
+            self.wake(arrival)
+        return Schedule(self.start, self.finish, self.worker_of)
+
+    def handle(self, now: float, kind: int, worker: int, job: int) -> None:
+        if kind == _COMPLETION:
+            self.running -= 1
+            self.queue.finished(job)  # may free a cap slot for an idle worker
+            heapq.heappush(self.events, (now, _LOOK, worker, -1))
+            self.wake(now)
+            return
+        taken = self.queue.take(now)
+        if taken is not None:
+            self.assign(now, worker, taken)
+        elif self.costs.poll_s is not None:
+            heapq.heappush(self.events, (now + self.costs.poll_s, _LOOK, worker, -1))
+        else:
+            heapq.heappush(self.idle, worker)
+
+    def assign(self, now: float, worker: int, job: int) -> None:
+        start = now + self.costs.claim(self.rng)
+        finish = start + self.jobs.duration_s[job] + self.costs.completion(self.rng)
+        self.start[job], self.finish[job], self.worker_of[job] = start, finish, worker
+        heapq.heappush(self.events, (finish, _COMPLETION, worker, job))
+        self.taken += 1
+        self.running += 1
+
+    def wake(self, now: float) -> None:
+        """Without polling, one idle worker (the lowest) looks when a job may have become
+        free: an arrival or a completion adds at most one."""
+        if self.idle:
+            heapq.heappush(self.events, (now, _LOOK, heapq.heappop(self.idle), -1))
 
 
 def alone_makespan(at_s: Sequence[float], duration_s: Sequence[float], workers: int) -> float:

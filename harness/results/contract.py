@@ -109,6 +109,14 @@ RUN_FILES: tuple[RunFile, ...] = (
         "per strategy, workers, class and figure: measured against the ideal schedule",
     ),
     RunFile(
+        "calibration.json",
+        "derived",
+        _RENDER + ", with a timed workload and the strategies' simulator policies",
+        "the run's claim, completion and poll costs per strategy and workers, as "
+        "distributions, and their growth with the workers: the costs of ideal.csv's costed "
+        "ideal and of `harness simulate --calibration`",
+    ),
+    RunFile(
         "plans.csv",
         "derived",
         _RENDER + ", with plan captures",

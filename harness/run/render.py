@@ -28,6 +28,7 @@ from harness.analysis.bloat import (
     samples_on_clock,
     windows_on_clock,
 )
+from harness.analysis.calibration import Calibration
 from harness.analysis.fairness import fairness_section, repetition_fairness, tenant_table
 from harness.analysis.faults import fault_table, faults_section, missed_faults
 from harness.analysis.figures import (
@@ -39,7 +40,7 @@ from harness.analysis.figures import (
     timeline,
     wait_ecdf,
 )
-from harness.analysis.ideal import ideal_section, ideal_summary, measured_claim_ms, versus_ideal
+from harness.analysis.ideal import ideal_section, ideal_summary, run_calibration, versus_ideal
 from harness.analysis.plans import Capture, plan_runs, plans_section, plans_summary
 from harness.analysis.properties import (
     MONITOR_COLUMNS,
@@ -91,6 +92,7 @@ class RunTables:
     properties: pd.DataFrame | None = None  # worst repetition per check
     faults: pd.DataFrame | None = None  # faults.csv
     bloat: pd.DataFrame | None = None  # bloat-summary.csv
+    calibration: Calibration | None = None  # calibration.json: the costs of ideal.csv's costed
 
     def files(self) -> list[tuple[str, str, pd.DataFrame | None]]:
         """(run.json key, file name, table) of every derived table."""
@@ -139,6 +141,8 @@ def render_run(folder: RunFolder) -> Rendered:
     for key, name, table in tables.files():
         if table is not None:
             write(key, name, table.to_csv(index=False))
+    if tables.calibration is not None:
+        write("calibration", "calibration.json", json.dumps(tables.calibration.to_dict(), indent=1))
     write("summary_md", "summary.md", markdown(_title(raw), sections))
     plots = run_figures(raw, tables)
     for name, figure in plots.items():
@@ -178,11 +182,12 @@ def derive(raw: RawRun) -> RunTables:
     summary = summarize(jobs, tenants) if jobs is not None else None
     runs = plan_runs(raw.captures) if raw.captures else None
     property_runs = _property_runs(raw, jobs)
+    ideal, calibration = _versus_ideal(raw, jobs, summary)
     return RunTables(
         summary=summary,
         tenants=tenants,
         fairness=repetition_fairness(tenants) if tenants is not None else None,
-        ideal=_versus_ideal(raw, jobs, summary),
+        ideal=ideal,
         runs=runs,
         plans=plans_summary(runs, raw.captures) if runs is not None else None,
         reference=_reference(raw, summary, runs),
@@ -190,6 +195,7 @@ def derive(raw: RawRun) -> RunTables:
         properties=property_summary(property_runs) if property_runs is not None else None,
         faults=fault_table(raw.document),
         bloat=_bloat_summary(raw, jobs),
+        calibration=calibration,
     )
 
 
@@ -259,17 +265,20 @@ def _page(raw: RawRun, sections: list[Section], plots: dict[str, Figure]) -> Pag
 
 def _versus_ideal(
     raw: RawRun, jobs: pd.DataFrame | None, summary: pd.DataFrame | None
-) -> pd.DataFrame | None:
-    """Measured / ideal, if the run recorded its strategies' simulation policies."""
+) -> tuple[pd.DataFrame | None, Calibration | None]:
+    """Measured / ideal, and the run's calibration that costs the costed ideal, if the run
+    recorded its strategies' simulation policies."""
     policies = raw.document.simulation
     if not policies or jobs is None or summary is None:
-        return None
+        return None, None
     workload = generate(raw.scenario)  # drawn once for both schedules
     ideal = ideal_summary(raw.scenario, policies, workload=workload)
     if ideal.empty:
-        return None
-    costed = ideal_summary(raw.scenario, policies, measured_claim_ms(jobs), workload)
-    return versus_ideal(summary, ideal, costed)
+        return None, None
+    repetitions = [entry.model_dump() for entry in raw.document.repetitions]
+    calibration = run_calibration(raw.scenario, policies, jobs, repetitions)
+    costed = ideal_summary(raw.scenario, policies, calibration, workload)
+    return versus_ideal(summary, ideal, costed), calibration
 
 
 def _property_runs(raw: RawRun, jobs: pd.DataFrame | None) -> pd.DataFrame | None:

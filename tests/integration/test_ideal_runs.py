@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.analysis.simulate import sim_jobs, simulate
+from harness.analysis.simulate import Costs, sim_jobs, simulate
 from harness.results.jobs import load_jobs
 from harness.scenario.loader import load_scenario
 from harness.scenario.model import Scenario
@@ -63,7 +63,8 @@ def replayed_makespan(scenario: Scenario, jobs: pd.DataFrame, tenant_class: str)
     replay = replace(planned, duration_s=list(lasted))
     (strategy,) = set(jobs["strategy"])
     (workers,) = set(jobs["workers"])
-    schedule = simulate(replay, strategy, int(workers), float(jobs["claim_ms"].median()))
+    claim = Costs.fixed(claim_ms=float(jobs["claim_ms"].median()))
+    schedule = simulate(replay, strategy, int(workers), costs=claim)
     chosen = [i for i, group in enumerate(jobs["tenant_class"]) if group == tenant_class]
     return max(schedule.finish_s[i] for i in chosen)
 

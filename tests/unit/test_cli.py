@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -74,6 +75,32 @@ def test_simulate_prints_the_ideal_and_never_overwrites_its_csv(tmp_path: Path) 
     again = harness("simulate", scenario, "--out", str(out))
     assert again.returncode == 2
     assert again.stderr.strip() == f"error: {out} exists; results are never overwritten"
+
+
+LEGACY_MIX = Path(__file__).resolve().parent.parent / "fixtures" / "runs-v1" / "legacy-mix"
+
+
+def test_simulate_at_a_runs_costs_beside_what_a_run_measured(tmp_path: Path) -> None:
+    scenario = str(LEGACY_MIX / "scenario.yaml")
+    # The fixture was written before calibration.json existed: one line says how to get it.
+    done = harness("simulate", scenario, "--calibration", str(LEGACY_MIX))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"error: {LEGACY_MIX}/calibration.json: no such file; `harness report {LEGACY_MIX}` "
+        "writes it for a run of a timed scenario whose strategies have simulation policies"
+    )
+    # Fitted afresh from the raw files; compared with its only repetition there is nothing
+    # left, compared with a copy of the folder (another run, to the command) there is.
+    fitted = ["--calibration", str(LEGACY_MIX), "--fit-repetition", "1"]
+    done = harness("simulate", scenario, *fitted, "--measured", str(LEGACY_MIX))
+    assert done.returncode == 2
+    assert "every repetition was used to fit; none is left to compare" in done.stderr
+    other = shutil.copytree(LEGACY_MIX, tmp_path / "other")
+    done = harness("simulate", scenario, *fitted, "--measured", str(other))
+    assert done.returncode == 0, done.stderr
+    assert "Calibrated schedule: legacy-mix" in done.stdout
+    assert f"Measured: {other}/summary.csv" in done.stdout
+    assert "round_robin_active" in done.stdout.split("Measured / predicted")[1]
 
 
 def test_overhead_refuses_an_unknown_strategy_before_starting_a_server(tmp_path: Path) -> None:

@@ -10,7 +10,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
+
+from harness.analysis.calibration import Calibration
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs-v1"
 RAW = ("run.json", "scenario.yaml", "jobs.csv", "monitor.csv", "bloat.csv", "explain")
@@ -53,7 +56,15 @@ def test_harness_report_renders_an_old_run_to_the_same_tables(tmp_path: Path, na
     expected = [table for table in TABLES if (FIXTURES / name / table).exists()]
     assert "summary.csv" in expected
     for table in expected:
+        if table == "ideal.csv":
+            continue
         assert (folder / table).read_text() == (FIXTURES / name / table).read_text(), table
+    # The zero-cost ideal is as it was; the costed one now runs at the run's calibration
+    # (calibration.json, fitted from the raw files), where it charged the median claim_ms.
+    ideal, before = pd.read_csv(folder / "ideal.csv"), pd.read_csv(FIXTURES / name / "ideal.csv")
+    kept = [column for column in before.columns if not column.endswith("_costed")]
+    pd.testing.assert_frame_equal(ideal[kept], before[kept])
+    assert Calibration.from_dict(json.loads((folder / "calibration.json").read_text())).pairs
     assert _table_lines(folder / "summary.md") == _table_lines(FIXTURES / name / "summary.md")
     document = json.loads((folder / "run.json").read_text())
     assert document["format_version"] == 2 and document["queues"] == {}  # migrated from 1
@@ -61,5 +72,13 @@ def test_harness_report_renders_an_old_run_to_the_same_tables(tmp_path: Path, na
 
 
 def _table_lines(summary: Path) -> list[str]:
-    """The tables of summary.md (their prose names today's module paths)."""
-    return [line for line in summary.read_text().splitlines() if line.startswith("|")]
+    """The tables of summary.md (their prose names today's module paths), the ideal's
+    without its two costed columns."""
+    lines, costed = [], False
+    for line in summary.read_text().splitlines():
+        if not line.startswith("|"):
+            costed = False
+            continue
+        costed = costed or "ideal, costed" in line
+        lines.append("|".join(line.split("|")[:-3]) if costed else line)
+    return lines

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.analysis.simulate import SimJobs, alone_makespan, sim_jobs, simulate
+from harness.analysis.calibration import CostDistribution
+from harness.analysis.simulate import Costs, SimJobs, alone_makespan, sim_jobs, simulate
 from harness.errors import HarnessError
 from harness.queues.sql.strategies import load_strategies
 from harness.scenario.loader import load_scenario
@@ -23,8 +24,11 @@ TWO_TENANTS = SimJobs(
 )
 
 
-def starts(jobs: SimJobs, policy: str, workers: int, **options: float) -> list[float]:
-    return [round(s, 9) for s in simulate(jobs, policy, workers, **options).start_s]  # type: ignore[arg-type]
+def starts(
+    jobs: SimJobs, policy: str, workers: int, tenant_cap: int | None = None, **costs: float
+) -> list[float]:
+    schedule = simulate(jobs, policy, workers, tenant_cap=tenant_cap, costs=Costs.fixed(**costs))
+    return [round(start, 9) for start in schedule.start_s]
 
 
 def test_fifo_with_one_worker_runs_jobs_back_to_back_in_id_order() -> None:
@@ -44,6 +48,63 @@ def test_two_workers_and_a_claim_cost() -> None:
     # are free: tenant 2 (never served) gets job 4 at 0.012, then tenant 1 job 3.
     got = starts(TWO_TENANTS, "round_robin", 2, claim_ms=1)
     assert got == [0.001, 0.001, 0.012, 0.012, 0.023]
+
+
+def test_a_completion_cost_lengthens_every_job_and_delays_the_next_claim() -> None:
+    # One worker, claim 1 ms, completion 2 ms: a cycle of 13 ms per 10 ms job.
+    assert starts(TWO_TENANTS, "fifo", 1, claim_ms=1, completion_ms=2) == [
+        0.001,
+        0.014,
+        0.027,
+        0.040,
+        0.053,
+    ]
+    schedule = simulate(TWO_TENANTS, "fifo", 1, costs=Costs.fixed(1, 2))
+    assert round(schedule.makespan_s, 9) == 0.065
+
+
+def test_an_idle_worker_sees_a_job_only_when_it_polls() -> None:
+    # Job 1 at 0 runs 0.001-0.011; the worker looks again at 0.011 (empty), polls every
+    # 4 ms: 0.015, 0.019, 0.023, and takes job 2 (queued at 0.020) then: start 0.024.
+    jobs = SimJobs(tenant_ids=[1, 1], at_s=[0, 0.020], duration_s=[0.010, 0.010])
+    assert starts(jobs, "fifo", 1, claim_ms=1, poll_ms=4) == [0.001, 0.024]
+    assert starts(jobs, "fifo", 1, claim_ms=1) == [0.001, 0.021]  # no polling: at once
+
+
+def test_idle_workers_poll_at_phases_spread_over_the_interval() -> None:
+    # Poll 4 ms, two workers: worker 0 looks at 0, 0.004, 0.008; worker 1 at 0.002,
+    # 0.006. A job queued at 0.005 goes to worker 1 at 0.006.
+    jobs = SimJobs(tenant_ids=[1], at_s=[0.005], duration_s=[0.010])
+    schedule = simulate(jobs, "fifo", 2, costs=Costs.fixed(poll_ms=4))
+    assert (round(schedule.start_s[0], 9), schedule.worker[0]) == (0.006, 1)
+
+
+def test_a_completion_frees_a_cap_slot_before_the_polls_of_that_instant() -> None:
+    # Cap 1: worker 0 runs job 1 from 0 to 0.010; worker 1 polls (0.002, 0.006, 0.010)
+    # but tenant 1 is at its cap. At 0.010 job 1 completes first, then both workers
+    # look: the lower index, worker 0, takes job 2.
+    jobs = SimJobs(tenant_ids=[1, 1], at_s=[0, 0], duration_s=[0.010, 0.010])
+    schedule = simulate(jobs, "capped", 2, tenant_cap=1, costs=Costs.fixed(poll_ms=4))
+    assert [round(start, 9) for start in schedule.start_s] == [0, 0.010]
+    assert schedule.worker == [0, 0]
+
+
+def test_drawn_costs_are_reproducible_from_the_seed() -> None:
+    spread = CostDistribution.of([0.5, 1.0, 1.5, 4.0, 9.0])
+
+    def costs(seed: int) -> Costs:
+        def draw(rng: random.Random) -> float:
+            return spread.draw_ms(rng) / 1000
+
+        return Costs(claim=draw, completion=draw, poll_s=0.005, seed=seed)
+
+    jobs = SimJobs(tenant_ids=[1, 2] * 50, at_s=[0] * 100, duration_s=[0.005] * 100)
+    first, again = (simulate(jobs, "round_robin", 3, costs=costs(7)) for _ in range(2))
+    other = simulate(jobs, "round_robin", 3, costs=costs(8))
+    assert first == again
+    assert first.start_s != other.start_s
+    # 100 jobs, 3 workers, each cycle 5 ms plus two draws of mean ~3 ms: about 0.37 s
+    assert 0.25 < first.makespan_s < 0.55
 
 
 def test_capped_never_runs_more_than_the_cap_of_one_tenant() -> None:
