@@ -28,7 +28,11 @@ errors = Console(stderr=True)
 T = TypeVar("T")
 
 ScenarioFiles = Annotated[
-    list[Path], typer.Argument(help="Scenario YAML file(s).", show_default=False)
+    list[Path],
+    typer.Argument(
+        help="Scenario YAML file(s), or the name of a shipped one (harness scenarios).",
+        show_default=False,
+    ),
 ]
 PgOption = Annotated[
     str | None,
@@ -118,6 +122,26 @@ ListenOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from harness import __version__
+
+        print(f"harness (tenant-queue-bench) {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Measure how fairly a PostgreSQL job queue serves many tenants."""
 
 
 def _guarded(action: Callable[[], T]) -> T:
@@ -266,12 +290,21 @@ def validate(scenarios: ScenarioFiles, strategies_dir: StrategiesDirOption = Non
 
 @app.command()
 def check(
-    baseline: Annotated[Path, typer.Option(help="The committed baseline.")] = Path(
-        "baselines/dequeue.json"
-    ),
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            help="The baseline [default: baselines/dequeue.json here, else the shipped one].",
+            show_default=False,
+        ),
+    ] = None,
     probes: Annotated[
-        Path, typer.Option(help="The probe scenario: backlogs and strategies.")
-    ] = Path("scenarios/dequeue-check.yaml"),
+        Path | None,
+        typer.Option(
+            help="The probe scenario [default: scenarios/dequeue-check.yaml here, else the "
+            "shipped one].",
+            show_default=False,
+        ),
+    ] = None,
     strategies_dir: StrategiesDirOption = None,
     factor: Annotated[
         float,
@@ -305,11 +338,12 @@ def check(
     """Check dequeue cost against a baseline: exit 0 no regression, 1 regression, 2 could
     not run."""
     from harness.check.verdict import CheckSettings
-    from harness.commands.check import CheckRequest, check_command
+    from harness.commands.check import CheckRequest, check_command, check_paths
 
+    baseline_path, probes_path = _guarded(lambda: check_paths(baseline, probes, update_baseline))
     request = CheckRequest(
-        baseline=baseline,
-        probes=probes,
+        baseline=baseline_path,
+        probes=probes_path,
         update_baseline=update_baseline,
         markdown=markdown,
         junit=junit,
@@ -406,7 +440,9 @@ def compare_runs(
 
 @app.command(name="simulate")
 def simulate_scenario(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.", show_default=False)],
+    scenario: Annotated[
+        Path, typer.Argument(help="Scenario YAML file or shipped name.", show_default=False)
+    ],
     workers: Annotated[
         list[int] | None,
         typer.Option(
@@ -539,6 +575,22 @@ def worker(
     from harness.commands.worker import worker_command
 
     _guarded(lambda: worker_command(dsn, run_id, console))
+
+
+@app.command()
+def scenarios() -> None:
+    """List the shipped scenarios, which run by name (harness run noisy-neighbour)."""
+    from harness.commands.scenarios import scenarios_command
+
+    _guarded(lambda: scenarios_command(console))
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of scenario files (for editors: docs/scenario.schema.json)."""
+    from harness.commands.schema import schema_command
+
+    _guarded(schema_command)
 
 
 @app.command(name="sql")

@@ -27,6 +27,10 @@ from harness.server.kinds import ProviderChoice
 from harness.server.provenance import collect_all
 from harness.server.providers import choose_provider, open_server
 from harness.server.schema import own_schema
+from harness.shipped import CHECK_BASELINE, CHECK_PROBES, default_file
+
+BASELINE = Path("baselines") / CHECK_BASELINE
+PROBES = Path("scenarios") / f"{CHECK_PROBES}.yaml"
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,17 @@ class CheckRequest:
     update_baseline: bool = False
     markdown: Path | None = None
     junit: Path | None = None
+
+
+def check_paths(
+    baseline: Path | None, probes: Path | None, update_baseline: bool
+) -> tuple[Path, Path]:
+    """The baseline and the probes: as given, else those of the current folder (a
+    checkout), else the shipped ones. A new baseline is written to the current folder,
+    never into the installed package."""
+    if baseline is None:
+        baseline = BASELINE if update_baseline else default_file(BASELINE, "baselines")
+    return baseline, probes or default_file(PROBES, "scenarios")
 
 
 def check_command(
