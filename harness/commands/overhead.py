@@ -67,7 +67,8 @@ def overhead_command(
     folder.write_json("overhead.json", overhead_document(settings, strategy, measured, metadata))
     lines = "".join(f"- {goal.message}\n" for goal in reached)
     # Other work on the machine moves both arms' figures far more than the goals allow.
-    load = ", ".join(f"{value:.2f}" for value in metadata["host"]["load_average"])
+    averages = metadata["host"]["load_average"]
+    load = ", ".join(f"{value:.2f}" for value in averages) if averages else "not kept here"
     lines += f"\nHost load average (1, 5, 15 min) when it finished: {load}\n"
     folder.write("overhead.md", f"# {title}\n\n{markdown_table(headers, rows)}\n{lines}")
     console.print(f"Results: {folder.path}", highlight=False)

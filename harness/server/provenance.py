@@ -83,8 +83,16 @@ def collect_host() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "cpu_model": _proc_field("/proc/cpuinfo", "model name"),
         "memory_total": _proc_field("/proc/meminfo", "MemTotal"),
-        "load_average": list(os.getloadavg()),
+        "load_average": _load_average(),
     }
+
+
+def _load_average() -> list[float] | None:
+    """1, 5 and 15 minute load averages; None where the system keeps none (Windows)."""
+    try:
+        return list(os.getloadavg())
+    except (AttributeError, OSError):
+        return None
 
 
 def _proc_field(path: str, name: str) -> str | None:
