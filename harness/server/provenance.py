@@ -33,6 +33,7 @@ KEY_SETTINGS = (
     "autovacuum",
     "default_statistics_target",
     "max_parallel_workers_per_gather",
+    "server_encoding",
 )
 
 
