@@ -50,6 +50,14 @@ DsnOption = Annotated[
         show_default=False,
     ),
 ]
+ImageOption = Annotated[
+    str | None,
+    typer.Option(
+        "--image",
+        help="The image --pg container runs (implies it) [default: postgres:17].",
+        show_default=False,
+    ),
+]
 MismatchOption = Annotated[
     bool,
     typer.Option("--allow-version-mismatch", help="Run on a server that is not PostgreSQL 17."),
@@ -177,6 +185,7 @@ def run(
     scenarios: ScenarioFiles,
     pg: PgOption = None,
     dsn: DsnOption = None,
+    image: ImageOption = None,
     allow_version_mismatch: MismatchOption = False,
     results_dir: ResultsOption = Path("results"),
     strategies_dir: StrategiesDirOption = None,
@@ -202,7 +211,17 @@ def run(
         fleet_id=fleet_id,
         fleet_timeout_s=fleet_timeout,
     )
-    _run(scenarios, pg, dsn, allow_version_mismatch, results_dir, strategies_dir, options, listen)
+    _run(
+        scenarios,
+        pg,
+        dsn,
+        image,
+        allow_version_mismatch,
+        results_dir,
+        strategies_dir,
+        options,
+        listen,
+    )
 
 
 @app.command()
@@ -231,6 +250,7 @@ def explain(
     include_slow: SlowOption = False,
     pg: PgOption = None,
     dsn: DsnOption = None,
+    image: ImageOption = None,
     allow_version_mismatch: MismatchOption = False,
     results_dir: ResultsOption = Path("results"),
     strategies_dir: StrategiesDirOption = None,
@@ -250,13 +270,14 @@ def explain(
         schema=schema,
         reuse_schema=reuse_schema,
     )
-    _run(scenarios, pg, dsn, allow_version_mismatch, results_dir, strategies_dir, options)
+    _run(scenarios, pg, dsn, image, allow_version_mismatch, results_dir, strategies_dir, options)
 
 
 def _run(
     scenarios: list[Path],
     pg: str | None,
     dsn: str | None,
+    image: str | None,
     allow_mismatch: bool,
     results_dir: Path,
     strategies_dir: Path | None,
@@ -276,6 +297,7 @@ def _run(
             options,
             console,
             listen,
+            image=image,
         )
     )
 
@@ -333,6 +355,7 @@ def check(
     ] = None,
     pg: PgOption = None,
     dsn: DsnOption = None,
+    image: ImageOption = None,
     allow_version_mismatch: MismatchOption = False,
 ) -> None:
     """Check dequeue cost against a baseline: exit 0 no regression, 1 regression, 2 could
@@ -350,7 +373,9 @@ def check(
         settings=CheckSettings(tolerance=tolerance, factor=factor, alpha=alpha, samples=samples),
     )
     code = _guarded(
-        lambda: check_command(request, pg, dsn, allow_version_mismatch, strategies_dir, console)
+        lambda: check_command(
+            request, pg, dsn, allow_version_mismatch, strategies_dir, console, image
+        )
     )
     raise typer.Exit(code)
 
@@ -372,6 +397,7 @@ def overhead(
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a goal is missed.")] = False,
     pg: PgOption = None,
     dsn: DsnOption = None,
+    image: ImageOption = None,
     allow_version_mismatch: MismatchOption = False,
     results_dir: ResultsOption = Path("results"),
     strategies_dir: StrategiesDirOption = None,
@@ -399,6 +425,7 @@ def overhead(
             strategies_dir,
             strict,
             console,
+            image,
         )
     )
     raise typer.Exit(code)
@@ -519,6 +546,7 @@ def isolation(
     ] = False,
     pg: PgOption = None,
     dsn: DsnOption = None,
+    image: ImageOption = None,
     allow_version_mismatch: MismatchOption = False,
     results_dir: ResultsOption = Path("results"),
 ) -> None:
@@ -543,7 +571,7 @@ def isolation(
             settings,
             pool,
             strict,
-            choose_provider(pg, dsn, os.environ, allow_version_mismatch),
+            choose_provider(pg, dsn, os.environ, allow_version_mismatch, image=image),
             results_dir,
             console,
         )

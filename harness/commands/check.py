@@ -61,12 +61,13 @@ def check_command(
     allow_mismatch: bool,
     strategies_dir: Path | None,
     console: Console,
+    image: str | None = None,
 ) -> int:
     """Measure the probes, compare with the baseline; the exit code says if it regressed."""
     strategies = load_strategies(strategies_dir)
     probes = load_scenario(request.probes, {n: s.traits for n, s in strategies.items()})
     old = _old_baseline(request, probes, console)
-    choice = choose_provider(pg, dsn, os.environ, allow_mismatch)
+    choice = choose_provider(pg, dsn, os.environ, allow_mismatch, image=image)
     started = time.monotonic()
     measured, metadata = _measure_probes(choice, probes, strategies, request, console)
     findings = compare(old, measured, request.settings) if old is not None else []

@@ -35,6 +35,7 @@ def overhead_command(
     strategies_dir: Path | None,
     strict: bool,
     console: Console,
+    image: str | None = None,
 ) -> int:
     """The workers against pgbench on the same claim SQL; 1 only if --strict and a goal
     is missed."""
@@ -44,7 +45,7 @@ def overhead_command(
             f"--strategy: unknown strategy '{settings.strategy}'; available: {sorted(strategies)}"
         )
     strategy = strategies[settings.strategy]
-    choice = choose_provider(pg, dsn, os.environ, allow_mismatch)
+    choice = choose_provider(pg, dsn, os.environ, allow_mismatch, image=image)
     console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
     with open_server(choice) as server:
         schema = f"harness_overhead_{os.getpid()}"
