@@ -21,7 +21,7 @@ def load_all(paths: list[Path], entries: dict[str, QueueEntry]) -> list[LoadedSc
 
 def validate_command(paths: list[Path], strategies_dir: Path | None, console: Console) -> None:
     for loaded in load_all(paths, catalog(strategies_dir)):
-        console.print(f"{loaded.path}: ok ({describe(loaded)})", highlight=False)
+        console.print(f"{loaded.path}: ok ({describe(loaded)})", highlight=False, soft_wrap=True)
 
 
 def describe(loaded: LoadedScenario) -> str:

