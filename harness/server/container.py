@@ -49,6 +49,7 @@ def start_container(choice: ProviderChoice) -> Iterator[Server]:
 
     client = docker.from_env()
     run = secrets.token_hex(6)
+    container = None
     try:
         image_id = _local_image(client, choice.image)
         container = _postgres_container(choice.image, run)
@@ -58,6 +59,8 @@ def start_container(choice: ProviderChoice) -> Iterator[Server]:
     finally:
         _remove_containers(client, run)
         client.close()
+        if container is not None:  # testcontainers' own client, which stop() would close
+            container.get_docker_client().client.close()
 
 
 def _local_image(client: docker.DockerClient, image: str) -> str:
@@ -88,13 +91,7 @@ def _postgres_container(image: str, run: str) -> Any:
     except ImportError:  # testcontainers before 4.15 kept it at the top level
         from testcontainers.postgres import PostgresContainer
 
-    testcontainers_config.ryuk_disabled = True
-    if engine_shares_our_network(os.environ) and not os.environ.get(
-        "TESTCONTAINERS_CONNECTION_MODE"
-    ):
-        from testcontainers.core.config import ConnectionMode
-
-        testcontainers_config.connection_mode_override = ConnectionMode.docker_host
+    _configure(testcontainers_config)
 
     class _Postgres(PostgresContainer):  # type: ignore[misc]
         def _connect(self) -> None:
@@ -105,6 +102,18 @@ def _postgres_container(image: str, run: str) -> Any:
 
     password = secrets.token_hex(12)
     return _Postgres(image, password=password, driver=None, labels={LABEL: run})
+
+
+def _configure(config: Any) -> None:
+    """No reaper; and the engine's published ports on loopback when it shares our network
+    (unless TESTCONTAINERS_CONNECTION_MODE says otherwise)."""
+    config.ryuk_disabled = True
+    if engine_shares_our_network(os.environ) and not os.environ.get(
+        "TESTCONTAINERS_CONNECTION_MODE"
+    ):
+        from testcontainers.core.config import ConnectionMode
+
+        config.connection_mode_override = ConnectionMode.docker_host
 
 
 def _started(container: Any, image: str) -> str:
