@@ -122,11 +122,11 @@ def _started(container: Any, image: str) -> str:
 
     try:
         container.start()
-    except docker.errors.DockerException as error:
+        return str(container.get_connection_url(driver=None))
+    except (docker.errors.DockerException, TimeoutError) as error:
         raise ProviderUnavailable(
             f"--pg container: could not start a container of {image}: {_first_line(error)}"
         ) from error
-    return str(container.get_connection_url(driver=None))
 
 
 def _wait_until_ready(container: Any, image: str) -> None:
@@ -142,7 +142,7 @@ def _wait_until_ready(container: Any, image: str) -> None:
         try:
             with connect(container.get_connection_url(driver=None), connect_timeout=2):
                 return
-        except psycopg.OperationalError:
+        except (psycopg.OperationalError, TimeoutError):  # TimeoutError: it stopped meanwhile
             time.sleep(0.2)
     raise ProviderUnavailable(
         f"--pg container: the server in {image} did not accept connections in "
