@@ -7,7 +7,7 @@ ARG BASE=python:3.11-slim
 FROM ${BASE}
 
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md hatch_build.py ./
 COPY harness ./harness
 COPY scenarios ./scenarios
 COPY baselines ./baselines

@@ -4,15 +4,18 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# uv installs the locked versions (uv.lock) in seconds; pip brings uv itself, at the
+# version the lock pins, so the sync keeps it.
+UV_VERSION := 0.13.9
 
-.PHONY: bench test check lint format venv clean
+.PHONY: bench test check lint format venv lock clean
 
 bench: $(STAMP)
 	$(BIN)/harness run scenarios/noisy-neighbour.yaml scenarios/large-tenant-alone.yaml scenarios/skewed-backlog.yaml
 
 test: $(STAMP)
-	$(BIN)/ruff check harness tests
-	$(BIN)/ruff format --check harness tests
+	$(BIN)/ruff check harness tests hatch_build.py
+	$(BIN)/ruff format --check harness tests hatch_build.py
 	$(BIN)/mypy
 	$(BIN)/pytest
 
@@ -21,20 +24,25 @@ check: $(STAMP)
 	$(BIN)/harness check
 
 lint: $(STAMP)
-	$(BIN)/ruff check harness tests
+	$(BIN)/ruff check harness tests hatch_build.py
 	$(BIN)/mypy
 
 format: $(STAMP)
-	$(BIN)/ruff check --fix harness tests
-	$(BIN)/ruff format harness tests
+	$(BIN)/ruff check --fix harness tests hatch_build.py
+	$(BIN)/ruff format harness tests hatch_build.py
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml uv.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,libraries]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --locked --extra dev --extra libraries --python $(BIN)/python
 	@touch $(STAMP)
+
+# After changing a dependency in pyproject.toml: resolve again and commit uv.lock.
+lock: $(STAMP)
+	$(BIN)/uv lock
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache .mypy_cache

@@ -28,7 +28,11 @@ errors = Console(stderr=True)
 T = TypeVar("T")
 
 ScenarioFiles = Annotated[
-    list[Path], typer.Argument(help="Scenario YAML file(s).", show_default=False)
+    list[Path],
+    typer.Argument(
+        help="Scenario YAML file(s), or the name of a shipped one (harness scenarios).",
+        show_default=False,
+    ),
 ]
 PgOption = Annotated[
     str | None,
@@ -43,6 +47,14 @@ DsnOption = Annotated[
     typer.Option(
         "--dsn",
         help="Connection URL of your own server (implies --pg external).",
+        show_default=False,
+    ),
+]
+ImageOption = Annotated[
+    str | None,
+    typer.Option(
+        "--image",
+        help="The image --pg container runs (implies it) [default: postgres:17].",
         show_default=False,
     ),
 ]
@@ -120,6 +132,26 @@ ListenOption = Annotated[
 ]
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        from harness import __version__
+
+        print(f"harness (tenant-queue-bench) {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Measure how fairly a PostgreSQL job queue serves many tenants."""
+
+
 def _guarded(action: Callable[[], T]) -> T:
     """Known errors as one line on stderr and an exit code; never a traceback."""
 
@@ -153,6 +185,7 @@ def run(
     scenarios: ScenarioFiles,
     pg: PgOption = None,
     dsn: DsnOption = None,
+    image: ImageOption = None,
     allow_version_mismatch: MismatchOption = False,
     results_dir: ResultsOption = Path("results"),
     strategies_dir: StrategiesDirOption = None,
@@ -178,7 +211,17 @@ def run(
         fleet_id=fleet_id,
         fleet_timeout_s=fleet_timeout,
     )
-    _run(scenarios, pg, dsn, allow_version_mismatch, results_dir, strategies_dir, options, listen)
+    _run(
+        scenarios,
+        pg,
+        dsn,
+        image,
+        allow_version_mismatch,
+        results_dir,
+        strategies_dir,
+        options,
+        listen,
+    )
 
 
 @app.command()
@@ -207,6 +250,7 @@ def explain(
     include_slow: SlowOption = False,
     pg: PgOption = None,
     dsn: DsnOption = None,
+    image: ImageOption = None,
     allow_version_mismatch: MismatchOption = False,
     results_dir: ResultsOption = Path("results"),
     strategies_dir: StrategiesDirOption = None,
@@ -226,13 +270,14 @@ def explain(
         schema=schema,
         reuse_schema=reuse_schema,
     )
-    _run(scenarios, pg, dsn, allow_version_mismatch, results_dir, strategies_dir, options)
+    _run(scenarios, pg, dsn, image, allow_version_mismatch, results_dir, strategies_dir, options)
 
 
 def _run(
     scenarios: list[Path],
     pg: str | None,
     dsn: str | None,
+    image: str | None,
     allow_mismatch: bool,
     results_dir: Path,
     strategies_dir: Path | None,
@@ -252,6 +297,7 @@ def _run(
             options,
             console,
             listen,
+            image=image,
         )
     )
 
@@ -266,12 +312,21 @@ def validate(scenarios: ScenarioFiles, strategies_dir: StrategiesDirOption = Non
 
 @app.command()
 def check(
-    baseline: Annotated[Path, typer.Option(help="The committed baseline.")] = Path(
-        "baselines/dequeue.json"
-    ),
+    baseline: Annotated[
+        Path | None,
+        typer.Option(
+            help="The baseline [default: baselines/dequeue.json here, else the shipped one].",
+            show_default=False,
+        ),
+    ] = None,
     probes: Annotated[
-        Path, typer.Option(help="The probe scenario: backlogs and strategies.")
-    ] = Path("scenarios/dequeue-check.yaml"),
+        Path | None,
+        typer.Option(
+            help="The probe scenario [default: scenarios/dequeue-check.yaml here, else the "
+            "shipped one].",
+            show_default=False,
+        ),
+    ] = None,
     strategies_dir: StrategiesDirOption = None,
     factor: Annotated[
         float,
@@ -300,23 +355,27 @@ def check(
     ] = None,
     pg: PgOption = None,
     dsn: DsnOption = None,
+    image: ImageOption = None,
     allow_version_mismatch: MismatchOption = False,
 ) -> None:
     """Check dequeue cost against a baseline: exit 0 no regression, 1 regression, 2 could
     not run."""
     from harness.check.verdict import CheckSettings
-    from harness.commands.check import CheckRequest, check_command
+    from harness.commands.check import CheckRequest, check_command, check_paths
 
+    baseline_path, probes_path = _guarded(lambda: check_paths(baseline, probes, update_baseline))
     request = CheckRequest(
-        baseline=baseline,
-        probes=probes,
+        baseline=baseline_path,
+        probes=probes_path,
         update_baseline=update_baseline,
         markdown=markdown,
         junit=junit,
         settings=CheckSettings(tolerance=tolerance, factor=factor, alpha=alpha, samples=samples),
     )
     code = _guarded(
-        lambda: check_command(request, pg, dsn, allow_version_mismatch, strategies_dir, console)
+        lambda: check_command(
+            request, pg, dsn, allow_version_mismatch, strategies_dir, console, image
+        )
     )
     raise typer.Exit(code)
 
@@ -338,6 +397,7 @@ def overhead(
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a goal is missed.")] = False,
     pg: PgOption = None,
     dsn: DsnOption = None,
+    image: ImageOption = None,
     allow_version_mismatch: MismatchOption = False,
     results_dir: ResultsOption = Path("results"),
     strategies_dir: StrategiesDirOption = None,
@@ -365,6 +425,7 @@ def overhead(
             strategies_dir,
             strict,
             console,
+            image,
         )
     )
     raise typer.Exit(code)
@@ -406,7 +467,9 @@ def compare_runs(
 
 @app.command(name="simulate")
 def simulate_scenario(
-    scenario: Annotated[Path, typer.Argument(help="Scenario YAML file.", show_default=False)],
+    scenario: Annotated[
+        Path, typer.Argument(help="Scenario YAML file or shipped name.", show_default=False)
+    ],
     workers: Annotated[
         list[int] | None,
         typer.Option(
@@ -483,6 +546,7 @@ def isolation(
     ] = False,
     pg: PgOption = None,
     dsn: DsnOption = None,
+    image: ImageOption = None,
     allow_version_mismatch: MismatchOption = False,
     results_dir: ResultsOption = Path("results"),
 ) -> None:
@@ -507,7 +571,7 @@ def isolation(
             settings,
             pool,
             strict,
-            choose_provider(pg, dsn, os.environ, allow_version_mismatch),
+            choose_provider(pg, dsn, os.environ, allow_version_mismatch, image=image),
             results_dir,
             console,
         )
@@ -539,6 +603,22 @@ def worker(
     from harness.commands.worker import worker_command
 
     _guarded(lambda: worker_command(dsn, run_id, console))
+
+
+@app.command()
+def scenarios() -> None:
+    """List the shipped scenarios, which run by name (harness run noisy-neighbour)."""
+    from harness.commands.scenarios import scenarios_command
+
+    _guarded(lambda: scenarios_command(console))
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of scenario files (for editors: docs/scenario.schema.json)."""
+    from harness.commands.schema import schema_command
+
+    _guarded(schema_command)
 
 
 @app.command(name="sql")

@@ -1,7 +1,7 @@
 """Loading a run folder for notebooks and your own analysis.
 
 from harness.explore import open_run
-run = open_run("results/latest")
+run = open_run()         # results/latest, here or in the nearest folder above
 run.jobs        # jobs.csv, timestamps parsed (UTC): one row per job
 run.waits       # the same with wait_s, start_s and finish_s (seconds from t0)
 run.summary     # per strategy, workers, repetition and class, as in summary.csv
@@ -25,6 +25,8 @@ from harness.results.document import RunDocument, load_document
 from harness.results.jobs import load_jobs
 from harness.run.render import load_captures
 from harness.scenario.model import Scenario
+
+LATEST = Path("results") / "latest"
 
 
 @dataclass(frozen=True)
@@ -57,9 +59,22 @@ class RunData:
         return plan_runs(captures) if captures else None
 
 
-def open_run(path: str | Path = "results/latest") -> RunData:
-    """A run folder (or the `latest` link), read lazily from its raw files."""
-    folder = Path(path).resolve()
+def open_run(path: str | Path | None = None) -> RunData:
+    """A run folder, read lazily from its raw files; by default the newest run."""
+    folder = Path(path).resolve() if path else latest_run(Path.cwd())
     if not (folder / "run.json").is_file():
         raise FileNotFoundError(f"{folder}: not a run folder (no run.json)")
     return RunData(folder)
+
+
+def latest_run(start: Path) -> Path:
+    """results/latest in `start` or the nearest folder above it that has one: Jupyter
+    starts a notebook's kernel in the notebook's own folder (notebooks/), not where
+    `harness run` wrote its results."""
+    for folder in (start, *start.parents):
+        if (folder / LATEST).exists():
+            return (folder / LATEST).resolve()
+    raise FileNotFoundError(
+        f"no {LATEST} in {start} or any folder above it: run harness run first, or "
+        "give the run folder (HARNESS_RUN=path)"
+    )

@@ -27,6 +27,10 @@ from harness.server.kinds import ProviderChoice
 from harness.server.provenance import collect_all
 from harness.server.providers import choose_provider, open_server
 from harness.server.schema import own_schema
+from harness.shipped import CHECK_BASELINE, CHECK_PROBES, default_file
+
+BASELINE = Path("baselines") / CHECK_BASELINE
+PROBES = Path("scenarios") / f"{CHECK_PROBES}.yaml"
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,17 @@ class CheckRequest:
     junit: Path | None = None
 
 
+def check_paths(
+    baseline: Path | None, probes: Path | None, update_baseline: bool
+) -> tuple[Path, Path]:
+    """The baseline and the probes: as given, else those of the current folder (a
+    checkout), else the shipped ones. A new baseline is written to the current folder,
+    never into the installed package."""
+    if baseline is None:
+        baseline = BASELINE if update_baseline else default_file(BASELINE, "baselines")
+    return baseline, probes or default_file(PROBES, "scenarios")
+
+
 def check_command(
     request: CheckRequest,
     pg: str | None,
@@ -46,12 +61,13 @@ def check_command(
     allow_mismatch: bool,
     strategies_dir: Path | None,
     console: Console,
+    image: str | None = None,
 ) -> int:
     """Measure the probes, compare with the baseline; the exit code says if it regressed."""
     strategies = load_strategies(strategies_dir)
     probes = load_scenario(request.probes, {n: s.traits for n, s in strategies.items()})
     old = _old_baseline(request, probes, console)
-    choice = choose_provider(pg, dsn, os.environ, allow_mismatch)
+    choice = choose_provider(pg, dsn, os.environ, allow_mismatch, image=image)
     started = time.monotonic()
     measured, metadata = _measure_probes(choice, probes, strategies, request, console)
     findings = compare(old, measured, request.settings) if old is not None else []

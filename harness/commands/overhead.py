@@ -35,6 +35,7 @@ def overhead_command(
     strategies_dir: Path | None,
     strict: bool,
     console: Console,
+    image: str | None = None,
 ) -> int:
     """The workers against pgbench on the same claim SQL; 1 only if --strict and a goal
     is missed."""
@@ -44,7 +45,7 @@ def overhead_command(
             f"--strategy: unknown strategy '{settings.strategy}'; available: {sorted(strategies)}"
         )
     strategy = strategies[settings.strategy]
-    choice = choose_provider(pg, dsn, os.environ, allow_mismatch)
+    choice = choose_provider(pg, dsn, os.environ, allow_mismatch, image=image)
     console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
     with open_server(choice) as server:
         schema = f"harness_overhead_{os.getpid()}"
@@ -67,7 +68,8 @@ def overhead_command(
     folder.write_json("overhead.json", overhead_document(settings, strategy, measured, metadata))
     lines = "".join(f"- {goal.message}\n" for goal in reached)
     # Other work on the machine moves both arms' figures far more than the goals allow.
-    load = ", ".join(f"{value:.2f}" for value in metadata["host"]["load_average"])
+    averages = metadata["host"]["load_average"]
+    load = ", ".join(f"{value:.2f}" for value in averages) if averages else "not kept here"
     lines += f"\nHost load average (1, 5, 15 min) when it finished: {load}\n"
     folder.write("overhead.md", f"# {title}\n\n{markdown_table(headers, rows)}\n{lines}")
     console.print(f"Results: {folder.path}", highlight=False)

@@ -38,6 +38,7 @@ def run_command(
     options: RunOptions,
     console: Console,
     listen: str | None = None,
+    image: str | None = None,
 ) -> list[Rendered]:
     entries = catalog(strategies_dir)
     scenarios = load_all(paths, entries)
@@ -45,7 +46,7 @@ def run_command(
         _check_selection(loaded, options)
         _check_fleet(loaded, options)
     check_schema_name(options.schema, options.reuse_schema)
-    choice = choose_provider(pg, dsn, os.environ, allow_mismatch, listen)
+    choice = choose_provider(pg, dsn, os.environ, allow_mismatch, listen, image=image)
     for loaded in scenarios:
         refuse_restart_elsewhere(loaded, choice.kind)
     outcomes = []

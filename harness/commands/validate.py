@@ -21,15 +21,20 @@ def load_all(paths: list[Path], entries: dict[str, QueueEntry]) -> list[LoadedSc
 
 def validate_command(paths: list[Path], strategies_dir: Path | None, console: Console) -> None:
     for loaded in load_all(paths, catalog(strategies_dir)):
-        scenario = loaded.scenario
-        parts = []
-        if scenario.timed:
-            parts.append(
-                f"{count_jobs(scenario):,} jobs per repetition, {len(plan(scenario))} repetitions"
-            )
-        if scenario.explain is not None:
-            parts.append(f"{len(requests(scenario))} plan captures")
-        if scenario.long_transaction is not None:
-            hold = scenario.long_transaction
-            parts.append(f"a transaction held from {hold.from_s:g} s for {hold.for_s:g} s")
-        console.print(f"{loaded.path}: ok ({'; '.join(parts)})", highlight=False)
+        console.print(f"{loaded.path}: ok ({describe(loaded)})", highlight=False, soft_wrap=True)
+
+
+def describe(loaded: LoadedScenario) -> str:
+    """What a run of the scenario does: jobs and repetitions, captures, a held snapshot."""
+    scenario = loaded.scenario
+    parts = []
+    if scenario.timed:
+        parts.append(
+            f"{count_jobs(scenario):,} jobs per repetition, {len(plan(scenario))} repetitions"
+        )
+    if scenario.explain is not None:
+        parts.append(f"{len(requests(scenario))} plan captures")
+    if scenario.long_transaction is not None:
+        hold = scenario.long_transaction
+        parts.append(f"a transaction held from {hold.from_s:g} s for {hold.for_s:g} s")
+    return "; ".join(parts)

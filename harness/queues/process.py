@@ -10,11 +10,9 @@ This module imports little: every spawned worker and enqueuer process loads it.
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
 import signal
-import sys
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -23,6 +21,7 @@ import psycopg
 
 from harness.queues.base import Signals, Site, WorkerReport
 from harness.server.connections import connect
+from harness.server.processes import signal_on_parent_death
 
 Body = Callable[[psycopg.Connection[Any], int, Signals, WorkerReport], None]
 
@@ -42,15 +41,13 @@ def run_program(index: int, site: Site, signals: Signals, body: Body) -> None:
 
 
 def die_with_parent() -> None:
-    """Linux: the kernel kills this process when the harness dies (PR_SET_PDEATHSIG).
-    Elsewhere the runner's own stop is all there is.
+    """The kernel kills this process when the harness dies (Linux's PR_SET_PDEATHSIG);
+    elsewhere the runner's own stop is all there is.
 
     The signal only covers a parent that dies from now on: one killed while this process
     was still starting (importing, on a loaded machine) left it an orphan that waits for
     a start that never comes. So a process whose parent is gone already leaves."""
-    if sys.platform.startswith("linux"):
-        pr_set_pdeathsig = 1
-        ctypes.CDLL("libc.so.6").prctl(pr_set_pdeathsig, signal.SIGKILL)
+    signal_on_parent_death("SIGKILL")
     parent = multiprocessing.parent_process()
     if parent is not None and os.getppid() != parent.pid:
         os._exit(1)  # no report: nobody is left to read it

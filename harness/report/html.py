@@ -136,6 +136,20 @@ def _folded(texts: list[tuple[str, str]]) -> str:
     return "<h2 id='explain'>EXPLAIN captures (text form)</h2>" + "\n".join(folded)
 
 
+def _environment_rows(python: dict[str, Any]) -> list[list[str]]:
+    """libpq and the lock, for runs that recorded them."""
+    rows = []
+    if "libpq" in python:
+        libpq = python["libpq"]
+        rows.append(["libpq", f"{libpq['version']} (psycopg {libpq['psycopg_implementation']})"])
+    lock = python.get("lock")
+    if lock:
+        drift = ", ".join(lock["differs"]) or "none"
+        shown = f"{lock['file']} sha256 {lock['sha256'][:12]}; not as locked: {drift}"
+        rows.append(["lock", shown])
+    return rows
+
+
 def _provenance(document: RunDocument) -> str:
     meta = document.metadata
     postgres, host = meta.get("postgres", {}), meta.get("host", {})
@@ -148,6 +162,7 @@ def _provenance(document: RunDocument) -> str:
         ],
         ["Python", f"{python.get('version')} {python.get('implementation')}"],
         ["packages", ", ".join(f"{k} {v}" for k, v in python.get("packages", {}).items())],
+        *_environment_rows(python),
         [
             "host",
             f"{host.get('cpu_count')} CPUs, {host.get('cpu_model')}, "

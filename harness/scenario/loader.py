@@ -16,6 +16,7 @@ from harness.errors import HarnessError
 from harness.scenario.model import Model, Scenario
 from harness.scenario.parse import Parsed, ParseRefused, parse, read_limited
 from harness.scenario.traits import QueueTraits
+from harness.shipped import scenario_file
 
 
 class LoadedScenario(Model):
@@ -37,8 +38,10 @@ class LoadedScenario(Model):
 
 
 def load_scenario(path: Path, queues: Mapping[str, QueueTraits]) -> LoadedScenario:
-    """Read, parse and validate a scenario file against the queues it may name (what each
-    cannot take, and why); HarnessError with file:line otherwise."""
+    """Read, parse and validate a scenario file (or the shipped scenario of that name)
+    against the queues it may name (what each cannot take, and why); HarnessError with
+    file:line otherwise."""
+    path = scenario_file(path)
     parsed = _parsed(path)
     if not isinstance(parsed.data, dict):
         raise HarnessError(

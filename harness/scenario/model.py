@@ -25,6 +25,7 @@ Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 WaitMetric = Literal["wait_p50_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "makespan_s"]
 PlanMetric = Literal["plan_total_ms", "plan_execution_ms", "plan_shared_buffers"]
 Check = Literal["never_stranded", "weighted_share", "tenant_cap", "priority_order"]
+WorkerCount = Annotated[int, Field(ge=1, le=256)]
 
 
 class Model(BaseModel):
@@ -278,7 +279,7 @@ class ReferenceFigure(Model):
     def is_plan_figure(self) -> bool:
         return self.metric.startswith("plan_")
 
-    @field_validator("value", mode="before")
+    @field_validator("value", mode="before", json_schema_input_type=float | tuple[float, float])
     @classmethod
     def _one_value_is_a_range(cls, value: Any) -> Any:
         if isinstance(value, list):  # YAML has no tuples; a strict load takes none else
@@ -339,7 +340,7 @@ class Scenario(Model):
     description: str = ""
     seed: int = Field(default=1, ge=0, le=2**63 - 1)  # durations, arrivals and sizes drawn
     strategies: list[Name] = Field(min_length=1)
-    workers: list[Annotated[int, Field(ge=1, le=256)]] = Field(default_factory=list)
+    workers: list[WorkerCount] = Field(default_factory=list)
     repetitions: int = Field(default=2, ge=1, le=100)
     poll_interval_ms: float = Field(default=10, gt=0, le=10_000)
     timeout_s: float = Field(default=300, gt=0, le=86_400)
@@ -353,7 +354,9 @@ class Scenario(Model):
     faults: Faults | None = None
     long_transaction: LongTransaction | None = None
 
-    @field_validator("workers", mode="before")
+    @field_validator(
+        "workers", mode="before", json_schema_input_type=WorkerCount | list[WorkerCount]
+    )
     @classmethod
     def _one_count_is_a_sweep_of_one(cls, value: Any) -> Any:
         return [value] if isinstance(value, int) else value

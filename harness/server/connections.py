@@ -1,5 +1,12 @@
 """Every connection the harness opens, made one way: autocommit unless asked otherwise,
-in the run's schema and on UTC where asked, the DSN's own `options` kept."""
+in the run's schema and on UTC where asked, the DSN's own `options` kept, and text in
+UTF-8 whatever the server's encoding.
+
+The server converts a database's encoding to UTF-8. A SQL_ASCII database knows no
+encoding and converts nothing: its bytes arrive as they are, which psycopg would hand back
+as bytes (and run.json could not be written); the harness's own text is ASCII, which
+UTF-8 reads the same.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +27,7 @@ def connect(
     options = _options(dsn, schema, utc)
     if options:
         kwargs["options"] = options
-    return psycopg.connect(dsn, autocommit=autocommit, **kwargs)
+    return psycopg.connect(dsn, autocommit=autocommit, client_encoding="UTF8", **kwargs)
 
 
 def _options(dsn: str, schema: str | None, utc: bool) -> str:

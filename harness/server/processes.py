@@ -7,6 +7,7 @@ import contextlib
 import ctypes
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -39,18 +40,23 @@ def spawn_server_process(
             stdin=subprocess.DEVNULL,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=lambda: signal_on_parent_death("SIGQUIT"),
             **as_owner(owner),
         )
 
 
-def die_with_parent() -> None:
-    """In the server's process: if the harness is killed outright, stop at once too.
+def signal_on_parent_death(signal_name: str) -> None:
+    """In a child process: if the harness is killed outright, get that signal at once.
 
-    Runs after the switch to the unprivileged user, which would otherwise clear it.
+    Linux's prctl(PR_SET_PDEATHSIG), from the C library the process already has loaded
+    (glibc or musl); other systems have no such signal, and there the harness's own stop
+    is the only one. In a server, it runs after the switch to the unprivileged user,
+    which would otherwise clear it.
     """
+    if sys.platform != "linux":
+        return
     pr_set_pdeathsig = 1
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGQUIT)
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, getattr(signal, signal_name))
 
 
 def wait_until_accepting(

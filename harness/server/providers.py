@@ -12,7 +12,7 @@ from typing import get_args
 
 from harness.errors import HarnessError
 from harness.server.connections import connect
-from harness.server.kinds import PG_MAJOR, ProviderChoice, ProviderKind, Server
+from harness.server.kinds import CONTAINER_IMAGE, PG_MAJOR, ProviderChoice, ProviderKind, Server
 
 _PG_ENV = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 
@@ -23,16 +23,19 @@ def choose_provider(
     env: Mapping[str, str],
     allow_mismatch: bool,
     listen: str | None = None,
+    image: str | None = None,
 ) -> ProviderChoice:
-    """--pg and --dsn (or the PG* variables), and --listen -> which provider to start."""
+    """--pg, --dsn (or the PG* variables), --listen and --image -> which provider to start."""
     if pg is None:
-        pg = "external" if dsn else "embedded"
+        pg = "external" if dsn else "container" if image else "embedded"
     if pg not in get_args(ProviderKind):
         raise HarnessError(
             f"--pg: unknown provider '{pg}'; allowed: " + ", ".join(get_args(ProviderKind))
         )
     if pg != "external" and dsn:
         raise HarnessError(f"--dsn goes with --pg external, not --pg {pg}")
+    if pg != "container" and image:
+        raise HarnessError(f"--image goes with --pg container, not --pg {pg}")
     if pg == "external" and not dsn and not any(env.get(name) for name in _PG_ENV):
         raise HarnessError("--pg external needs --dsn URL or the PG* variables (PGHOST, ...)")
     address = loopback(listen) if listen is not None else None
@@ -43,6 +46,7 @@ def choose_provider(
         dsn=dsn or "",
         allow_version_mismatch=allow_mismatch,
         listen=address,
+        image=image or CONTAINER_IMAGE,
     )
 
 

@@ -44,6 +44,24 @@ def test_external_works_only_in_its_own_schema(server: Server, tmp_path: Path) -
     assert "s3cret-pw" not in done.stdout + done.stderr
 
 
+def test_a_sql_ascii_database_runs_through_dsn(server: Server, tmp_path: Path) -> None:
+    """A database that knows no encoding: psycopg would return its text as bytes."""
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute("drop database if exists ascii_db")
+        conn.execute("create database ascii_db encoding 'SQL_ASCII' template template0 locale 'C'")
+    try:
+        done = harness_run(tmp_path, "--dsn", server.dsn.replace("dbname=bench", "dbname=ascii_db"))
+        assert done.returncode == 0, done.stderr
+    finally:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute("drop database ascii_db with (force)")
+    run = json.loads((tmp_path / "results" / "latest" / "run.json").read_text())
+    assert run["status"] == "complete"
+    assert run["metadata"]["postgres"]["key_settings"]["server_encoding"] == "SQL_ASCII"
+    assert run["metadata"]["postgres"]["version"].startswith("PostgreSQL 17.")
+    assert [rep["books"] for rep in run["repetitions"]] == ["balanced"]
+
+
 def harness_run(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
     """`harness run` of the one-strategy scenario, to the end."""
     scenario = tmp_path / "s.yaml"

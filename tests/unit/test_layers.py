@@ -11,7 +11,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "harness"
 # In the order of the flow; a module may import from its own layer and those before it.
 LAYERS = [
-    ["harness", "harness.errors", "harness.sqlfiles"],
+    ["harness", "harness.errors", "harness.sqlfiles", "harness.shipped"],
     ["harness.scenario"],
     ["harness.results"],
     ["harness.report"],

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import os
 import socket
 import threading
 from pathlib import Path
@@ -48,21 +47,21 @@ def test_redact_drops_the_password() -> None:
     assert "alice" in shown and "5433" in shown
 
 
-def _docker_answers() -> bool:
-    return docker_engine_answers(os.environ)
-
-
-@pytest.mark.skipif(_docker_answers(), reason="a Docker engine answers here")
-def test_container_without_docker_is_one_clear_error() -> None:
+def test_container_without_docker_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
     choice = choose_provider("container", None, {}, False)
     with pytest.raises(ProviderUnavailable, match="no Docker engine answered"), open_server(choice):
         pass
 
 
-@pytest.mark.skipif(not _docker_answers(), reason="no Docker engine on this machine")
-def test_container_gives_postgres_17() -> None:  # pragma: no cover - needs Docker
-    with open_server(choose_provider("container", None, {}, False)) as server:
-        assert server.provider == "container"
+def test_an_image_means_the_container_provider() -> None:
+    choice = choose_provider(None, None, {}, False, image="postgres:17.10")
+    assert (choice.kind, choice.image) == ("container", "postgres:17.10")
+    assert choose_provider("container", None, {}, False).image == "postgres:17"
+    with pytest.raises(HarnessError, match="--image goes with --pg container, not --pg embedded"):
+        choose_provider("embedded", None, {}, False, image="postgres:17")
 
 
 def test_an_unreachable_external_server_is_one_clear_error() -> None:

@@ -1,0 +1,23 @@
+"""`harness schema`: the JSON Schema of scenario files, from the model that validates them.
+
+The committed copy (docs/scenario.schema.json) is what editors point at to validate and
+complete scenario files; a test keeps it equal to what this prints.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness.scenario.model import Scenario
+
+DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+
+def scenario_schema() -> dict[str, Any]:
+    schema = Scenario.model_json_schema()
+    return {"$schema": DIALECT, **schema}
+
+
+def schema_command() -> None:
+    print(json.dumps(scenario_schema(), indent=2, ensure_ascii=False))

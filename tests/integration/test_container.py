@@ -1,0 +1,199 @@
+"""The container provider on a real Docker engine: PostgreSQL 17 from the image (on this
+project's machines the local stand-in that .ci/postgres-image.sh builds), its own URL,
+one-line errors, and no container left on any path."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from harness.errors import ProviderUnavailable
+from harness.server import container as provider
+from harness.server.connections import connect
+from harness.server.container import LABEL, docker_engine_answers
+from harness.server.providers import choose_provider, open_server
+from tests.conftest import SHORT_NOISY
+
+IMAGE = "postgres:17"
+
+
+def _why_not() -> str | None:
+    if not docker_engine_answers(os.environ):
+        return "no Docker engine answered (.ci/run starts one where it can)"
+    done = subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True, check=False)
+    if done.returncode != 0:
+        return f"no {IMAGE} image on the engine (.ci/postgres-image.sh builds a local stand-in)"
+    return None
+
+
+pytestmark = [
+    pytest.mark.container,
+    pytest.mark.skipif(_why_not() is not None, reason=_why_not() or ""),
+]
+
+
+def ours() -> list[str]:
+    """The ids of every container the harness made, running or not."""
+    done = subprocess.run(
+        ["docker", "ps", "--all", "--quiet", "--filter", f"label={LABEL}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.split()
+
+
+@pytest.fixture(autouse=True)
+def nothing_left() -> Iterator[None]:
+    assert ours() == [], "a container of an earlier run is still there"
+    yield
+    assert ours() == [], "the container was not removed"
+
+
+def derived_image(name: str, entrypoint: str) -> Iterator[str]:
+    """postgres:17 with another entrypoint; removed afterwards."""
+    created = subprocess.run(
+        ["docker", "create", IMAGE], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    subprocess.run(
+        ["docker", "commit", "--change", f"ENTRYPOINT {entrypoint}", created, name],
+        capture_output=True,
+        check=True,
+    )
+    subprocess.run(["docker", "rm", created], capture_output=True, check=True)
+    yield name
+    subprocess.run(["docker", "rmi", "--force", name], capture_output=True, check=False)
+
+
+@pytest.fixture(scope="module")
+def broken_image() -> Iterator[str]:
+    """Its entrypoint fails at once."""
+    yield from derived_image(
+        "tqb-test-broken:latest", '["sh", "-c", "echo broken on purpose >&2; exit 3"]'
+    )
+
+
+@pytest.fixture(scope="module")
+def silent_image() -> Iterator[str]:
+    """Its entrypoint starts no server and waits."""
+    yield from derived_image("tqb-test-silent:latest", '["sleep", "600"]')
+
+
+def harness(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=cwd,
+    )
+
+
+def test_the_server_is_postgres_17_reached_by_the_containers_own_url() -> None:
+    with open_server(choose_provider("container", None, {}, False)) as server:
+        (container_id,) = ours()
+        with connect(server.dsn) as conn:
+            version = conn.info.server_version
+            user, database = conn.execute("select current_user, current_database()").fetchone()
+        env = subprocess.run(
+            ["docker", "inspect", "--format", "{{json .Config.Env}}", container_id],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    assert version // 10000 == 17
+    url = urlsplit(server.dsn)
+    variables = dict(item.split("=", 1) for item in json.loads(env))
+    assert (unquote(url.username or ""), unquote(url.password or "")) == (
+        variables["POSTGRES_USER"],
+        variables["POSTGRES_PASSWORD"],
+    )
+    assert (user, database) == (variables["POSTGRES_USER"], variables["POSTGRES_DB"])
+    assert variables["POSTGRES_PASSWORD"] != "test"  # a password of its own, not the default
+    assert url.hostname in ("localhost", "127.0.0.1")
+    assert server.details["image"] == IMAGE and variables["POSTGRES_PASSWORD"] not in str(
+        server.details
+    )
+
+
+def test_a_run_balances_its_books_and_leaves_no_container(tmp_path: Path) -> None:
+    done = harness("run", "--pg", "container", "large-tenant-alone", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    run = json.loads((tmp_path / "results" / "latest" / "run.json").read_text())
+    assert run["status"] == "complete"
+    assert [rep["books"] for rep in run["repetitions"]] == ["balanced"] * 4
+    assert run["metadata"]["postgres"]["server_version_num"] // 10000 == 17
+    assert run["metadata"]["provider"]["kind"] == "container"
+    assert run["metadata"]["provider"]["image"] == IMAGE
+
+
+def test_an_image_that_cannot_be_pulled_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    done = harness("run", "--image", "tqb-test-absent:1", "large-tenant-alone", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(
+        "error: --pg container: the image tqb-test-absent:1 is not on this Docker engine "
+        "and could not be pulled ("
+    )
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_container_that_exits_at_start_is_one_line_and_removed(
+    broken_image: str, tmp_path: Path
+) -> None:
+    done = harness("run", "--image", broken_image, "large-tenant-alone", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"error: --pg container: the container of {broken_image} exited at start: "
+        "broken on purpose\n"
+    )
+
+
+def test_a_server_that_never_answers_is_one_line_and_removed(
+    silent_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(provider, "READY_TIMEOUT_S", 3)
+    choice = choose_provider("container", None, {}, False, image=silent_image)
+    began = time.monotonic()
+    with (
+        pytest.raises(ProviderUnavailable, match="did not accept connections in 3 s: "),
+        open_server(choice),
+    ):
+        pass
+    assert time.monotonic() - began < 30
+
+
+@pytest.mark.parametrize("moment", ["starting", "running"])
+def test_ctrl_c_removes_the_container(moment: str, tmp_path: Path) -> None:
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text(SHORT_NOISY.replace("jobs_per_tenant: 200", "jobs_per_tenant: 5000"))
+    run = subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", "--pg", "container", str(scenario)],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while not _reached(moment, run) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run.send_signal(signal.SIGINT)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode == 130, out + err
+    assert err.startswith("interrupted:")
+
+
+def _reached(moment: str, run: subprocess.Popen[str]) -> bool:
+    if moment == "starting":
+        return bool(ours())
+    assert run.stdout is not None
+    return "short-noisy:" in run.stdout.readline()

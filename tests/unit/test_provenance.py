@@ -1,0 +1,85 @@
+"""What a run records about its environment: every package, the lock, libpq."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
+
+import psycopg
+
+from harness.report.html import _provenance
+from harness.results.document import RunDocument, ScenarioRef
+from harness.server.provenance import collect_lock, collect_python
+from tests.conftest import ROOT
+
+LOCK = ROOT / "uv.lock"
+
+
+def test_a_run_records_libpq_every_package_and_the_lock() -> None:
+    python = collect_python()
+    assert python["libpq"]["version_num"] == psycopg.pq.version()
+    assert re.fullmatch(r"\d+\.\d+", python["libpq"]["version"])
+    for name in ("numpy", "psycopg", "psycopg-binary", "typer", "pyyaml"):
+        assert python["installed"][name] == version(name)
+    assert python["lock"]["sha256"] == hashlib.sha256(LOCK.read_bytes()).hexdigest()
+
+
+def test_the_lock_names_each_package_installed_at_another_version(tmp_path: Path) -> None:
+    lock = tmp_path / "uv.lock"
+    lock.write_text(
+        'version = 1\n[[package]]\nname = "tenant-queue-bench"\nsource = { editable = "." }\n'
+        '[[package]]\nname = "NumPy"\nversion = "2.4.6"\n'
+        '[[package]]\nname = "numpy"\nversion = "2.5.5"\n'
+        '[[package]]\nname = "Typing_Extensions"\nversion = "4.0.0"\n'
+    )
+    installed = {"numpy": "2.5.5", "typing-extensions": "4.16.0", "pip": "23.2.1"}
+    recorded = collect_lock(lock, installed)
+    assert recorded is not None
+    assert recorded["differs"] == {
+        "typing-extensions": {"locked": ["4.0.0"], "installed": "4.16.0"}
+    }
+    assert collect_lock(tmp_path / "absent.lock", installed) is None
+
+
+def test_the_dev_tools_are_pinned_and_make_bootstraps_the_locked_uv() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    dev = project["optional-dependencies"]["dev"]
+    assert all("==" in requirement for requirement in dev), dev
+    packages = tomllib.loads(LOCK.read_text())["package"]
+    locked_uv = {p["version"] for p in packages if p["name"] == "uv"}
+    pinned = re.search(r"^UV_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert pinned is not None and {pinned[1]} == locked_uv
+    assert "numpy" in {re.split(r"[<>=;\[ ]", r)[0] for r in project["dependencies"]}
+
+
+def test_the_lock_is_up_to_date_with_pyproject() -> None:
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    assert uv is not None, "uv is part of the dev tools (make venv)"
+    done = subprocess.run(
+        [uv, "lock", "--check", "--offline"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, f"uv.lock is stale: make lock\n{done.stderr}"
+
+
+def test_the_report_shows_libpq_and_the_lock() -> None:
+    python = collect_python()
+    document = RunDocument(
+        run_id="r",
+        started_at="2026-01-01T00:00:00Z",
+        scenario=ScenarioRef(name="s", path="s.yaml", sha256="0" * 64, seed=1),
+        metadata={"python": python, "provider": {"kind": "embedded"}},
+    )
+    page = _provenance(document)
+    assert f"<td class='text'>{python['libpq']['version']} (psycopg " in page
+    assert f"uv.lock sha256 {python['lock']['sha256'][:12]}; not as locked: " in page
