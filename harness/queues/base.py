@@ -27,13 +27,16 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from multiprocessing.queues import Queue as ProcessQueue
 from multiprocessing.synchronize import Event
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import psycopg
 
-from harness.scenario.inputs import RunInputs
 from harness.scenario.traits import QueueTraits
-from harness.scenario.workload import BacklogRows, Batch
+
+if TYPE_CHECKING:  # annotations only: every spawned process loads this module, and the
+    # scenario model (pydantic) would cost it a tenth of a second to import
+    from harness.scenario.inputs import RunInputs
+    from harness.scenario.workload import BacklogRows, Batch
 
 
 @dataclass(frozen=True)
@@ -230,7 +233,7 @@ class Recovery(Protocol):
         """Jobs finished for good (done or dead), and of `held` those still running."""
 
 
-QueueFactory = Callable[[Site, RunInputs], Queue]
+QueueFactory = Callable[[Site, "RunInputs"], Queue]
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,20 @@ from typing import Any, Protocol
 from harness.errors import RunFailed
 from harness.queues.base import Program, Signals, WorkerReport
 
-_SPAWN = multiprocessing.get_context("spawn")
+
+def _context() -> Any:
+    """Processes from a fork server where there is one (Linux, macOS): it is started once
+    per harness, imports the workers' modules once, and forks each process from there in
+    milliseconds; a spawned process imports them anew, a second or more of a repetition's
+    start on a small machine. Elsewhere (Windows), spawned processes."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["harness.queues.sql.worker"])
+    return context
+
+
+_SPAWN = _context()
 READY_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 60
 POLL_S = 0.02

@@ -91,3 +91,13 @@ def job_duration_ms(seed: int, job_id: int, duration: Duration) -> float:
     if duration.kind == "constant":
         return duration.a
     return round(duration.at(unit_draw(seed, DURATION_STREAM, job_id)), 3)
+
+
+@dataclass(frozen=True)
+class Failures:
+    """How a tenant's jobs fail: each attempt with `probability`, dead-lettered after
+    `max_attempts` failures, retried after `backoff_s` (doubling with each failure)."""
+
+    probability: float
+    max_attempts: int
+    backoff_s: float

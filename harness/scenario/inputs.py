@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from harness.scenario.distributions import Duration
+from harness.scenario.distributions import Duration, Failures
 from harness.scenario.model import Crash, Faults, LongTransaction, Scenario, TenantGroup
 from harness.scenario.workload import (
     BacklogRows,
@@ -28,16 +28,6 @@ from harness.scenario.workload import (
 )
 
 NO_CAP = 2**31 - 1  # a cap no tenant reaches: strategies without one see this
-
-
-@dataclass(frozen=True)
-class Failures:
-    """How a tenant's jobs fail: each attempt with `probability`, dead-lettered after
-    `max_attempts` failures, retried after `backoff_s` (doubling with each failure)."""
-
-    probability: float
-    max_attempts: int
-    backoff_s: float
 
 
 @dataclass(frozen=True)

@@ -18,12 +18,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
 from harness.queues.sql.session import BEGIN, COMMIT, ROLLBACK, Result, Session, Step
-from harness.queues.sql.strategies import Strategy
+
+if TYPE_CHECKING:  # annotations only: workers load this module
+    from harness.queues.sql.strategies import Strategy
 
 
 class LostRace(Exception):

@@ -30,8 +30,7 @@ from harness.queues.base import Signals, WorkerReport
 from harness.queues.sql.claim import Claimed, claim, complete, rollback
 from harness.queues.sql.session import BEGIN, COMMIT, Plain, Step
 from harness.queues.sql.specs import RecoverySpec, WorkerSpec
-from harness.scenario.distributions import attempt_fails, job_duration_ms
-from harness.scenario.inputs import Failures
+from harness.scenario.distributions import Failures, attempt_fails, job_duration_ms
 from harness.server.connections import connect
 
 RECONNECT_FIRST_S = 0.05

@@ -8,8 +8,7 @@ from typing import Any
 
 from harness.queues.base import Site
 from harness.queues.sql.claim import ClaimSql
-from harness.scenario.distributions import Duration
-from harness.scenario.inputs import Failures
+from harness.scenario.distributions import Duration, Failures
 
 
 @dataclass(frozen=True)
