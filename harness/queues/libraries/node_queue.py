@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
 from importlib import resources
@@ -32,18 +32,11 @@ from typing import IO, Any
 import psycopg
 
 from harness.errors import HarnessError
-from harness.queues.base import (
-    ExplainedFetch,
-    Ledger,
-    Program,
-    Signals,
-    Site,
-    TaskRun,
-    WorkerReport,
-)
+from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerReport
 from harness.queues.libraries import captures, common
+from harness.queues.libraries.library import LibraryQueue
 from harness.scenario.inputs import RunInputs
-from harness.scenario.workload import BacklogRows, Batch
+from harness.scenario.workload import BacklogRows
 
 RUNNER_FILES = (
     "package.json",
@@ -328,17 +321,14 @@ def enqueue(runner: Runner, jobs: list[common.Job]) -> None:
     runner.expect("enqueued")
 
 
-class NodeQueue:
+class NodeQueue(LibraryQueue):
     def __init__(
         self, name: str, library: str, mapping: str, site: Site, inputs: RunInputs
     ) -> None:
-        self.name = name
-        self.traits = common.LIBRARY_TRAITS
-        self.site = site
+        self.label, self.ledger_block = library, f"{library}_ledger"
         self.fetch_marker = FETCH_MARKERS[library]  # its fetch among a capture's statements
-        self.inputs = inputs
         runner_dir()  # installed before any process starts; refused here without npm
-        self.spec = NodeSpec(
+        spec = NodeSpec(
             library=library,
             mapping=mapping,
             dsn=site.dsn,
@@ -346,6 +336,10 @@ class NodeQueue:
             poll_interval_ms=self.poll_interval_ms(library, inputs.scenario.poll_interval_ms),
             cap=inputs.scenario.tenant_cap or 1,
         )
+        super().__init__(name, site, inputs, spec)
+
+    def mains(self) -> tuple[ProgramMain, ProgramMain]:
+        return worker_main, enqueuer_main
 
     @staticmethod
     def poll_interval_ms(library: str, requested_ms: float) -> float:
@@ -368,34 +362,6 @@ class NodeQueue:
         finally:
             runner.close()
         common.analyze(conn)
-
-    def workers(self, count: int) -> list[Program]:
-        spec = replace(self.spec, concurrency=count)
-        return [Program("worker", worker_main, spec, name=f"{self.spec.library}-worker")]
-
-    def explained(self, plans_file: str) -> list[ExplainedFetch]:
-        return captures.explained(plans_file, self.fetch_marker)
-
-    def capture_workers(self, count: int, plans_file: str) -> list[Program]:
-        """The worker of a plan capture (harness/queues/libraries/captures.py)."""
-        spec = replace(self.spec, concurrency=count, plans_file=plans_file)
-        return [Program("worker", worker_main, spec, name=f"{self.spec.library}-capture")]
-
-    def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
-        numbered = common.numbered_schedules(self.inputs, schedules)
-        return [
-            Program("enqueuer", enqueuer_main, replace(self.spec, schedule=s)) for s in numbered
-        ]
-
-    def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
-        block = f"{self.spec.library}_ledger"
-        return common.ledger_of(common.library_rows(conn, block), reports)
-
-    def dequeue_sql(self) -> str | None:
-        return None
-
-    def monitor(self, conn: psycopg.Connection[Any]) -> tuple[int, float] | None:
-        return None
 
     def provenance(self) -> dict[str, Any]:
         versions = run_role(self.spec, "versions")

@@ -22,24 +22,17 @@ import asyncio
 import importlib.metadata
 import json
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 import psycopg
 
-from harness.queues.base import (
-    ExplainedFetch,
-    Ledger,
-    Program,
-    Signals,
-    Site,
-    TaskRun,
-    WorkerReport,
-)
+from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerReport
 from harness.queues.libraries import captures, common
+from harness.queues.libraries.library import LibraryQueue
 from harness.scenario.inputs import RunInputs
-from harness.scenario.workload import BacklogRows, Batch
+from harness.scenario.workload import BacklogRows
 
 MAPPINGS = ("one_entrypoint", "entrypoint_per_tenant", "concurrency_limit")
 ENTRYPOINT = "harness"
@@ -209,14 +202,13 @@ def _run_options(spec: Spec) -> dict[str, Any]:
     }
 
 
-class PgqueuerQueue:
+class PgqueuerQueue(LibraryQueue):
+    label = "pgqueuer"
+    ledger_block = "pgqueuer_ledger"
+    fetch_marker = "SET status = 'picked'"  # its fetch, among a capture's
+
     def __init__(self, name: str, mapping: str, site: Site, inputs: RunInputs) -> None:
-        self.name = name
-        self.traits = common.LIBRARY_TRAITS
-        self.site = site
-        self.fetch_marker = "SET status = 'picked'"  # its fetch, among a capture's
-        self.inputs = inputs
-        self.spec = Spec(
+        spec = Spec(
             dsn=site.dsn,
             schema=site.schema,
             mapping=mapping,
@@ -224,6 +216,15 @@ class PgqueuerQueue:
             cap=inputs.scenario.tenant_cap or 1,
             tenants=tuple(common.tenant_ids(inputs, inputs.backlog)),
         )
+        super().__init__(name, site, inputs, spec)
+
+    def mains(self) -> tuple[ProgramMain, ProgramMain]:
+        return worker_main, enqueuer_main
+
+    def capture_concurrency(self, fetches: int) -> int:
+        """pgqueuer takes at least twice its batch size: the batch is 1, the tasks twice
+        the fetches."""
+        return 2 * fetches
 
     def install(self, conn: psycopg.Connection[Any]) -> None:
         asyncio.run(_install(self.spec))
@@ -231,34 +232,6 @@ class PgqueuerQueue:
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
         asyncio.run(_load(self.spec, common.backlog_jobs(self.inputs, rows)))
         common.analyze(conn)
-
-    def workers(self, count: int) -> list[Program]:
-        spec = replace(self.spec, concurrency=count)
-        return [Program("worker", worker_main, spec, name="pgqueuer-worker")]
-
-    def explained(self, plans_file: str) -> list[ExplainedFetch]:
-        return captures.explained(plans_file, self.fetch_marker)
-
-    def capture_workers(self, count: int, plans_file: str) -> list[Program]:
-        """The worker of a plan capture (harness/queues/libraries/captures.py): pgqueuer
-        takes at least twice its batch size, so the batch is 1 and the tasks 2 x fetches."""
-        spec = replace(self.spec, concurrency=2 * count, plans_file=plans_file)
-        return [Program("worker", worker_main, spec, name="pgqueuer-capture")]
-
-    def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
-        numbered = common.numbered_schedules(self.inputs, schedules)
-        return [
-            Program("enqueuer", enqueuer_main, replace(self.spec, schedule=s)) for s in numbered
-        ]
-
-    def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
-        return common.ledger_of(common.library_rows(conn, "pgqueuer_ledger"), reports)
-
-    def dequeue_sql(self) -> str | None:
-        return None
-
-    def monitor(self, conn: psycopg.Connection[Any]) -> tuple[int, float] | None:
-        return None
 
     def provenance(self) -> dict[str, Any]:
         return {

@@ -16,23 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
-from harness.queues.base import (
-    ExplainedFetch,
-    Ledger,
-    Program,
-    Signals,
-    Site,
-    TaskRun,
-    WorkerReport,
-)
+from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerReport
 from harness.queues.libraries import captures, common
+from harness.queues.libraries.library import LibraryQueue
 from harness.scenario.inputs import RunInputs
-from harness.scenario.workload import BacklogRows, Batch
+from harness.scenario.workload import BacklogRows
 
 MAPPINGS = ("one_queue", "lock_per_tenant", "queue_per_tenant")
 TASK = "harness_job"
@@ -166,20 +159,23 @@ def _worker_options(spec: Spec) -> dict[str, Any]:
     }
 
 
-class ProcrastinateQueue:
+class ProcrastinateQueue(LibraryQueue):
+    label = "procrastinate"
+    ledger_block = "procrastinate_ledger"
+    fetch_marker = "FOR UPDATE OF jobs SKIP LOCKED"  # its fetch, among a capture's
+
     def __init__(self, name: str, mapping: str, site: Site, inputs: RunInputs) -> None:
-        self.name = name
-        self.traits = common.LIBRARY_TRAITS
-        self.site = site
-        self.fetch_marker = "FOR UPDATE OF jobs SKIP LOCKED"  # its fetch, among a capture's
-        self.inputs = inputs
-        self.spec = Spec(
+        spec = Spec(
             dsn=site.dsn,
             schema=site.schema,
             mapping=mapping,
             poll_interval_s=inputs.scenario.poll_interval_ms / 1000,
             tenants=tuple(common.tenant_ids(inputs, inputs.backlog)),
         )
+        super().__init__(name, site, inputs, spec)
+
+    def mains(self) -> tuple[ProgramMain, ProgramMain]:
+        return worker_main, enqueuer_main
 
     def install(self, conn: psycopg.Connection[Any]) -> None:
         asyncio.run(_install(self.spec))
@@ -187,33 +183,6 @@ class ProcrastinateQueue:
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
         asyncio.run(_defer(self.spec, common.backlog_jobs(self.inputs, rows)))
         common.analyze(conn)
-
-    def workers(self, count: int) -> list[Program]:
-        spec = replace(self.spec, concurrency=count)
-        return [Program("worker", worker_main, spec, name="procrastinate-worker")]
-
-    def explained(self, plans_file: str) -> list[ExplainedFetch]:
-        return captures.explained(plans_file, self.fetch_marker)
-
-    def capture_workers(self, count: int, plans_file: str) -> list[Program]:
-        """The worker of a plan capture (harness/queues/libraries/captures.py)."""
-        spec = replace(self.spec, concurrency=count, plans_file=plans_file)
-        return [Program("worker", worker_main, spec, name="procrastinate-capture")]
-
-    def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
-        numbered = common.numbered_schedules(self.inputs, schedules)
-        return [
-            Program("enqueuer", enqueuer_main, replace(self.spec, schedule=s)) for s in numbered
-        ]
-
-    def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
-        return common.ledger_of(common.library_rows(conn, "procrastinate_ledger"), reports)
-
-    def dequeue_sql(self) -> str | None:
-        return None
-
-    def monitor(self, conn: psycopg.Connection[Any]) -> tuple[int, float] | None:
-        return None
 
     def provenance(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,63 @@
+"""What every library's queue does alike, whatever the library: its worker and capture
+programs, its enqueuers, its ledger from the library's tables and the task log, its
+captured fetches, and no dequeue statement or monitor of its own."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import psycopg
+
+from harness.queues.base import ExplainedFetch, Ledger, Program, ProgramMain, Site, WorkerReport
+from harness.queues.libraries import captures, common
+from harness.scenario.inputs import RunInputs
+from harness.scenario.workload import Batch
+
+
+class LibraryQueue:
+    """A library's queue: a subclass gives its programs' entry points, its spec (which
+    carries the concurrency, the capture's plans file and the enqueuers' schedule), the
+    mark of its fetch among a capture's statements, and its ledger's SQL block."""
+
+    traits = common.LIBRARY_TRAITS
+    label: str  # the library's name in its processes' names
+    ledger_block: str  # libraries.sql: its jobs as its tables hold them
+    fetch_marker: str
+
+    def __init__(self, name: str, site: Site, inputs: RunInputs, spec: Any) -> None:
+        self.name, self.site, self.inputs, self.spec = name, site, inputs, spec
+
+    def mains(self) -> tuple[ProgramMain, ProgramMain]:
+        """The worker's and the enqueuer's entry points."""
+        raise NotImplementedError
+
+    def capture_concurrency(self, fetches: int) -> int:
+        return fetches
+
+    def workers(self, count: int) -> list[Program]:
+        spec = replace(self.spec, concurrency=count)
+        return [Program("worker", self.mains()[0], spec, name=f"{self.label}-worker")]
+
+    def capture_workers(self, count: int, plans_file: str) -> list[Program]:
+        """The worker of a plan capture (harness/queues/libraries/captures.py)."""
+        concurrency = self.capture_concurrency(count)
+        spec = replace(self.spec, concurrency=concurrency, plans_file=plans_file)
+        return [Program("worker", self.mains()[0], spec, name=f"{self.label}-capture")]
+
+    def explained(self, plans_file: str) -> list[ExplainedFetch]:
+        return captures.explained(plans_file, self.fetch_marker)
+
+    def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
+        numbered = common.numbered_schedules(self.inputs, schedules)
+        main = self.mains()[1]
+        return [Program("enqueuer", main, replace(self.spec, schedule=s)) for s in numbered]
+
+    def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
+        return common.ledger_of(common.library_rows(conn, self.ledger_block), reports)
+
+    def dequeue_sql(self) -> str | None:
+        return None  # its fetch is captured from its own worker instead (FetchExplainer)
+
+    def monitor(self, conn: psycopg.Connection[Any]) -> tuple[int, float] | None:
+        return None
