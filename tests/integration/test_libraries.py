@@ -145,3 +145,19 @@ def test_plan_capture_is_the_library_fetch_as_it_ran(
     }
     assert table in scans
     assert _library_objects(server) == []
+
+
+def test_a_variant_capture_names_the_variant_tenants(server: Server, tmp_path: Path) -> None:
+    """pgqueuer's entrypoint per tenant probes every registered entrypoint at each fetch,
+    so a variant with 2,000 idle tenants must cost at least a buffer per tenant: its
+    worker names the variant's tenants, not those of the scenario's own backlog."""
+    variants = [{"name": "few"}, {"name": "many", "tenants": {"idle": 2000}}]
+    scenario = {**PLANS, "strategies": ["pgqueuer_entrypoint_per_tenant"]}
+    scenario["explain"] = {"repeat": 1, "variants": variants}
+    outcome = run_yaml(server, tmp_path, yaml.safe_dump(scenario), RunOptions(timed=False))
+    plans = outcome.tables.runs
+    assert plans is not None
+    by_variant = plans.set_index("variant")
+    assert list(by_variant["registered_tenants"]) == [24, 2004]
+    assert by_variant.loc["many", "shared_buffers"] >= 2004
+    assert by_variant.loc["few", "shared_buffers"] < 2004

@@ -14,7 +14,7 @@ import asyncio
 import signal
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from multiprocessing.synchronize import Event
 from typing import Any
@@ -81,6 +81,13 @@ def tenant_ids(inputs: RunInputs, rows: BacklogRows | None = None) -> list[int]:
     """Every tenant a worker serving all of them must name (queue or entrypoint per tenant)."""
     backlog = rows.tenant_ids if rows is not None else []
     return sorted(set(backlog) | set(inputs.durations))
+
+
+def serving(spec: Any, inputs: RunInputs, rows: BacklogRows) -> Any:
+    """The spec naming the tenants of the backlog being loaded: an explain variant's
+    backlog has its own idle tenants, which a worker of a queue or an entrypoint per
+    tenant must name too (that is what its captured fetch costs)."""
+    return replace(spec, tenants=tuple(tenant_ids(inputs, rows)))
 
 
 def run_program(index: int, signals: Signals, body: Callable[[WorkerReport], None]) -> None:

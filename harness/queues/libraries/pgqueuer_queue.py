@@ -230,6 +230,7 @@ class PgqueuerQueue(LibraryQueue):
         asyncio.run(_install(self.spec))
 
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
+        self.spec = common.serving(self.spec, self.inputs, rows)
         asyncio.run(_load(self.spec, common.backlog_jobs(self.inputs, rows)))
         common.analyze(conn)
 

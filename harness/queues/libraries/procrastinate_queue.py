@@ -181,6 +181,7 @@ class ProcrastinateQueue(LibraryQueue):
         asyncio.run(_install(self.spec))
 
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
+        self.spec = common.serving(self.spec, self.inputs, rows)
         asyncio.run(_defer(self.spec, common.backlog_jobs(self.inputs, rows)))
         common.analyze(conn)
 
