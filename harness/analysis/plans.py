@@ -225,7 +225,8 @@ def _plan_cells(r: dict[Any, Any], short: bool) -> dict[str, str]:
         "tenants (idle)": f"{r['registered_tenants']:,} ({r['idle_tenants']:,})",
     }
     if r["skipped"]:
-        skipped = "skipped (slow)" if short else r["skipped"]
+        # A reason reads "<why in a word>: <what to do>"; the compact table keeps the word.
+        skipped = f"skipped ({r['skipped'].partition(':')[0]})" if short else r["skipped"]
         return {**cells, **dict.fromkeys(_FIGURE_COLUMNS, "-"), "flags": skipped}
     flags = r["flags"] or "-"
     if short:

@@ -40,17 +40,7 @@ def simulate_command(
 ) -> pd.DataFrame:
     """The ideal (or calibrated) schedule of a scenario, without a database: summary,
     fairness, timing; beside a run's measured figures if asked."""
-    strategies = load_strategies(strategies_dir)
-    scenario = load_scenario(path, {n: s.traits for n, s in strategies.items()}).scenario
-    if not scenario.timed:
-        raise HarnessError(f"{path}: nothing to simulate: the scenario has no tenant_groups")
-    policies = {name: strategies[name].simulate_as for name in scenario.strategies}
-    unsimulated = [name for name, policy in policies.items() if policy is None]
-    if unsimulated:
-        raise HarnessError(
-            f"strategies {unsimulated} have no simulation policy; add a `-- simulate: "
-            "POLICY` header to their file (fifo, round_robin, round_robin_active, ...)"
-        )
+    scenario, policies = _scenario_and_policies(path, strategies_dir)
     if out is not None and out.exists():
         raise HarnessError(f"{out} exists; results are never overwritten")
     calibration = None
@@ -64,6 +54,45 @@ def simulate_command(
         if fit_repetitions and calibration_dir is not None and _same(measured_dir, calibration_dir):
             measured = _left_out(measured, fit_repetitions, measured_dir)
     counts = workers or scenario.workers
+    summary = _simulate_and_show(console, scenario, policies, counts, calibration)
+    if calibration is not None and calibration_dir is not None:
+        _print_sources(console, calibration, calibration_dir, policies, counts)
+    if measured is not None and measured_dir is not None:
+        table = against_prediction(measured, summary)
+        console.print(f"Measured: {measured_dir}/summary.csv", highlight=False)
+        console.print(console_table("Measured / predicted", *_rows(table)))
+    if out is not None:
+        atomic_write(out, summary.to_csv(index=False).encode())
+        console.print(f"Summary: {out}", highlight=False)
+    return summary
+
+
+def _scenario_and_policies(
+    path: Path, strategies_dir: Path | None
+) -> tuple[Scenario, dict[str, str | None]]:
+    """The timed scenario, and the simulation policy of each of its strategies."""
+    strategies = load_strategies(strategies_dir)
+    scenario = load_scenario(path, {n: s.traits for n, s in strategies.items()}).scenario
+    if not scenario.timed:
+        raise HarnessError(f"{path}: nothing to simulate: the scenario has no tenant_groups")
+    policies = {name: strategies[name].simulate_as for name in scenario.strategies}
+    unsimulated = [name for name, policy in policies.items() if policy is None]
+    if unsimulated:
+        raise HarnessError(
+            f"strategies {unsimulated} have no simulation policy; add a `-- simulate: "
+            "POLICY` header to their file (fifo, round_robin, round_robin_active, ...)"
+        )
+    return scenario, policies
+
+
+def _simulate_and_show(
+    console: Console,
+    scenario: Scenario,
+    policies: dict[str, str | None],
+    counts: list[int],
+    calibration: Calibration | None,
+) -> pd.DataFrame:
+    """Every (strategy, workers) schedule, summarized and printed with how long it took."""
     began = time.perf_counter()
     workload = generate(scenario)
     jobs = simulated_jobs(scenario, workload, policies, counts, calibration)
@@ -79,15 +108,6 @@ def simulate_command(
         f"{len(summary.groupby(['strategy', 'workers']))} schedules, in {elapsed:.1f} s",
         highlight=False,
     )
-    if calibration is not None and calibration_dir is not None:
-        _print_sources(console, calibration, calibration_dir, policies, counts)
-    if measured is not None and measured_dir is not None:
-        table = against_prediction(measured, summary)
-        console.print(f"Measured: {measured_dir}/summary.csv", highlight=False)
-        console.print(console_table("Measured / predicted", *_rows(table)))
-    if out is not None:
-        atomic_write(out, summary.to_csv(index=False).encode())
-        console.print(f"Summary: {out}", highlight=False)
     return summary
 
 

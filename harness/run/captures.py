@@ -70,21 +70,44 @@ def capture_all(
     observer: CaptureObserver,
     params: dict[str, Any],
 ) -> Iterator[Capture]:
-    """Each request's capture, in order; slow ones come back skipped unless asked for."""
+    """Each request's capture, in order; slow ones come back skipped unless asked for,
+    and those the server does not allow come back skipped saying why."""
     with connect(site.dsn, schema=site.schema) as conn:
         for request in chosen:
             rows = backlog_rows(scenario, scenario.variant_backlog(request.variant))
-            if request.slow and not include_slow:
-                yield Capture(
-                    request.variant,
-                    request.strategy,
-                    _backlog_shape(rows),
-                    skipped="slow: pass --include-slow to capture it",
-                )
+            queue = queues[request.strategy]
+            skipped = _skip_reason(conn, request, queue, include_slow)
+            if skipped is not None:
+                yield Capture(request.variant, queue.name, _backlog_shape(rows), skipped=skipped)
                 continue
             observer.capture_started(request, repeat + 1)
-            queue = queues[request.strategy]
             yield capture(conn, queue, request.variant, rows, repeat, observer, params)
+
+
+def _skip_reason(
+    conn: psycopg.Connection[Any], request: CaptureRequest, queue: Queue, include_slow: bool
+) -> str | None:
+    if request.slow and not include_slow:
+        return "slow: pass --include-slow to capture it"
+    return _why_not_captured(conn, queue)
+
+
+def _why_not_captured(conn: psycopg.Connection[Any], queue: Queue) -> str | None:
+    """A queue without a dequeue statement of its own (a library) is captured with
+    auto_explain loaded in its worker's sessions, which only a superuser, or a role
+    granted SET on session_preload_libraries, may ask for: on a managed server the
+    capture is skipped with the reason, and the strategies the harness explains itself
+    are captured as always."""
+    if queue.dequeue_sql() is not None:
+        return None
+    row = conn.execute("select has_parameter_privilege('session_preload_libraries', 'SET')")
+    allowed = row.fetchone()
+    if allowed is not None and allowed[0]:
+        return None
+    return (
+        "no superuser: its fetch is captured with auto_explain in its sessions, which needs"
+        " a superuser or SET granted on session_preload_libraries"
+    )
 
 
 def capture(

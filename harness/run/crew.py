@@ -1,4 +1,4 @@
-"""The processes of one repetition: the queue's programs, each in a spawned process.
+"""The processes of one repetition: the queue's programs, each in a process of its own.
 
 Slots: the workers first, then spare slots for the replacements of killed workers, then
 the enqueuers; every process writes only its own slot of the shared signals. The crew

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,32 @@ def test_a_variant_capture_names_the_variant_tenants(server: Server, tmp_path: P
     assert list(by_variant["registered_tenants"]) == [24, 2004]
     assert by_variant.loc["many", "shared_buffers"] >= 2004
     assert by_variant.loc["few", "shared_buffers"] < 2004
+
+
+def test_without_a_superuser_a_library_capture_is_skipped_saying_why(
+    server: Server, tmp_path: Path
+) -> None:
+    """On a server where the harness is no superuser (a managed one), auto_explain cannot
+    be loaded in a library's sessions: its capture is skipped with the reason, and the
+    strategies the harness explains itself are captured as always."""
+    with connect(server.dsn) as conn:
+        conn.execute("drop role if exists tqb_plain")
+        conn.execute("create role tqb_plain login nosuperuser")
+        database = conn.execute("select current_database()").fetchone()
+        assert database is not None
+        conn.execute(f"grant create on database {database[0]} to tqb_plain")
+    plain = replace(server, dsn=f"{server.dsn} user=tqb_plain")
+    scenario = {**PLANS, "strategies": ["fifo", "pgqueuer"], "explain": {"repeat": 1}}
+    try:
+        outcome = run_yaml(plain, tmp_path, yaml.safe_dump(scenario), RunOptions(timed=False))
+    finally:
+        with connect(server.dsn) as conn:
+            conn.execute(f"revoke create on database {database[0]} from tqb_plain")
+            conn.execute("drop role tqb_plain")
+    plans = outcome.tables.runs
+    assert plans is not None
+    by_strategy = plans.set_index("strategy")
+    assert by_strategy.loc["fifo", "skipped"] == ""
+    assert by_strategy.loc["fifo", "shared_buffers"] > 0
+    assert str(by_strategy.loc["pgqueuer", "skipped"]).startswith("no superuser:")
+    assert not (outcome.folder.path / "explain" / "backlog" / "pgqueuer.json").exists()

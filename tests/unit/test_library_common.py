@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 from harness.queues.base import TaskRun, WorkerReport
 from harness.queues.libraries import common
+from harness.queues.libraries.node_queue import connection_config
+from harness.queues.libraries.pgqueuer_queue import asyncpg_arguments
 from harness.scenario.inputs import RunInputs
 from harness.scenario.model import Scenario
 
@@ -89,3 +91,32 @@ def test_a_job_run_twice_is_two_claims() -> None:
     runs = [TaskRun(5, 1, "x"), TaskRun(5, 1, "x")]
     ledger = common.ledger_of([_row("x", 5, True)], [WorkerReport(0, task_runs=runs)])
     assert ledger.claims == [5, 5]
+
+
+def test_the_node_runner_connects_as_the_dsn_says_tls_included() -> None:
+    """node-postgres reads no libpq DSN: the harness hands it the DSN's parts, and the
+    sslmode a managed server needs as node-postgres's ssl."""
+    url = "postgresql://bench:secret@db.example.com:6543/queue?sslmode=require"
+    assert connection_config(url) == {
+        "host": "db.example.com",
+        "port": 6543,
+        "user": "bench",
+        "password": "secret",
+        "database": "queue",
+        "ssl": {"rejectUnauthorized": False},
+    }
+    verified = connection_config("host=db.example.com dbname=queue sslmode=verify-full")
+    assert verified["ssl"] == {"rejectUnauthorized": True}
+    assert "ssl" not in connection_config("host=/tmp/socket port=5432 dbname=bench")
+
+
+def test_asyncpg_connects_as_the_dsn_says_tls_included() -> None:
+    """pgqueuer's asyncpg takes keywords, and libpq's sslmode names as its ssl."""
+    arguments = asyncpg_arguments("host=db.example.com port=6543 dbname=queue sslmode=require")
+    assert arguments == {
+        "host": "db.example.com",
+        "port": 6543,
+        "database": "queue",
+        "ssl": "require",
+    }
+    assert asyncpg_arguments("host=/tmp/socket")["database"] is None

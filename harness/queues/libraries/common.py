@@ -83,6 +83,18 @@ def tenant_ids(inputs: RunInputs, rows: BacklogRows | None = None) -> list[int]:
     return sorted(set(backlog) | set(inputs.durations))
 
 
+def dsn_keywords(dsn: str, names: dict[str, str]) -> dict[str, Any]:
+    """The DSN's parts a driver that reads no libpq DSN takes as keywords (asyncpg,
+    node-postgres), renamed as `names` says, the port a number; sslmode is left to each."""
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    keywords: dict[str, Any] = {
+        names[key]: value for key, value in info.items() if key in names and value
+    }
+    if "port" in keywords:
+        keywords["port"] = int(keywords["port"])
+    return keywords
+
+
 def serving(spec: Any, inputs: RunInputs, rows: BacklogRows) -> Any:
     """The spec naming the tenants of the backlog being loaded: an explain variant's
     backlog has its own idle tenants, which a worker of a queue or an entrypoint per

@@ -12,12 +12,10 @@ strategies alone refuse to run, in one line.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import threading
@@ -37,6 +35,7 @@ from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
+from harness.server.processes import signal_on_parent_death
 
 RUNNER_FILES = (
     "package.json",
@@ -108,18 +107,16 @@ def node_binary(folder: Path) -> Path:
 
 def connection_config(dsn: str) -> dict[str, Any]:
     """The DSN as node-postgres takes it (it reads URLs, not libpq's key=value form)."""
-    info = psycopg.conninfo.conninfo_to_dict(dsn)
-    names = {
-        "host": "host",
-        "port": "port",
-        "user": "user",
-        "password": "password",
-        "dbname": "database",
-        "options": "options",
-    }
-    config = {names[key]: value for key, value in info.items() if key in names and value}
-    if "port" in config:
-        config["port"] = int(config["port"])
+    names = {"host": "host", "port": "port", "user": "user", "password": "password"}
+    config = common.dsn_keywords(dsn, {**names, "dbname": "database", "options": "options"})
+    # libpq's sslmode as node-postgres's ssl: `require` encrypts without checking the
+    # certificate, the verify modes check it; without it, node-postgres never asks for TLS
+    # (a managed server that insists on it refuses the connection).
+    sslmode = psycopg.conninfo.conninfo_to_dict(dsn).get("sslmode")
+    if sslmode == "require":
+        config["ssl"] = {"rejectUnauthorized": False}
+    elif sslmode in ("verify-ca", "verify-full"):
+        config["ssl"] = {"rejectUnauthorized": True}
     return config
 
 
@@ -151,7 +148,7 @@ class NodeSpec:
 
 
 def _set_death_signal() -> None:
-    ctypes.CDLL("libc.so.6").prctl(1, signal.SIGKILL)  # the runner dies with its parent
+    signal_on_parent_death("SIGKILL")  # the runner dies with its parent (Linux)
 
 
 class Runner:

@@ -89,7 +89,7 @@ async def _queries(spec: Spec) -> tuple[Any, Any]:
     from pgqueuer.queries import Queries
 
     settings = _settings(spec)
-    arguments = _asyncpg_arguments(spec.dsn)
+    arguments = asyncpg_arguments(spec.dsn)
     if spec.plans_file is not None:
         arguments["server_settings"] = captures.EXPLAIN_SETTINGS
     conn = await asyncpg.connect(**arguments)
@@ -105,14 +105,12 @@ async def _queries(spec: Spec) -> tuple[Any, Any]:
     return conn, queries
 
 
-def _asyncpg_arguments(dsn: str) -> dict[str, Any]:
-    """The DSN as asyncpg takes it (keywords; it reads URLs, not libpq's key=value form)."""
-    info = psycopg.conninfo.conninfo_to_dict(dsn)
+def asyncpg_arguments(dsn: str) -> dict[str, Any]:
+    """The DSN as asyncpg takes it (keywords; it reads URLs, not libpq's key=value form);
+    its `ssl` takes libpq's sslmode names."""
     names = {"host": "host", "port": "port", "user": "user", "password": "password"}
-    arguments: dict[str, Any] = {names[k]: v for k, v in info.items() if k in names and v}
-    arguments["database"] = info.get("dbname")
-    if "port" in arguments:
-        arguments["port"] = int(arguments["port"])
+    arguments = common.dsn_keywords(dsn, {**names, "dbname": "database", "sslmode": "ssl"})
+    arguments.setdefault("database", None)
     return arguments
 
 
