@@ -9,7 +9,9 @@ happens, leaving the crew's context ends every process it started.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import multiprocessing.util
 import os
 import platform
 import queue
@@ -33,7 +35,25 @@ def _context() -> Any:
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["harness.queues.sql.worker"])
+    # Run at exit after multiprocessing's own finalizers (which still talk to the resource
+    # tracker): the lowest priority goes last.
+    multiprocessing.util.Finalize(None, _stop_helper_processes, exitpriority=-100)
     return context
+
+
+def _stop_helper_processes() -> None:
+    """The fork server and the resource tracker, stopped and waited for as the harness
+    exits. Each would leave by itself when it sees the harness gone, but on a loaded
+    machine that can be a while after the harness has exited, and a harness that has
+    exited must have left no process behind. Their `_stop` is multiprocessing's own
+    (private, in every version since 3.8); where it is missing they leave as before."""
+    from multiprocessing import forkserver, resource_tracker
+
+    for helper in (forkserver._forkserver, resource_tracker._resource_tracker):
+        stop = getattr(helper, "_stop", None)
+        if stop is not None:
+            with contextlib.suppress(OSError, ChildProcessError):
+                stop()
 
 
 _SPAWN = _context()
