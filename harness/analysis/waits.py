@@ -132,8 +132,16 @@ SUMMARY_INTRO = (
 )
 
 
-def summary_section(summary: pd.DataFrame) -> Section:
+def summary_section(summary: pd.DataFrame, warnings: list[str] | None = None) -> Section:
+    """The waits table; `warnings` say where a queue ran unlike the scenario asks."""
     table = Table.of(
         summary_rows(summary), "Waits and last job done (seconds), range over repetitions"
     )
-    return Section("waits", "Waits and makespan", SUMMARY_INTRO, tables=[table], console=[table])
+    return Section(
+        "waits",
+        "Waits and makespan",
+        SUMMARY_INTRO,
+        tables=[table],
+        console=[table],
+        warnings=warnings or [],
+    )

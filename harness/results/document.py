@@ -24,6 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 RUN_FORMAT_VERSION = 2
 READS = (1, 2)
+# In a queue's provenance: where it could not be set up as the scenario asks (a library's
+# minimum poll interval), each said in a phrase that follows the queue's name.
+UNLIKE_THE_SCENARIO = "unlike_the_scenario"
+
 Status = Literal["running", "complete", "failed", "interrupted"]
 
 
@@ -110,3 +114,12 @@ def load_document(run: Path) -> RunDocument:
         first = error.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
         raise ValueError(f"{path}: {where}: {first['msg']}") from error
+
+
+def unlike_the_scenario(document: RunDocument) -> list[str]:
+    """Every queue's departures from the scenario, as one sentence each."""
+    return [
+        f"{name} {phrase}: compare its figures with that in mind"
+        for name, entry in document.queues.items()
+        for phrase in entry.get(UNLIKE_THE_SCENARIO, [])
+    ]

@@ -54,7 +54,7 @@ from harness.report.html import Page, report_html
 from harness.report.plots import FORMATS, encode
 from harness.report.sections import Section, markdown
 from harness.results.contract import listed
-from harness.results.document import RunDocument, load_document
+from harness.results.document import RunDocument, load_document, unlike_the_scenario
 from harness.results.folder import RunFolder
 from harness.results.jobs import load_jobs
 from harness.scenario.model import Scenario
@@ -205,7 +205,7 @@ def run_sections(raw: RawRun, tables: RunTables) -> list[Section]:
     if tables.reference is not None and len(tables.reference) and raw.scenario.reference:
         sections.append(reference_section(tables.reference, raw.scenario.reference.source))
     if tables.summary is not None:
-        sections.append(summary_section(tables.summary))
+        sections.append(summary_section(tables.summary, unlike_the_scenario(raw.document)))
         sections.append(fairness_section(tables.summary, tables.fairness))
     if tables.ideal is not None and len(tables.ideal):
         sections.append(ideal_section(tables.ideal))

@@ -6,7 +6,8 @@ import pandas as pd
 import pytest
 
 from harness.analysis.reference import reference_table
-from harness.analysis.waits import summarize
+from harness.analysis.waits import summarize, summary_section
+from harness.report.sections import markdown
 from harness.scenario.model import ReferenceFigure
 
 T0 = datetime(2026, 9, 30, 12, 0, tzinfo=UTC)
@@ -121,3 +122,12 @@ def test_reference_figures_ratio_and_difference(jobs: pd.DataFrame) -> None:
     assert table.loc["ratio", "repetitions"] == 2
     assert table.loc["diff", "measured_low"] == pytest.approx(2.0)  # 4 - 2
     assert (table.loc["diff", "reference_low"], table.loc["diff", "reference_high"]) == (0.5, 0.7)
+
+
+def test_the_waits_carry_a_warning_where_a_queue_ran_unlike_the_scenario(
+    jobs: pd.DataFrame,
+) -> None:
+    warning = "pgboss polls every 0.5 s, not every 10 ms as the scenario asks"
+    section = summary_section(summarize(jobs), [warning])
+    assert f"**Warning:** {warning}" in markdown("run", [section])
+    assert "Warning" not in markdown("run", [summary_section(summarize(jobs))])

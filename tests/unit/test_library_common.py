@@ -8,8 +8,14 @@ from datetime import UTC, datetime, timedelta
 
 from harness.queues.base import TaskRun, WorkerReport
 from harness.queues.libraries import common
-from harness.queues.libraries.node_queue import connection_config
+from harness.queues.libraries.node_queue import (
+    NodeQueue,
+    NodeSpec,
+    connection_config,
+    departures_from_scenario,
+)
 from harness.queues.libraries.pgqueuer_queue import asyncpg_arguments
+from harness.results.document import UNLIKE_THE_SCENARIO, RunDocument, unlike_the_scenario
 from harness.scenario.inputs import RunInputs
 from harness.scenario.model import Scenario
 
@@ -120,3 +126,27 @@ def test_asyncpg_connects_as_the_dsn_says_tls_included() -> None:
         "ssl": "require",
     }
     assert asyncpg_arguments("host=/tmp/socket")["database"] is None
+
+
+def test_a_queue_set_up_unlike_the_scenario_says_so_beside_its_figures() -> None:
+    """pg-boss cannot poll every 10 ms: its run.json entry says so, in a sentence that the
+    render puts above the waits (tests/unit/test_analysis.py)."""
+    inputs = _inputs(1)
+    assert inputs.scenario.poll_interval_ms < 500
+    pgboss = NodeSpec("pgboss", "one_queue", "", "s", NodeQueue.poll_interval_ms("pgboss", 10))
+    graphile = NodeSpec("graphile", "one_queue", "", "s", 10)
+    [said] = departures_from_scenario(pgboss, inputs)
+    assert said.startswith("polls every 0.5 s, not every")
+    assert departures_from_scenario(graphile, inputs) == []
+    document = RunDocument.model_validate(
+        {
+            "run_id": "r",
+            "status": "complete",
+            "started_at": "2026-12-01T00:00:00+00:00",
+            "scenario": {"name": "s", "path": "s.yaml", "sha256": "0", "seed": 1},
+            "queues": {"pgboss": {UNLIKE_THE_SCENARIO: [said]}},
+        }
+    )
+    assert unlike_the_scenario(document) == [
+        f"pgboss {said}: compare its figures with that in mind"
+    ]

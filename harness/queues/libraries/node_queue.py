@@ -33,6 +33,7 @@ from harness.errors import HarnessError
 from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerReport
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
+from harness.results.document import UNLIKE_THE_SCENARIO
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
 from harness.server.processes import signal_on_parent_death
@@ -368,7 +369,19 @@ class NodeQueue(LibraryQueue):
             "versions": versions,
             "mapping": self.spec.mapping,
             "settings": _settings(self.spec, self.inputs.scenario.poll_interval_ms),
+            UNLIKE_THE_SCENARIO: departures_from_scenario(self.spec, self.inputs),
         }
+
+
+def departures_from_scenario(spec: NodeSpec, inputs: RunInputs) -> list[str]:
+    """Where this queue could not be set up as the scenario asks: said beside its figures."""
+    requested_ms = inputs.scenario.poll_interval_ms
+    if spec.poll_interval_ms > requested_ms:
+        return [
+            f"polls every {spec.poll_interval_ms / 1000:g} s, not every {requested_ms:g} ms "
+            f"as the scenario asks (pg-boss refuses less than {PGBOSS_MIN_POLL_S:g} s)"
+        ]
+    return []
 
 
 def _settings(spec: NodeSpec, requested_ms: float) -> dict[str, Any]:
@@ -378,9 +391,6 @@ def _settings(spec: NodeSpec, requested_ms: float) -> dict[str, Any]:
             "batchSize": 1,
             "pollingIntervalSeconds": spec.poll_interval_ms / 1000,
             "pollingIntervalSeconds_requested": requested_ms / 1000,
-            "pollingIntervalSeconds_note": "pg-boss refuses less than 0.5 s"
-            if spec.poll_interval_ms > requested_ms
-            else "",
             "notifyPollingIntervalSeconds": spec.poll_interval_ms / 1000,
             "useListenNotify": True,
             "queue notify": True,
