@@ -17,7 +17,7 @@ from harness.analysis.fairness import fairness_rows, jain_rows, repetition_fairn
 from harness.analysis.ideal import run_calibration, simulated_jobs
 from harness.analysis.waits import summarize, summary_rows, with_waits
 from harness.errors import HarnessError
-from harness.queues.sql.strategies import load_strategies
+from harness.queues.catalog import catalog, traits
 from harness.report.cells import number
 from harness.report.console import console_table
 from harness.results.document import load_document
@@ -71,16 +71,17 @@ def _scenario_and_policies(
     path: Path, strategies_dir: Path | None
 ) -> tuple[Scenario, dict[str, str | None]]:
     """The timed scenario, and the simulation policy of each of its strategies."""
-    strategies = load_strategies(strategies_dir)
-    scenario = load_scenario(path, {n: s.traits for n, s in strategies.items()}).scenario
+    entries = catalog(strategies_dir)
+    scenario = load_scenario(path, traits(entries)).scenario
     if not scenario.timed:
         raise HarnessError(f"{path}: nothing to simulate: the scenario has no tenant_groups")
-    policies = {name: strategies[name].simulate_as for name in scenario.strategies}
+    policies = {name: entries[name].simulate_as for name in scenario.strategies}
     unsimulated = [name for name, policy in policies.items() if policy is None]
     if unsimulated:
         raise HarnessError(
-            f"strategies {unsimulated} have no simulation policy; add a `-- simulate: "
-            "POLICY` header to their file (fifo, round_robin, round_robin_active, ...)"
+            f"{path}: strategies {unsimulated} have no simulation policy (a strategy file "
+            "takes one in a `-- simulate: POLICY` header: fifo, round_robin, "
+            "round_robin_active, ...; the queue libraries have none)"
         )
     return scenario, policies
 

@@ -77,6 +77,15 @@ def test_simulate_prints_the_ideal_and_never_overwrites_its_csv(tmp_path: Path) 
     assert again.stderr.strip() == f"error: {out} exists; results are never overwritten"
 
 
+def test_simulate_names_the_library_strategies_it_cannot_schedule() -> None:
+    """They are known strategies, not unknown ones: the one line says why it stops."""
+    done = harness("simulate", str(SCENARIOS / "real-queues.yaml"))
+    assert done.returncode == 2
+    assert "'pgboss'" in done.stderr and "have no simulation policy" in done.stderr
+    assert "the queue libraries have none" in done.stderr and "unknown" not in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 LEGACY_MIX = Path(__file__).resolve().parent.parent / "fixtures" / "runs-v1" / "legacy-mix"
 
 
