@@ -6,6 +6,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 # uv installs the locked versions (uv.lock) in seconds; pip brings uv itself, at the
 # version the lock pins, so the sync keeps it.
+# --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set (CI images often set it), no
+# .pyc would ever be written, and every harness process (the tests start hundreds) would
+# compile pandas anew: about 1.4 s each here, against 13 s once at install.
 UV_VERSION := 0.13.9
 
 .PHONY: bench test check lint format venv lock clean
@@ -37,7 +40,7 @@ $(STAMP): pyproject.toml uv.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --locked --extra dev --extra libraries --python $(BIN)/python
+	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --locked --compile-bytecode --extra dev --extra libraries --python $(BIN)/python
 	@touch $(STAMP)
 
 # After changing a dependency in pyproject.toml: resolve again and commit uv.lock.

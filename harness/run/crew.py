@@ -16,6 +16,7 @@ import os
 import platform
 import queue
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -107,7 +108,7 @@ class Crew:
     def __enter__(self) -> Crew:
         try:
             for process in self.processes.values():
-                process.start()
+                start_uninterrupted(process)
             self._wait_ready()
         except BaseException:
             self.__exit__(None, None, None)  # no __exit__ follows a failed __enter__
@@ -188,7 +189,7 @@ class Crew:
     def replace(self, worker: int) -> None:
         """A supervisor's move: a new worker process in the next spare slot."""
         program = self.workers[worker]
-        self._add(self.spare, program, f"harness-worker-{self.spare}").start()
+        start_uninterrupted(self._add(self.spare, program, f"harness-worker-{self.spare}"))
         self.current[worker], self.spare = self.spare, self.spare + 1
 
     def holding(self) -> int:
@@ -234,6 +235,28 @@ class _Here:
 
 
 LOCAL: Placement = _Here()
+
+
+def start_uninterrupted(process: Any) -> None:
+    """`process.start()` with Ctrl-C and SIGTERM held back until it returns, then
+    delivered. Interrupted inside the start, after the new process was handed its program
+    but before its pid came back, the crew would not know the process to end it: it would
+    run on past the harness's exit, fail on the harness's freed semaphores and print a
+    traceback. Held, the interrupt arrives a few milliseconds later, with the process
+    known. (Signal handlers are the main thread's only; elsewhere it just starts.)"""
+    if threading.current_thread() is not threading.main_thread():
+        process.start()
+        return
+    arrived: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda signum, _: arrived.append(signum)) for sig in held}
+    try:
+        process.start()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+    if arrived:
+        signal.raise_signal(arrived[0])
 
 
 def _end_processes(processes: list[Any]) -> None:

@@ -185,13 +185,24 @@ def test_every_strategy_has_a_policy_and_a_wrong_header_is_refused(tmp_path: Pat
         load_strategies(tmp_path)
 
 
-def test_a_million_jobs_simulate_in_well_under_a_minute() -> None:
-    """The benchmark figure the docs quote; printed, and bounded loosely."""
-    scenario = load_scenario(SCENARIOS / "planet-scale.yaml", builtin_traits()).scenario
+def test_planet_scale_at_a_tenth_schedules_every_job_once(tmp_path: Path) -> None:
+    """planet-scale's 10,000 tenants with a tenth of its jobs (the whole million is the
+    benchmark `harness simulate scenarios/planet-scale.yaml --workers 1000`, which prints
+    its time: docs/simulator.md): every job is scheduled once, after it arrived, and the
+    stream's 50 s window sets the end. How long it took is printed, not asserted."""
+    text = (SCENARIOS / "planet-scale.yaml").read_text()
+    text = text.replace("jobs_per_tenant: 50000", "jobs_per_tenant: 5000")
+    text = text.replace("rate_per_s: 10000", "rate_per_s: 1000")
+    path = tmp_path / "planet-tenth.yaml"
+    path.write_text(text)
+    scenario = load_scenario(path, builtin_traits()).scenario
     began = time.perf_counter()
     jobs = sim_jobs(generate(scenario))
-    schedule = simulate(jobs, "round_robin", 1000)
-    elapsed = time.perf_counter() - began
-    print(f"planet-scale: {len(jobs):,} jobs, 1,000 workers: {elapsed:.1f} s")
-    assert len(jobs) > 990_000 and schedule.makespan_s > 50
-    assert elapsed < 120  # the goal is 60 s for the whole command; this is a safety net
+    schedule = simulate(jobs, "round_robin", 100)
+    print(
+        f"planet-scale / 10: {len(jobs):,} jobs, 100 workers: {time.perf_counter() - began:.1f} s"
+    )
+    assert 95_000 < len(jobs) < 105_000 and len(set(jobs.tenant_ids)) > 5_000
+    assert len(schedule.start_s) == len(jobs)
+    assert all(start >= at for start, at in zip(schedule.start_s, jobs.at_s, strict=True))
+    assert 50 < schedule.makespan_s < 60
