@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed-stamp
 # uv installs the locked versions (uv.lock) in seconds; pip brings uv itself, at the
 # version the lock pins, so the sync keeps it.
 # --compile-bytecode: where PYTHONDONTWRITEBYTECODE is set (CI images often set it), no
-# .pyc would ever be written, and every harness process (the tests start hundreds) would
+# .pyc would ever be written, and every harness process (the tests start many) would
 # compile pandas anew: about 1.4 s each here, against 13 s once at install.
 UV_VERSION := 0.13.9
 
