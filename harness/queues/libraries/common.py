@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from multiprocessing.synchronize import Event
-from typing import Any
+from typing import Any, Self
 
 import psycopg
 
@@ -95,11 +95,30 @@ def dsn_keywords(dsn: str, names: dict[str, str]) -> dict[str, Any]:
     return keywords
 
 
-def serving(spec: Any, inputs: RunInputs, rows: BacklogRows) -> Any:
-    """The spec naming the tenants of the backlog being loaded: an explain variant's
-    backlog has its own idle tenants, which a worker of a queue or an entrypoint per
-    tenant must name too (that is what its captured fetch costs)."""
-    return replace(spec, tenants=tuple(tenant_ids(inputs, rows)))
+@dataclass(frozen=True)
+class PythonSpec:
+    """What a Python library's programs are handed (picklable, and JSON for a fleet):
+    where its queue is, the mapping of tenants onto its knobs, and the program's part."""
+
+    dsn: str
+    schema: str
+    mapping: str
+    concurrency: int = 1
+    poll_interval_s: float = 0.01
+    tenants: tuple[int, ...] = ()  # every tenant a worker must name (a queue per tenant)
+    schedule: Schedule | None = None  # an enqueuer's batches
+    plans_file: str | None = None  # a plan capture: auto_explain's notices go there
+
+    @property
+    def hold(self) -> bool:
+        """In a plan capture each job holds its slot until the stop."""
+        return self.plans_file is not None
+
+    def serving(self, inputs: RunInputs, rows: BacklogRows) -> Self:
+        """This spec naming the tenants of the backlog being loaded: an explain variant's
+        backlog has its own idle tenants, which a worker of a queue or an entrypoint per
+        tenant must name too (that is what its captured fetch costs)."""
+        return replace(self, tenants=tuple(tenant_ids(inputs, rows)))
 
 
 def run_program(index: int, signals: Signals, body: Callable[[WorkerReport], None]) -> None:

@@ -39,21 +39,8 @@ ENTRYPOINT = "harness"
 
 
 @dataclass(frozen=True)
-class Spec:
-    dsn: str
-    schema: str
-    mapping: str
-    concurrency: int = 1
-    poll_interval_s: float = 0.01
-    cap: int = 1
-    tenants: tuple[int, ...] = ()
-    schedule: common.Schedule | None = None
-    plans_file: str | None = None  # a plan capture: auto_explain's notices go there
-
-    @property
-    def hold(self) -> bool:
-        """In a plan capture each job holds its slot until the stop."""
-        return self.plans_file is not None
+class Spec(common.PythonSpec):
+    cap: int = 1  # concurrency_limit: each entrypoint's
 
     @property
     def batch_size(self) -> int:
@@ -228,7 +215,7 @@ class PgqueuerQueue(LibraryQueue):
         asyncio.run(_install(self.spec))
 
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
-        self.spec = common.serving(self.spec, self.inputs, rows)
+        self.spec = self.spec.serving(self.inputs, rows)
         asyncio.run(_load(self.spec, common.backlog_jobs(self.inputs, rows)))
         common.analyze(conn)
 

@@ -33,20 +33,8 @@ QUEUE = "harness"
 
 
 @dataclass(frozen=True)
-class Spec:
-    dsn: str
-    schema: str
-    mapping: str
-    concurrency: int = 1
-    poll_interval_s: float = 0.01
-    tenants: tuple[int, ...] = ()
-    schedule: common.Schedule | None = None
-    plans_file: str | None = None  # a plan capture: auto_explain's notices go there
-
-    @property
-    def hold(self) -> bool:
-        """In a plan capture each job holds its slot until the stop."""
-        return self.plans_file is not None
+class Spec(common.PythonSpec):
+    """procrastinate's programs need nothing beyond what every Python library's do."""
 
 
 def _app(spec: Spec, **pool: Any) -> Any:
@@ -181,7 +169,7 @@ class ProcrastinateQueue(LibraryQueue):
         asyncio.run(_install(self.spec))
 
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
-        self.spec = common.serving(self.spec, self.inputs, rows)
+        self.spec = self.spec.serving(self.inputs, rows)
         asyncio.run(_defer(self.spec, common.backlog_jobs(self.inputs, rows)))
         common.analyze(conn)
 
