@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,3 +48,17 @@ tenant_groups:
     duration_ms: 5
     enqueue_at_s: 0.2
 """
+
+
+def harness_cli(
+    *args: str, timeout: float = 60, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m harness ARGS` to its end, as a user runs it: its output and exit code."""
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=cwd,
+    )

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import io
 import json
-import subprocess
-import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -16,7 +14,7 @@ from harness.check.verdict import CheckSettings
 from harness.commands.check import CheckRequest, check_command
 from harness.scenario.loader import load_scenario
 from harness.server.kinds import Server
-from tests.conftest import ROOT, builtin_traits
+from tests.conftest import ROOT, builtin_traits, harness_cli
 
 PROBES = ROOT / "scenarios/dequeue-check.yaml"
 ROUND_ROBIN = ROOT / "harness/queues/sql/strategies/round_robin.sql"
@@ -138,14 +136,7 @@ def test_dropping_the_per_tenant_index_fails(
 def test_a_bad_baseline_is_exit_2_before_any_server_starts(tmp_path: Path) -> None:
     bad = tmp_path / "dequeue.json"
     bad.write_text("{not json")
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "check", "--baseline", str(bad)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=ROOT,
-    )
+    done = harness_cli("check", "--baseline", str(bad), cwd=ROOT)
     assert done.returncode == 2
     assert done.stderr.startswith(f"error: {bad}: cannot read the baseline")
     assert done.stderr.count("\n") == 1

@@ -21,7 +21,7 @@ from harness.server import container as provider
 from harness.server.connections import connect
 from harness.server.container import LABEL, docker_engine_answers
 from harness.server.providers import choose_provider, open_server
-from tests.conftest import SHORT_NOISY
+from tests.conftest import SHORT_NOISY, harness_cli
 
 IMAGE = "postgres:17"
 
@@ -89,14 +89,7 @@ def silent_image() -> Iterator[str]:
 
 
 def harness(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-        cwd=cwd,
-    )
+    return harness_cli(*args, timeout=300, cwd=cwd)
 
 
 def test_the_server_is_postgres_17_reached_by_the_containers_own_url() -> None:

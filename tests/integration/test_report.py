@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,7 +12,7 @@ from nbclient import NotebookClient
 
 from harness.results.contract import matching
 from harness.run.render import Rendered
-from tests.conftest import ROOT
+from tests.conftest import ROOT, harness_cli
 
 DERIVED = [
     "summary.csv",
@@ -50,13 +48,7 @@ def test_harness_report_rebuilds_identical_tables_from_raw_files(
     shutil.copytree(short_run.folder.path, copy)
     for name in DERIVED:
         (copy / name).unlink()
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "report", str(copy)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = harness_cli("report", str(copy), timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"Report: {copy / 'report.html'}" in done.stdout
     for name in ("summary.csv", "summary.md"):
@@ -78,13 +70,7 @@ def test_every_file_a_run_writes_is_in_the_contract(short_run: Rendered) -> None
 
 
 def test_harness_report_refuses_a_folder_that_is_no_run(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "report", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = harness_cli("report", str(tmp_path))
     assert (done.returncode, done.stderr.strip()) == (
         2,
         f"error: {tmp_path}: not a run folder (no run.json)",
@@ -137,13 +123,7 @@ def timed_report(run: Rendered, copy: Path) -> float:
     """Seconds `harness report` takes to rebuild a copy of the run folder."""
     shutil.copytree(run.folder.path, copy)
     began = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "report", str(copy)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = harness_cli("report", str(copy), timeout=300)
     assert done.returncode == 0, done.stderr
     return time.monotonic() - began
 

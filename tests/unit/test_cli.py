@@ -3,26 +3,14 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 from harness.queues.catalog import catalog
-from tests.conftest import SCENARIOS, SHORT_NOISY
-
-
-def harness(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+from tests.conftest import SCENARIOS, SHORT_NOISY, harness_cli
 
 
 def test_validate_accepts_the_shipped_scenarios() -> None:
-    done = harness("validate", *map(str, sorted(SCENARIOS.glob("*.yaml"))))
+    done = harness_cli("validate", *map(str, sorted(SCENARIOS.glob("*.yaml"))))
     assert done.returncode == 0, done.stderr
     assert "noisy-neighbour.yaml: ok (1,050 jobs per repetition" in done.stdout
 
@@ -32,7 +20,7 @@ def test_a_bad_scenario_is_one_line_and_exit_2(tmp_path: Path) -> None:
     path.write_text(
         SHORT_NOISY.replace("duration_ms: 5\n  - name: small", "duration_ms: -1\n  - name: small")
     )
-    done = harness("validate", str(path))
+    done = harness_cli("validate", str(path))
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0
     assert done.stderr.startswith(f"error: {path}:11: tenant_groups[0].duration_ms:")
@@ -43,21 +31,21 @@ def test_run_refuses_a_bad_scenario_before_starting_anything(tmp_path: Path) -> 
     good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
     good.write_text(SHORT_NOISY)
     bad.write_text("name: x\n")
-    done = harness("run", str(good), str(bad), "--results-dir", str(tmp_path / "results"))
+    done = harness_cli("run", str(good), str(bad), "--results-dir", str(tmp_path / "results"))
     assert done.returncode == 2
     assert "bad.yaml:1: strategies: required field is missing" in done.stderr
     assert not (tmp_path / "results").exists()
 
 
 def test_sql_prints_the_blocks_as_run() -> None:
-    done = harness("sql", "fifo")
+    done = harness_cli("sql", "fifo")
     assert done.returncode == 0
     assert "-- name: dequeue   (harness/queues/sql/strategies/fifo.sql)" in done.stdout
     assert "for update skip locked;" in done.stdout
 
 
 def test_sql_of_an_unknown_strategy_is_exit_2() -> None:
-    done = harness("sql", "lifo")
+    done = harness_cli("sql", "lifo")
     assert done.returncode == 2
     assert done.stderr.strip() == (
         f"error: unknown strategy 'lifo'; available: {sorted(catalog())}"
@@ -67,19 +55,19 @@ def test_sql_of_an_unknown_strategy_is_exit_2() -> None:
 def test_simulate_prints_the_ideal_and_never_overwrites_its_csv(tmp_path: Path) -> None:
     out = tmp_path / "ideal.csv"
     scenario = str(SCENARIOS / "noisy-neighbour.yaml")
-    done = harness("simulate", scenario, "--workers", "4", "--workers", "8", "--out", str(out))
+    done = harness_cli("simulate", scenario, "--workers", "4", "--workers", "8", "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert "1,050 jobs of 11 tenants, 4 schedules" in done.stdout
     lines = out.read_text().splitlines()
     assert len(lines) == 1 + 2 * 2 * 3  # header; 2 strategies x 2 counts x 3 classes
-    again = harness("simulate", scenario, "--out", str(out))
+    again = harness_cli("simulate", scenario, "--out", str(out))
     assert again.returncode == 2
     assert again.stderr.strip() == f"error: {out} exists; results are never overwritten"
 
 
 def test_simulate_names_the_library_strategies_it_cannot_schedule() -> None:
     """They are known strategies, not unknown ones: the one line says why it stops."""
-    done = harness("simulate", str(SCENARIOS / "real-queues.yaml"))
+    done = harness_cli("simulate", str(SCENARIOS / "real-queues.yaml"))
     assert done.returncode == 2
     assert "'pgboss'" in done.stderr and "have no simulation policy" in done.stderr
     assert "the queue libraries have none" in done.stderr and "unknown" not in done.stderr
@@ -92,7 +80,7 @@ LEGACY_MIX = Path(__file__).resolve().parent.parent / "fixtures" / "runs-v1" / "
 def test_simulate_at_a_runs_costs_beside_what_a_run_measured(tmp_path: Path) -> None:
     scenario = str(LEGACY_MIX / "scenario.yaml")
     # The fixture was written before calibration.json existed: one line says how to get it.
-    done = harness("simulate", scenario, "--calibration", str(LEGACY_MIX))
+    done = harness_cli("simulate", scenario, "--calibration", str(LEGACY_MIX))
     assert done.returncode == 2
     assert done.stderr.strip() == (
         f"error: {LEGACY_MIX}/calibration.json: no such file; `harness report {LEGACY_MIX}` "
@@ -101,11 +89,11 @@ def test_simulate_at_a_runs_costs_beside_what_a_run_measured(tmp_path: Path) -> 
     # Fitted afresh from the raw files; compared with its only repetition there is nothing
     # left, compared with a copy of the folder (another run, to the command) there is.
     fitted = ["--calibration", str(LEGACY_MIX), "--fit-repetition", "1"]
-    done = harness("simulate", scenario, *fitted, "--measured", str(LEGACY_MIX))
+    done = harness_cli("simulate", scenario, *fitted, "--measured", str(LEGACY_MIX))
     assert done.returncode == 2
     assert "every repetition was used to fit; none is left to compare" in done.stderr
     other = shutil.copytree(LEGACY_MIX, tmp_path / "other")
-    done = harness("simulate", scenario, *fitted, "--measured", str(other))
+    done = harness_cli("simulate", scenario, *fitted, "--measured", str(other))
     assert done.returncode == 0, done.stderr
     assert "Calibrated schedule: legacy-mix" in done.stdout
     assert f"Measured: {other}/summary.csv" in done.stdout
@@ -113,7 +101,7 @@ def test_simulate_at_a_runs_costs_beside_what_a_run_measured(tmp_path: Path) -> 
 
 
 def test_overhead_refuses_an_unknown_strategy_before_starting_a_server(tmp_path: Path) -> None:
-    done = harness("overhead", "--strategy", "nope", "--results-dir", str(tmp_path))
+    done = harness_cli("overhead", "--strategy", "nope", "--results-dir", str(tmp_path))
     assert done.returncode == 2
     assert done.stderr.startswith("error: --strategy: unknown strategy 'nope'")
     assert "Starting PostgreSQL" not in done.stdout

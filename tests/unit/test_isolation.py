@@ -16,7 +16,7 @@ from harness.experiments.isolation import (
     table_rows,
 )
 from harness.server.pgbouncer import Login, config_text, login_for
-from tests.unit.test_cli import harness
+from tests.conftest import harness_cli
 
 
 def outcome(tenant: int, sets: bool, other_rows: int, written: int | None) -> JobOutcome:
@@ -94,7 +94,7 @@ def test_pgbouncer_pools_transactions_on_a_unix_socket_only(tmp_path: Path) -> N
 
 
 def test_an_unknown_pool_is_exit_2_before_any_server_starts() -> None:
-    done = harness("isolation", "--pool", "odbc")
+    done = harness_cli("isolation", "--pool", "odbc")
     assert done.returncode == 2
     assert done.stderr.startswith("error: --pool: unknown pool 'odbc'")
     assert "Starting PostgreSQL" not in done.stdout

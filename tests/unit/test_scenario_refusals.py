@@ -3,8 +3,6 @@ validate` and `harness run` alike, each as one line naming the file, the line an
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ from harness.queues.sql.strategies import load_strategies
 from harness.scenario.loader import load_scenario
 from harness.scenario.parse import MAX_BYTES, MAX_DEPTH
 from harness.scenario.traits import ANY, QueueTraits
-from tests.conftest import SCENARIOS, SHORT_NOISY, builtin_traits
+from tests.conftest import SCENARIOS, SHORT_NOISY, builtin_traits, harness_cli
 
 BASE = """\
 name: holes
@@ -245,16 +243,6 @@ def test_a_recursive_alias_is_judged_not_walked_forever(write_yaml) -> None:
     )
 
 
-def harness(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 BROKEN = {
     "deep": BASE + f"description: {nested(3000)}\n",
     "twice": BASE + "workers: 4\n",
@@ -277,7 +265,7 @@ def test_every_broken_shape_stops_the_command_before_anything_runs(
         bad = tmp_path / f"{shape}.yaml"
         bad.write_text(text)
         results = ["--results-dir", str(tmp_path / "results")] if command == "run" else []
-        done = harness(command, str(good), str(bad), *results)
+        done = harness_cli(command, str(good), str(bad), *results)
         assert done.returncode == 2, (shape, done.stderr)
         assert done.stderr.startswith(f"error: {bad}:"), (shape, done.stderr)
         assert done.stderr.strip().count("\n") == 0, (shape, done.stderr)
@@ -290,7 +278,7 @@ def test_a_server_restart_off_the_embedded_provider_is_refused_before_any_server
 ) -> None:
     """The provider is known before anything starts: no earlier scenario runs first."""
     restart = SCENARIOS / "server-restart.yaml"
-    done = harness(
+    done = harness_cli(
         "run",
         str(SCENARIOS / "noisy-neighbour.yaml"),
         str(restart),
