@@ -21,7 +21,7 @@ from typing import Any, Self
 
 import psycopg
 
-from harness.queues.base import JobRecord, Ledger, Signals, TaskRun, WorkerReport
+from harness.queues.base import JobRecord, Ledger, Signals, Site, TaskRun, WorkerReport
 from harness.queues.process import die_with_parent
 from harness.scenario.distributions import job_duration_ms
 from harness.scenario.inputs import RunInputs
@@ -108,6 +108,18 @@ class PythonSpec:
     tenants: tuple[int, ...] = ()  # every tenant a worker must name (a queue per tenant)
     schedule: Schedule | None = None  # an enqueuer's batches
     plans_file: str | None = None  # a plan capture: auto_explain's notices go there
+
+    @classmethod
+    def of(cls, site: Site, inputs: RunInputs, mapping: str, **more: Any) -> Self:
+        """The spec of a run's queue: its site, the scenario's poll, every tenant named."""
+        return cls(
+            dsn=site.dsn,
+            schema=site.schema,
+            mapping=mapping,
+            poll_interval_s=inputs.scenario.poll_interval_ms / 1000,
+            tenants=tuple(tenant_ids(inputs, inputs.backlog)),
+            **more,
+        )
 
     @property
     def hold(self) -> bool:

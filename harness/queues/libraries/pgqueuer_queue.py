@@ -193,14 +193,7 @@ class PgqueuerQueue(LibraryQueue):
     fetch_marker = "SET status = 'picked'"  # its fetch, among a capture's
 
     def __init__(self, name: str, mapping: str, site: Site, inputs: RunInputs) -> None:
-        spec = Spec(
-            dsn=site.dsn,
-            schema=site.schema,
-            mapping=mapping,
-            poll_interval_s=inputs.scenario.poll_interval_ms / 1000,
-            cap=inputs.scenario.tenant_cap or 1,
-            tenants=tuple(common.tenant_ids(inputs, inputs.backlog)),
-        )
+        spec = Spec.of(site, inputs, mapping, cap=inputs.scenario.tenant_cap or 1)
         super().__init__(name, site, inputs, spec)
 
     def mains(self) -> tuple[ProgramMain, ProgramMain]:

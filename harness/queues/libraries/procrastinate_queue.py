@@ -153,14 +153,7 @@ class ProcrastinateQueue(LibraryQueue):
     fetch_marker = "FOR UPDATE OF jobs SKIP LOCKED"  # its fetch, among a capture's
 
     def __init__(self, name: str, mapping: str, site: Site, inputs: RunInputs) -> None:
-        spec = Spec(
-            dsn=site.dsn,
-            schema=site.schema,
-            mapping=mapping,
-            poll_interval_s=inputs.scenario.poll_interval_ms / 1000,
-            tenants=tuple(common.tenant_ids(inputs, inputs.backlog)),
-        )
-        super().__init__(name, site, inputs, spec)
+        super().__init__(name, site, inputs, Spec.of(site, inputs, mapping))
 
     def mains(self) -> tuple[ProgramMain, ProgramMain]:
         return worker_main, enqueuer_main
