@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
 import typer
 from rich.console import Console
 
-from harness.errors import HarnessError, RunFailed, Terminated
+from harness.errors import HarnessError, ReportInterrupted, RunFailed, Terminated
 
 if TYPE_CHECKING:
     from harness.run.scenario_run import RunOptions
@@ -165,10 +165,16 @@ def _guarded(action: Callable[[], T]) -> T:
         _fail(f"error: {error}", error.exit_code)
     except RunFailed as error:
         _fail(f"run failed: {error}", error.exit_code)
+    except ReportInterrupted as interrupt:
+        _fail(
+            f"{interrupt}; everything the harness started is stopped; its measurements are "
+            f"complete and kept: harness report {interrupt.folder} writes the rest",
+            130,
+        )
     except (KeyboardInterrupt, Terminated):
         _fail(
-            "interrupted: everything the harness started is stopped; a results folder made "
-            "so far is marked interrupted",
+            "interrupted: everything the harness started is stopped; a run it cut short "
+            "keeps what it measured, marked interrupted in its run.json",
             130,
         )
     finally:

@@ -1,5 +1,7 @@
 """Errors the CLI turns into one line and an exit code, never a traceback."""
 
+from pathlib import Path
+
 
 class HarnessError(Exception):
     """Bad input or an unusable environment: nothing was measured. Exit code 2."""
@@ -22,3 +24,12 @@ class RunFailed(Exception):
 
 class Terminated(BaseException):
     """SIGTERM arrived: unwind like Ctrl-C so every server and worker is stopped."""
+
+
+class ReportInterrupted(BaseException):
+    """Ctrl-C or SIGTERM while a finished run's report was written. Its measurements are
+    whole and kept (run.json says complete); `harness report` writes the derived files."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(f"interrupted while writing the report of {folder}")
+        self.folder = folder

@@ -15,7 +15,7 @@ import pandas as pd
 
 from harness.analysis.plans import Capture
 from harness.analysis.properties import MONITOR_COLUMNS
-from harness.errors import HarnessError, Terminated
+from harness.errors import HarnessError, ReportInterrupted, Terminated
 from harness.queues.base import Queue, QueueEntry, Site
 from harness.results.contract import listed
 from harness.results.document import PlanEntry, RepetitionEntry, RunDocument, ScenarioRef
@@ -92,10 +92,11 @@ def run_scenario(
                 _run_timed(timed, observer, document, measured)
             if options.plans and scenario.explain is not None:
                 _capture_plans(site, inputs, queues, observer, options, folder, measured)
+        _seal(folder, document, measured)
     except BaseException as error:
         _close_unfinished(folder, document, measured, error)
         raise
-    return _finish(folder, document, measured)
+    return _render(folder)
 
 
 def named_queues(scenario: Scenario) -> list[str]:
@@ -234,12 +235,13 @@ def _close_unfinished(
 
 
 def _write_raw(folder: RunFolder, document: RunDocument, measured: Measured) -> None:
-    if measured.jobs:
+    """Each raw file once: an interrupt inside `_seal` comes back here to mark the run."""
+    if measured.jobs and "jobs" not in document.files:
         document.files["jobs"] = _write(folder, "jobs.csv", jobs_csv(measured.jobs))
-    if measured.monitor:
+    if measured.monitor and "monitor" not in document.files:
         monitor = pd.DataFrame.from_records(measured.monitor, columns=MONITOR_COLUMNS)
         document.files["monitor"] = _write(folder, "monitor.csv", monitor.to_csv(index=False))
-    if measured.bloat:
+    if measured.bloat and "bloat" not in document.files:
         bloat = pd.DataFrame.from_records(measured.bloat, columns=BLOAT_COLUMNS)
         document.files["bloat"] = _write(folder, "bloat.csv", bloat.to_csv(index=False))
     document.plans = [
@@ -258,12 +260,20 @@ def _write(folder: RunFolder, name: str, text: str, replace: bool = False) -> st
     return folder.write(listed(name, "raw"), text, replace=replace).name
 
 
-def _finish(folder: RunFolder, document: RunDocument, measured: Measured) -> Rendered:
+def _seal(folder: RunFolder, document: RunDocument, measured: Measured) -> None:
     _write_raw(folder, document, measured)
     document.status = "complete"
     document.finished_at = _utc_now()
     _write(folder, "run.json", document.dumps(), replace=True)
-    return render_run(folder)
+
+
+def _render(folder: RunFolder) -> Rendered:
+    """The derived files of a sealed run: an interrupt now loses no measurement, and the
+    CLI says how to write what it cut short rather than call the run interrupted."""
+    try:
+        return render_run(folder)
+    except (KeyboardInterrupt, Terminated) as interrupt:
+        raise ReportInterrupted(folder.path) from interrupt
 
 
 def monitor_records(result: RepetitionResult) -> list[dict[str, Any]]:
