@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -51,9 +52,10 @@ tenant_groups:
 
 
 def harness_cli(
-    *args: str, timeout: float = 60, cwd: Path | None = None
+    *args: str, timeout: float = 60, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """`python -m harness ARGS` to its end, as a user runs it: its output and exit code."""
+    """`python -m harness ARGS` to its end, as a user runs it: its output and exit code.
+    `env`: variables set on top of this process's environment."""
     return subprocess.run(
         [sys.executable, "-m", "harness", *args],
         capture_output=True,
@@ -61,4 +63,5 @@ def harness_cli(
         timeout=timeout,
         check=False,
         cwd=cwd,
+        env={**os.environ, **env} if env else None,
     )

@@ -69,13 +69,8 @@ def harness_run(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[st
     """`harness run` of the one-strategy scenario, to the end."""
     scenario = tmp_path / "s.yaml"
     scenario.write_text(ONE_STRATEGY)
-    command = [sys.executable, "-m", "harness", "run", str(scenario)]
-    return subprocess.run(
-        [*command, "--results-dir", str(tmp_path / "results"), *options],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    return harness_cli(
+        "run", str(scenario), "--results-dir", str(tmp_path / "results"), *options, timeout=120
     )
 
 

@@ -1,11 +1,9 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import shutil
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,7 +12,7 @@ import pandas as pd
 
 from harness.analysis.compare import compare_runs, comparison_rows
 from harness.analysis.provenance import Difference, provenance_differences, provenance_headline
-from tests.conftest import ROOT
+from tests.conftest import ROOT, harness_cli
 
 LEGACY = ROOT / "tests/fixtures/runs-v1/legacy-mix"
 
@@ -129,14 +127,7 @@ def test_a_run_without_metadata_is_a_difference() -> None:
 
 
 def harness(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    return harness_cli(*args, timeout=120, env={"COLUMNS": "200"})
 
 
 def test_compare_says_above_the_table_that_the_runs_come_from_other_machines(

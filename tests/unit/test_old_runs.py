@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from harness.analysis.calibration import Calibration
+from tests.conftest import harness_cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs-v1"
 RAW = ("run.json", "scenario.yaml", "jobs.csv", "monitor.csv", "bloat.csv", "explain")
@@ -45,13 +44,7 @@ def raw_copy(name: str, target: Path) -> Path:
 @pytest.mark.parametrize("name", ["legacy-mix", "legacy-faults", "legacy-hold"])
 def test_harness_report_renders_an_old_run_to_the_same_tables(tmp_path: Path, name: str) -> None:
     folder = raw_copy(name, tmp_path)
-    done = subprocess.run(
-        [sys.executable, "-m", "harness", "report", str(folder)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = harness_cli("report", str(folder), timeout=120)
     assert done.returncode == 0, done.stderr
     expected = [table for table in TABLES if (FIXTURES / name / table).exists()]
     assert "summary.csv" in expected

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import jsonschema
@@ -15,20 +13,9 @@ from harness.commands.check import BASELINE, PROBES, check_paths
 from harness.commands.schema import scenario_schema
 from harness.errors import HarnessError
 from harness.shipped import scenario_file, shipped_dir, shipped_scenarios
-from tests.conftest import ROOT, SCENARIOS, SHORT_NOISY
+from tests.conftest import ROOT, SCENARIOS, SHORT_NOISY, harness_cli
 
 SCHEMA_FILE = ROOT / "docs" / "scenario.schema.json"
-
-
-def harness(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        cwd=cwd,
-    )
 
 
 def test_every_shipped_scenario_has_a_name() -> None:
@@ -50,17 +37,17 @@ def test_a_name_is_the_shipped_scenario_and_a_file_wins(
 
 
 def test_an_unknown_name_lists_the_shipped_ones(tmp_path: Path) -> None:
-    done = harness("validate", "noisy-neighbor", cwd=tmp_path)
+    done = harness_cli("validate", "noisy-neighbor", cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert done.stderr.startswith("error: noisy-neighbor: no such file, nor a shipped scenario")
     assert "noisy-neighbour, " in done.stderr
 
 
 def test_validate_and_scenarios_work_from_an_empty_folder(tmp_path: Path) -> None:
-    done = harness("validate", "noisy-neighbour", "skewed-backlog.yaml", cwd=tmp_path)
+    done = harness_cli("validate", "noisy-neighbour", "skewed-backlog.yaml", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "noisy-neighbour.yaml: ok (1,050 jobs per repetition" in done.stdout
-    listed = harness("scenarios", cwd=tmp_path)
+    listed = harness_cli("scenarios", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     for name in shipped_scenarios():
         assert f"│ {name} " in listed.stdout
@@ -83,13 +70,13 @@ def test_the_check_reads_the_current_folder_first_and_writes_there(
 def test_version_is_the_package_version() -> None:
     from importlib.metadata import version
 
-    done = harness("--version", cwd=ROOT)
+    done = harness_cli("--version", cwd=ROOT)
     assert done.returncode == 0
     assert done.stdout == f"harness (tenant-queue-bench) {version('tenant-queue-bench')}\n"
 
 
 def test_the_committed_schema_is_what_harness_schema_prints(tmp_path: Path) -> None:
-    done = harness("schema", cwd=tmp_path)
+    done = harness_cli("schema", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout == SCHEMA_FILE.read_text(encoding="utf-8"), (
         "docs/scenario.schema.json is stale: harness schema > docs/scenario.schema.json"
