@@ -109,11 +109,13 @@ def node_binary(folder: Path) -> Path:
 def connection_config(dsn: str) -> dict[str, Any]:
     """The DSN as node-postgres takes it (it reads URLs, not libpq's key=value form)."""
     names = {"host": "host", "port": "port", "user": "user", "password": "password"}
-    config = common.dsn_keywords(dsn, {**names, "dbname": "database", "options": "options"})
+    config = common.dsn_keywords(
+        dsn, {**names, "dbname": "database", "options": "options", "sslmode": "sslmode"}
+    )
     # libpq's sslmode as node-postgres's ssl: `require` encrypts without checking the
     # certificate, the verify modes check it; without it, node-postgres never asks for TLS
     # (a managed server that insists on it refuses the connection).
-    sslmode = psycopg.conninfo.conninfo_to_dict(dsn).get("sslmode")
+    sslmode = config.pop("sslmode", None)
     if sslmode == "require":
         config["ssl"] = {"rejectUnauthorized": False}
     elif sslmode in ("verify-ca", "verify-full"):
