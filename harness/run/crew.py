@@ -57,7 +57,7 @@ def _stop_helper_processes() -> None:
                 stop()
 
 
-_SPAWN = _context()
+_PROCESSES = _context()  # where every process of a crew, and what they share, comes from
 READY_TIMEOUT_S = 60
 STOP_TIMEOUT_S = 60
 POLL_S = 0.02
@@ -65,12 +65,12 @@ POLL_S = 0.02
 
 def make_signals(processes: int) -> Signals:
     return Signals(
-        ready=_SPAWN.Array("b", processes, lock=False),
-        done=_SPAWN.Array("q", processes, lock=False),
-        holding=_SPAWN.Array("q", processes, lock=False),
-        start=_SPAWN.Event(),
-        stop=_SPAWN.Event(),
-        reports=_SPAWN.Queue(),
+        ready=_PROCESSES.Array("b", processes, lock=False),
+        done=_PROCESSES.Array("q", processes, lock=False),
+        holding=_PROCESSES.Array("q", processes, lock=False),
+        start=_PROCESSES.Event(),
+        stop=_PROCESSES.Event(),
+        reports=_PROCESSES.Queue(),
     )
 
 
@@ -96,7 +96,7 @@ class Crew:
         self.spare = len(self.workers)
 
     def _add(self, slot: int, program: Program, name: str) -> Any:
-        process = _SPAWN.Process(
+        process = _PROCESSES.Process(
             target=program.main,
             args=(slot, program.spec, self.signals),
             daemon=True,
