@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from harness.server.container import docker_engine_answers
+from tests.conftest import ROOT, harness_cli
 
-ROOT = Path(__file__).resolve().parents[2]
 TAG = "tenant-queue-bench:test"
 
 
@@ -50,11 +49,5 @@ def test_the_image_builds_and_runs_harness_version() -> None:
         timeout=120,
         check=True,
     ).stdout.strip()
-    expected = subprocess.run(
-        [str(ROOT / ".venv" / "bin" / "harness"), "--version"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    assert version == expected
+    assert version == harness_cli("--version").stdout.strip()
     subprocess.run(["docker", "image", "rm", TAG], capture_output=True, check=False)
