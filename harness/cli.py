@@ -182,7 +182,9 @@ def _guarded(action: Callable[[], T]) -> T:
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    errors.print(message, markup=False, highlight=False, soft_wrap=True)
+    from harness.server.dsn import scrub  # an error may quote a DSN: never its password
+
+    errors.print(scrub(message), markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

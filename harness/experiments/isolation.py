@@ -54,6 +54,7 @@ from harness.errors import RunFailed, Terminated
 from harness.report.sections import markdown_table
 from harness.results.folder import RunFolder
 from harness.server.connections import connect
+from harness.server.dsn import scrub
 from harness.server.pgbouncer import login_for, running_pgbouncer, unavailable_reason
 from harness.server.schema import own_schema
 from harness.sqlfiles import SqlBlock, builtin_blocks
@@ -472,7 +473,7 @@ class IsolationFolder:
         self.folder.write("isolation.md", markdown(settings, results, status))
         self.document.update(
             status=status,
-            error=None if error is None else str(error) or type(error).__name__,
+            error=None if error is None else scrub(str(error)) or type(error).__name__,
             finished_at=_utc_now(),
             results=summary_records(results),
             set_local_leaked=set_local_leaked(results),

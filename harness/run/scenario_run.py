@@ -29,6 +29,7 @@ from harness.run.repetition import Observer, RepetitionResult, plan, run_repetit
 from harness.scenario.inputs import RunInputs
 from harness.scenario.loader import LoadedScenario
 from harness.scenario.model import Scenario
+from harness.server.dsn import scrub
 from harness.server.kinds import Server
 from harness.server.provenance import collect_all
 from harness.server.schema import own_schema
@@ -228,7 +229,7 @@ def _close_unfinished(
     """Keep what was measured (whole repetitions and captures), marked as not complete."""
     interrupted = isinstance(error, KeyboardInterrupt | Terminated)
     document.status = "interrupted" if interrupted else "failed"
-    document.error = str(error) or type(error).__name__
+    document.error = scrub(str(error)) or type(error).__name__
     document.finished_at = _utc_now()
     _write_raw(folder, document, measured)
     _write(folder, "run.json", document.dumps(), replace=True)

@@ -27,7 +27,7 @@ import psycopg
 
 from harness.errors import ProviderUnavailable
 from harness.server.connections import connect
-from harness.server.external import redact
+from harness.server.dsn import redact
 from harness.server.kinds import ProviderChoice, Server
 
 if TYPE_CHECKING:

@@ -9,6 +9,7 @@ import psycopg
 
 from harness.errors import ProviderUnavailable
 from harness.server.connections import connect
+from harness.server.dsn import redact
 from harness.server.kinds import ProviderChoice, Server
 
 
@@ -21,12 +22,3 @@ def start_external(choice: ProviderChoice) -> Iterator[Server]:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else "no answer"
         raise ProviderUnavailable(f"cannot connect to the external server: {reason}") from error
     yield Server(dsn=choice.dsn, provider="external", details={"dsn": redact(choice.dsn)})
-
-
-def redact(dsn: str) -> str:
-    """The DSN without its password, for logs and results."""
-    if not dsn:
-        return "(from PG* variables)"
-    params = psycopg.conninfo.conninfo_to_dict(dsn)
-    params.pop("password", None)
-    return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items()})

@@ -17,7 +17,7 @@ import psycopg
 
 import harness
 from harness.server.connections import connect
-from harness.server.external import redact
+from harness.server.dsn import redact
 
 # Settings that shape queue performance, recorded even when they are at their default.
 KEY_SETTINGS = (

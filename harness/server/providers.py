@@ -12,6 +12,7 @@ from typing import get_args
 
 from harness.errors import HarnessError
 from harness.server.connections import connect
+from harness.server.dsn import check_dsn
 from harness.server.kinds import CONTAINER_IMAGE, PG_MAJOR, ProviderChoice, ProviderKind, Server
 
 _PG_ENV = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
@@ -25,7 +26,10 @@ def choose_provider(
     listen: str | None = None,
     image: str | None = None,
 ) -> ProviderChoice:
-    """--pg, --dsn (or the PG* variables), --listen and --image -> which provider to start."""
+    """--pg, --dsn (or the PG* variables), --listen and --image -> which provider to start.
+    A malformed --dsn is refused here, for every command, before anything connects."""
+    if dsn:
+        check_dsn(dsn)
     if pg is None:
         pg = "external" if dsn else "container" if image else "embedded"
     if pg not in get_args(ProviderKind):
