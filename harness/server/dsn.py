@@ -10,12 +10,17 @@ scrubbed of passwords.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from functools import cache
+from pathlib import Path
+from typing import Any
 
 import psycopg
 
 from harness.errors import HarnessError
+from harness.server.connections import connect
 
 _URL_SCHEMES = ("postgresql://", "postgres://")
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})|%00")
@@ -121,6 +126,26 @@ def redact(dsn: str) -> str:
     for keyword in _SECRET_KEYWORDS:
         params.pop(keyword, None)
     return psycopg.conninfo.make_conninfo(**{k: str(v) for k, v in params.items()})
+
+
+def password_for(dsn: str) -> str | None:
+    """The password libpq sends for `dsn`, for a client that reads no password file
+    (node-postgres): the DSN's own, PGPASSWORD, or its password file's line (passfile=,
+    PGPASSFILE, ~/.pgpass), which libpq itself looks up on a connection made for that."""
+    params = psycopg.conninfo.conninfo_to_dict(dsn)
+    if params.get("password"):
+        return str(params["password"])
+    if os.environ.get("PGPASSWORD"):
+        return os.environ["PGPASSWORD"]
+    if not _password_file(params):
+        return None
+    with connect(dsn, connect_timeout=10) as conn:
+        return conn.info.password
+
+
+def _password_file(params: Mapping[str, Any]) -> bool:
+    named = params.get("passfile") or os.environ.get("PGPASSFILE")
+    return Path(str(named)).is_file() if named else (Path.home() / ".pgpass").is_file()
 
 
 def scrub(text: str) -> str:

@@ -36,6 +36,7 @@ from harness.queues.libraries.library import LibraryQueue
 from harness.results.document import UNLIKE_THE_SCENARIO
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
+from harness.server.dsn import password_for
 from harness.server.processes import signal_on_parent_death
 
 RUNNER_FILES = (
@@ -107,11 +108,15 @@ def node_binary(folder: Path) -> Path:
 
 
 def connection_config(dsn: str) -> dict[str, Any]:
-    """The DSN as node-postgres takes it (it reads URLs, not libpq's key=value form)."""
-    names = {"host": "host", "port": "port", "user": "user", "password": "password"}
+    """The DSN as node-postgres takes it (it reads URLs, not libpq's key=value form), with
+    the password libpq would send (node-postgres reads no `passfile=`)."""
+    names = {"host": "host", "port": "port", "user": "user"}
     config = common.dsn_keywords(
         dsn, {**names, "dbname": "database", "options": "options", "sslmode": "sslmode"}
     )
+    password = password_for(dsn)
+    if password is not None:
+        config["password"] = password
     # libpq's sslmode as node-postgres's ssl: `require` encrypts without checking the
     # certificate, the verify modes check it; without it, node-postgres never asks for TLS
     # (a managed server that insists on it refuses the connection).
@@ -155,15 +160,21 @@ def _set_death_signal() -> None:
 
 
 class Runner:
-    """One Node process of the runner: commands in, events out, its stderr kept aside."""
+    """One Node process of the runner: its config, then commands in; events out; its
+    stderr kept aside.
+
+    The config, password included, is the first line on the runner's stdin, never an
+    argument: every local user reads a process's command line (/proc/<pid>/cmdline).
+    """
 
     def __init__(self, spec: NodeSpec, role: str) -> None:
         folder = runner_dir()
+        config = spec.config(role)  # before the process: a bad DSN starts nothing
         self.plans_file = spec.plans_file
         # Kept open for the process's life, read when it fails: no `with` fits that.
         self.stderr: IO[str] = tempfile.TemporaryFile("w+")  # noqa: SIM115
         self.process = subprocess.Popen(
-            [str(node_binary(folder)), str(folder / "runner.mjs"), json.dumps(spec.config(role))],
+            [str(node_binary(folder)), str(folder / "runner.mjs")],
             cwd=folder,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -171,6 +182,7 @@ class Runner:
             text=True,
             preexec_fn=_set_death_signal,
         )
+        self.send(config)
 
     def send(self, command: dict[str, Any]) -> None:
         assert self.process.stdin is not None

@@ -94,9 +94,10 @@ async def _queries(spec: Spec) -> tuple[Any, Any]:
 
 def asyncpg_arguments(dsn: str) -> dict[str, Any]:
     """The DSN as asyncpg takes it (keywords; it reads URLs, not libpq's key=value form);
-    its `ssl` takes libpq's sslmode names."""
+    its `ssl` takes libpq's sslmode names, its `passfile` libpq's password file."""
     names = {"host": "host", "port": "port", "user": "user", "password": "password"}
-    arguments = common.dsn_keywords(dsn, {**names, "dbname": "database", "sslmode": "ssl"})
+    names |= {"dbname": "database", "sslmode": "ssl", "passfile": "passfile"}
+    arguments = common.dsn_keywords(dsn, names)
     arguments.setdefault("database", None)
     return arguments
 

@@ -1,13 +1,17 @@
 // The harness's side of pg-boss and graphile-worker: one process, one library, one role.
 //
-//   node runner.mjs '<config JSON>'
+//   node runner.mjs        (no arguments: the config is the first line on stdin)
 //
 // config: { library: "pgboss" | "graphile", role: "install" | "worker" | "enqueuer" |
 // "versions", connection: {host, port, user, password, database}, schema, mapping,
-// concurrency, pollIntervalMs, cap, notices }.
+// concurrency, pollIntervalMs, cap, notices }. It comes on stdin, never as an argument:
+// a command line is readable by every local user (ps, /proc/<pid>/cmdline), and the
+// config holds the password. An adapter gets its password through its stdin config (or
+// a file of mode 0600), never its argv.
 //
-// It talks to the harness in JSON lines: commands on stdin ({"cmd": "start"}, {"cmd":
-// "stop"}, {"cmd": "enqueue", "jobs": [[number, tenant, ms], ...]}), events on stdout
+// It talks to the harness in JSON lines: the config, then commands on stdin ({"cmd":
+// "start"}, {"cmd": "stop"}, {"cmd": "enqueue", "jobs": [[number, tenant, ms], ...]}); a
+// closed stdin is a stop. Events on stdout
 // ({"event": "ready"}, {"event": "job", ...}, {"event": "enqueued", "count": n},
 // {"event": "plan", ...}, {"event": "stopped"}, {"event": "error", "message": ...}).
 // Nothing else is written to stdout; the libraries' own logs go to stderr.
@@ -49,8 +53,7 @@ function commands() {
   return () => new Promise((resolve) => (queued.length ? resolve(queued.shift()) : waiting.push(resolve)));
 }
 
-async function serve(adapter, config) {
-  const next = commands();
+async function serve(adapter, config, next) {
   if (config.role === "worker") {
     const work = await adapter.worker(config, emit);
     emit({ event: "ready" });
@@ -74,7 +77,9 @@ async function serve(adapter, config) {
 
 async function main() {
   checkNode();
-  const config = JSON.parse(process.argv[2]);
+  const next = commands();
+  const config = await next();
+  if (!config.library) fail("no config: the first line on stdin is the config JSON");
   const adapter = await import(`./${config.library}.mjs`);
   if (config.role === "versions") {
     emit({ event: "versions", node: process.versions.node, ...(await adapter.versions()) });
@@ -82,7 +87,7 @@ async function main() {
     await adapter.install(config);
     emit({ event: "installed" });
   } else {
-    await serve(adapter, config);
+    await serve(adapter, config, next);
   }
   process.exit(0);
 }
