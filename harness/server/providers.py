@@ -58,8 +58,9 @@ _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 def loopback(listen: str) -> tuple[str, int]:
-    """--listen HOST[:PORT]: a loopback address only. The embedded server trusts every
-    local connection (initdb --auth=trust), which is safe on this host and nowhere else."""
+    """--listen HOST[:PORT]: a loopback address only. TCP takes the superuser's random
+    password (harness/server/embedded.py), but the server is a superuser's playground
+    meant for this host's fleet members, not a service for other hosts."""
     host, _, port = listen.rpartition(":") if ":" in listen.strip("[]") else (listen, "", "0")
     host = host.strip("[]") or listen
     if host not in _LOOPBACK or not port.isdigit() or int(port) > 65535:
