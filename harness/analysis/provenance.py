@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.results.redaction import redacted_settings
+
 # (what a reader is told, the path in `metadata`)
 _RECORDED = (
     ("host", ("host", "hostname")),
@@ -97,7 +99,7 @@ def _setting_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[Dif
 
 
 def _non_default(metadata: Mapping[str, Any]) -> dict[str, str]:
-    settings = _at(metadata, ("postgres", "non_default_settings")) or {}
+    settings = redacted_settings(_at(metadata, ("postgres", "non_default_settings")) or {})
     return {
         name: value["setting"] + (f" ({value['unit']})" if value.get("unit") else "")
         for name, value in settings.items()

@@ -15,6 +15,7 @@ from typing import Any
 
 from harness.report.sections import Section, Table
 from harness.results.document import RunDocument
+from harness.results.redaction import redacted_settings
 
 _STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px;
@@ -178,7 +179,7 @@ def _provenance(document: RunDocument) -> str:
     ]
     settings = [
         [name, value.get("shown") or _with_unit(value), value["source"]]
-        for name, value in postgres.get("non_default_settings", {}).items()
+        for name, value in redacted_settings(postgres.get("non_default_settings", {})).items()
     ]
     return (
         "<h2 id='provenance'>Provenance</h2>"

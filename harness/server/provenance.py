@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 
 import harness
+from harness.results.redaction import redacted_settings
 from harness.server.connections import connect
 from harness.server.dsn import redact
 
@@ -162,7 +163,8 @@ def _proc_field(path: str, name: str) -> str | None:
 
 
 def collect_postgres(dsn: str) -> dict[str, Any]:
-    """Server version, every setting not at its built-in default, and the key settings."""
+    """Server version, every setting not at its built-in default (a secret's value
+    redacted: harness/results/redaction.py), and the key settings."""
     with connect(dsn, autocommit=False) as conn:
         version = conn.execute("select version()").fetchone()
         # current_setting() is the value as SHOW writes it (128MB): setting and unit
@@ -179,10 +181,12 @@ def collect_postgres(dsn: str) -> dict[str, Any]:
         return {
             "version": version[0] if version else None,
             "server_version_num": conn.info.server_version,
-            "non_default_settings": {
-                name: {"setting": setting, "unit": unit, "source": source, "shown": shown}
-                for name, setting, unit, source, shown in changed
-            },
+            "non_default_settings": redacted_settings(
+                {
+                    name: {"setting": setting, "unit": unit, "source": source, "shown": shown}
+                    for name, setting, unit, source, shown in changed
+                }
+            ),
             "key_settings": dict(key),
         }
 
