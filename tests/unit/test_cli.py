@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from harness.queues.catalog import catalog
@@ -105,3 +107,13 @@ def test_overhead_refuses_an_unknown_strategy_before_starting_a_server(tmp_path:
     assert done.returncode == 2
     assert done.stderr.startswith("error: --strategy: unknown strategy 'nope'")
     assert "Starting PostgreSQL" not in done.stdout
+
+
+def test_importing_the_package_main_runs_no_command() -> None:
+    """`harness.__main__:app` was one of the names a fleet row could resolve; importing
+    the module must not run the CLI."""
+    code = "import harness.__main__; print('imported')"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout) == (0, "imported\n"), done.stderr
