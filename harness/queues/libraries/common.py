@@ -1,5 +1,6 @@
-"""What the library adapters share: the jobs as they hand them to a library, the process
-their programs run in, and the ledger built from a library's own tables and its task log.
+"""What the library adapters share: the jobs as they hand them to a library, and the
+ledger built from a library's own tables and its task log (their programs' process is
+every program's: harness/queues/process.py).
 
 A library chooses its own job ids (a uuid in pg-boss), so every job carries the harness's
 number for it in its payload, with its tenant and its duration: `{"n": 17, "t": 3, "ms":
@@ -11,9 +12,6 @@ job, and jobs.csv joins up with the workload whatever ids the library chose.
 from __future__ import annotations
 
 import asyncio
-import signal
-import traceback
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from multiprocessing.synchronize import Event
@@ -22,7 +20,6 @@ from typing import Any, Self
 import psycopg
 
 from harness.queues.base import JobRecord, Ledger, Signals, Site, TaskRun, WorkerReport
-from harness.queues.process import die_with_parent
 from harness.scenario.distributions import job_duration_ms
 from harness.scenario.inputs import RunInputs
 from harness.scenario.traits import QueueTraits
@@ -131,19 +128,6 @@ class PythonSpec:
         backlog has its own idle tenants, which a worker of a queue or an entrypoint per
         tenant must name too (that is what its captured fetch costs)."""
         return replace(self, tenants=tuple(tenant_ids(inputs, rows)))
-
-
-def run_program(index: int, signals: Signals, body: Callable[[WorkerReport], None]) -> None:
-    """A program's process as harness/queues/process.py has it, but that the library opens
-    its own connections: its report always sent, an exception as its error."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner decides when its children stop
-    die_with_parent()
-    report = WorkerReport(worker=index)
-    try:
-        body(report)
-    except Exception:
-        report.error = traceback.format_exc(limit=6)
-    signals.reports.put(report)
 
 
 async def wait_event(event: Event) -> None:

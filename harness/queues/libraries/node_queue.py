@@ -33,6 +33,7 @@ from harness.errors import HarnessError
 from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerReport
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
+from harness.queues.process import run_program
 from harness.results.document import UNLIKE_THE_SCENARIO
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
@@ -234,7 +235,7 @@ def run_role(spec: NodeSpec, role: str) -> dict[str, Any]:
 
 
 def worker_main(index: int, spec: NodeSpec, signals: Signals) -> None:
-    common.run_program(index, signals, lambda report: _work(index, spec, signals, report))
+    run_program(index, signals, lambda report: _work(index, spec, signals, report))
 
 
 def _work(index: int, spec: NodeSpec, signals: Signals, report: WorkerReport) -> None:
@@ -292,7 +293,7 @@ def _moment(text: str | None) -> datetime | None:
 
 
 def enqueuer_main(index: int, spec: NodeSpec, signals: Signals) -> None:
-    common.run_program(index, signals, lambda report: _enqueue(index, spec, signals))
+    run_program(index, signals, lambda report: _enqueue(index, spec, signals))
 
 
 def _enqueue(index: int, spec: NodeSpec, signals: Signals) -> None:

@@ -24,6 +24,7 @@ import psycopg
 from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerReport
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
+from harness.queues.process import run_program
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
 
@@ -89,7 +90,7 @@ async def _install(spec: Spec) -> None:
 
 
 def enqueuer_main(index: int, spec: Spec, signals: Signals) -> None:
-    common.run_program(index, signals, lambda report: asyncio.run(_enqueue(index, spec, signals)))
+    run_program(index, signals, lambda report: asyncio.run(_enqueue(index, spec, signals)))
 
 
 async def _enqueue(index: int, spec: Spec, signals: Signals) -> None:
@@ -105,9 +106,7 @@ async def _enqueue(index: int, spec: Spec, signals: Signals) -> None:
 
 
 def worker_main(index: int, spec: Spec, signals: Signals) -> None:
-    common.run_program(
-        index, signals, lambda report: asyncio.run(_work(index, spec, signals, report))
-    )
+    run_program(index, signals, lambda report: asyncio.run(_work(index, spec, signals, report)))
 
 
 async def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) -> None:
