@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 import psycopg
+from psycopg import sql
 
+from harness import __version__
 from tests.integration.test_cli_runs import MARK, server_programs
 
 FLEET = """\
@@ -42,22 +44,19 @@ def harness(*args: str, stdout: int = subprocess.PIPE) -> subprocess.Popen[str]:
     )
 
 
-def coordinator(tmp_path: Path, text: str, *options: str) -> tuple[subprocess.Popen[str], str]:
-    """`harness run --fleet` started; its line that tells the members how to join."""
+def coordinator(
+    tmp_path: Path, text: str, *options: str, server: tuple[str, ...] = ("--listen", "127.0.0.1:0")
+) -> tuple[subprocess.Popen[str], str]:
+    """`harness run --fleet` started (by default on an embedded server that members reach
+    over loopback TCP); its line that tells the members how to join."""
     scenario = tmp_path / "fleet.yaml"
     scenario.write_text(text)
     run = harness(
-        "run",
-        str(scenario),
-        "--results-dir",
-        str(tmp_path / "results"),
-        "--listen",
-        "127.0.0.1:0",
-        *options,
+        "run", str(scenario), "--results-dir", str(tmp_path / "results"), *server, *options
     )
     assert run.stdout is not None
     for line in run.stdout:
-        if WAITING.search(line):
+        if line.startswith("fleet: waiting for"):
             return run, line
     raise AssertionError(f"no fleet line: {run.communicate(timeout=60)}")
 
@@ -136,3 +135,27 @@ def test_a_member_of_another_run_or_version_is_refused(tmp_path: Path) -> None:
     _, stderr = run.communicate(timeout=60)
     assert run.returncode == 1
     assert "only 0 of 1 fleet members joined within 8 s" in stderr
+
+
+def test_a_member_whose_host_name_is_markup_is_named_as_it_is(tmp_path: Path) -> None:
+    """A host name is the member's own text: `[/oops]` crashed the coordinator's console
+    (rich markup). A member row written by hand joins and never speaks: the run fails
+    naming it, in one line."""
+    run, line = coordinator(tmp_path, FLEET, "--fleet", "1")
+    found = WAITING.search(line)
+    assert found is not None
+    members_table = sql.Identifier(
+        "harness_fleet_" + found["run"].replace("-", "_"), "fleet_members"
+    )
+    with psycopg.connect(found["dsn"], autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("insert into {} (host, pid, harness_version) values (%s, 4711, %s)").format(
+                members_table
+            ),
+            ("[/oops]", __version__),
+        )
+    out, err = run.communicate(timeout=120)
+    assert "fleet: fleet member 1 (host [/oops], pid 4711) joined" in out
+    assert run.returncode == 1, err
+    assert "Traceback" not in err
+    assert "run failed: fleet member 1 (host [/oops], pid 4711) stopped answering" in err

@@ -117,3 +117,24 @@ def test_importing_the_package_main_runs_no_command() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
     )
     assert (done.returncode, done.stdout) == (0, "imported\n"), done.stderr
+
+
+def test_a_members_run_id_follows_the_coordinators_rule() -> None:
+    """`--run 'x y'` was taken as it came and put into the fleet's schema name."""
+    done = harness_cli("worker", "--run", "x y", "--dsn", "postgresql://nobody@127.0.0.1:1/none")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: --run: 'x y' is not allowed; use lowercase letters, digits and -, at most 40 "
+        "characters"
+    )
+
+
+def test_a_fleet_refuses_faults_before_a_server_starts(tmp_path: Path) -> None:
+    scenario = tmp_path / "faults.yaml"
+    scenario.write_text(SHORT_NOISY + "faults:\n  lease: {seconds: 1}\n")
+    done = harness_cli("run", str(scenario), "--fleet", "1", "--results-dir", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"error: {scenario}: faults run on local workers only, not with --fleet"
+    )
+    assert "Starting PostgreSQL" not in done.stdout
