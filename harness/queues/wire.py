@@ -10,8 +10,10 @@ dataclasses; pydantic validates them back from their JSON, nested ones included.
 from __future__ import annotations
 
 import importlib
+import json
 from typing import Any
 
+import pydantic_core
 from pydantic import TypeAdapter
 
 from harness.queues.base import Program, WorkerReport
@@ -37,7 +39,9 @@ def program_from_wire(data: dict[str, Any]) -> Program:
 
 
 def reports_to_wire(reports: list[WorkerReport]) -> list[dict[str, Any]]:
-    return _REPORTS.dump_python(reports, mode="json")  # type: ignore[no-any-return]
+    """As JSON data that jsonb takes: a library's claims have no latency (NaN), which
+    JSON cannot write as a number, so it travels as the string "NaN"."""
+    return json.loads(pydantic_core.to_json(reports, inf_nan_mode="strings"))  # type: ignore[no-any-return]
 
 
 def reports_from_wire(data: list[dict[str, Any]]) -> list[WorkerReport]:
