@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import psycopg
 from psycopg import sql
 
 from harness import __version__
+from harness.server.kinds import Server
 from tests.integration.test_cli_runs import MARK, server_programs
 
 FLEET = """\
@@ -159,3 +161,67 @@ def test_a_member_whose_host_name_is_markup_is_named_as_it_is(tmp_path: Path) ->
     assert run.returncode == 1, err
     assert "Traceback" not in err
     assert "run failed: fleet member 1 (host [/oops], pid 4711) stopped answering" in err
+
+
+LIBRARY_FLEET = FLEET.replace("workers: 6", "workers: 4").replace(
+    "strategies: [fifo, round_robin]", "strategies: [round_robin, procrastinate]"
+)
+PASSWORD = "fleet-Sekr3t-47"
+
+
+def test_the_fleet_tables_hold_no_password_and_a_library_fleet_balances_its_books(
+    server: Server, tmp_path: Path
+) -> None:
+    """The coordinator connects with a password (ignored by the test server's trust):
+    nothing it writes for the members carries it, nor any DSN; the members run SQL and
+    library workers with their own, and the books balance."""
+    dsn = psycopg.conninfo.make_conninfo(server.dsn, password=PASSWORD)
+    fleet_id = f"nopw{os.getpid()}"
+    run, _ = coordinator(
+        tmp_path, LIBRARY_FLEET, "--fleet", "2", "--fleet-id", fleet_id, server=("--dsn", dsn)
+    )
+    seen = FleetTables(dsn, "harness_fleet_" + fleet_id)
+    seen.start()
+    workers = [harness("worker", "--dsn", dsn, "--run", fleet_id) for _ in range(2)]
+    _, stderr = run.communicate(timeout=240)
+    seen.stop.set()
+    seen.join()
+    assert run.returncode == 0, stderr
+    for worker in workers:
+        _, err = worker.communicate(timeout=60)
+        assert worker.returncode == 0, err
+    written = "\n".join(seen.rows)
+    assert PASSWORD not in written and '"dsn"' not in written and "password" not in written
+    programs = {row["program"] for text in seen.rows for row in _programs(text)}
+    assert programs == {"sql.worker", "procrastinate.worker"}
+    jobs = pd.read_csv(tmp_path / "results" / "latest" / "jobs.csv")
+    assert len(jobs) == 2 * 310  # every job once, for each queue
+    assert set(jobs["member"]) == {1, 2}
+
+
+def _programs(text: str) -> list[dict[str, object]]:
+    row = json.loads(text)
+    return list(row.get("programs", []))
+
+
+class FleetTables(threading.Thread):
+    """Every row of the fleet's tables while the run lasts, as JSON text."""
+
+    TABLES = ("fleet_run", "fleet_members", "fleet_assignments", "fleet_reports")
+
+    def __init__(self, dsn: str, schema: str) -> None:
+        super().__init__(daemon=True)
+        self.dsn, self.schema = dsn, schema
+        self.rows: set[str] = set()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while not self.stop.wait(0.05):
+                for table in self.TABLES:
+                    select = sql.SQL("select to_jsonb(t)::text from {} t")
+                    try:
+                        found = conn.execute(select.format(sql.Identifier(self.schema, table)))
+                    except psycopg.errors.UndefinedTable:
+                        continue
+                    self.rows.update(text for (text,) in found)

@@ -24,7 +24,7 @@ import json
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal, get_args
 
 import psycopg
 
@@ -32,16 +32,19 @@ from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerRepor
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
+from harness.queues.programs import TenantCap
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
 
-MAPPINGS = ("one_entrypoint", "entrypoint_per_tenant", "concurrency_limit")
+Mapping = Literal["one_entrypoint", "entrypoint_per_tenant", "concurrency_limit"]
+MAPPINGS = get_args(Mapping)
 ENTRYPOINT = "harness"
 
 
 @dataclass(frozen=True)
 class Spec(common.PythonSpec):
-    cap: int = 1  # concurrency_limit: each entrypoint's
+    mapping: Mapping
+    cap: TenantCap = 1  # concurrency_limit: each entrypoint's
 
     @property
     def batch_size(self) -> int:
@@ -229,3 +232,6 @@ class PgqueuerQueue(LibraryQueue):
                 "log_aggregation_interval_s": 0,
             },
         }
+
+
+common.register_programs("pgqueuer", Spec, worker_main, enqueuer_main)

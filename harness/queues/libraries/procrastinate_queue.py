@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import psycopg
 
@@ -28,7 +28,8 @@ from harness.queues.process import run_program
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
 
-MAPPINGS = ("one_queue", "lock_per_tenant", "queue_per_tenant")
+Mapping = Literal["one_queue", "lock_per_tenant", "queue_per_tenant"]
+MAPPINGS = get_args(Mapping)
 TASK = "harness_job"
 QUEUE = "harness"
 
@@ -36,6 +37,8 @@ QUEUE = "harness"
 @dataclass(frozen=True)
 class Spec(common.PythonSpec):
     """procrastinate's programs need nothing beyond what every Python library's do."""
+
+    mapping: Mapping
 
 
 def _app(spec: Spec, **pool: Any) -> Any:
@@ -178,3 +181,6 @@ class ProcrastinateQueue(LibraryQueue):
                 "pool_max_size": "concurrency + 2",
             },
         }
+
+
+common.register_programs("procrastinate", Spec, worker_main, enqueuer_main)
