@@ -56,6 +56,14 @@ def program_to_wire(program: Program) -> dict[str, Any]:
     return row.model_dump(mode="json")
 
 
+def assignment_from_wire(first_slot: Any, rows: Any, local: Local) -> tuple[int, list[Program]]:
+    """A member's assignment: the first process slot its programs take (its reports are
+    numbered from there), and the programs."""
+    if isinstance(first_slot, bool) or not isinstance(first_slot, int) or first_slot < 0:
+        raise _refused(f"first_slot: {str(first_slot)[:40]} is not a process slot (0 or more)")
+    return first_slot, programs_from_wire(rows, local)
+
+
 def programs_from_wire(rows: Any, local: Local) -> list[Program]:
     """A member's assignment: every program accepted, or the first refusal."""
     if not isinstance(rows, list):

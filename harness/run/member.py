@@ -33,7 +33,7 @@ from harness.queues.base import Program, WorkerReport
 from harness.queues.catalog import register_programs
 from harness.queues.programs import Local, Refused
 from harness.queues.sql.strategies import load_strategies
-from harness.queues.wire import programs_from_wire, reports_to_wire
+from harness.queues.wire import assignment_from_wire, reports_to_wire
 from harness.run.crew import Crew
 from harness.run.fleet import BEAT_S, PROTOCOL, SILENT_S, fleet_schema, fleet_sql
 from harness.server.connections import connect
@@ -164,7 +164,7 @@ def _next_assignment(member: Member, repetition: int) -> tuple[int, list[Program
     while True:
         rows = member.run("assignment", {"repetition": repetition, "member": member.number})
         if rows:
-            return int(rows[0][0]), programs_from_wire(rows[0][1], member.local)
+            return assignment_from_wire(rows[0][0], rows[0][1], member.local)
         _still_on(member.run_state(), ended_ok=True)
         if member.run_state().state == "done":
             return None

@@ -150,7 +150,9 @@ HOSTILE = {
 }
 
 
-def open_fleet_tables(server: Server, fleet_id: str, programs: list[Any]) -> None:
+def open_fleet_tables(
+    server: Server, fleet_id: str, programs: list[Any], first_slot: int = 0
+) -> None:
     """A fleet's tables and run row as the coordinator makes them, and the assignment of
     member 1 in repetition 1."""
     schema = fleet_schema(fleet_id)
@@ -162,7 +164,7 @@ def open_fleet_tables(server: Server, fleet_id: str, programs: list[Any]) -> Non
             conn.execute(statements[table])  # type: ignore[call-overload]
         version = {"version": harness.__version__, "protocol": PROTOCOL}
         conn.execute(statements["open_run"], {"run_id": fleet_id, "expected": 1, **version})  # type: ignore[call-overload]
-        assignment = {"repetition": 1, "member": 1, "first_slot": 0}
+        assignment = {"repetition": 1, "member": 1, "first_slot": first_slot}
         conn.execute(statements["assign"], {**assignment, "programs": Jsonb(programs)})  # type: ignore[call-overload]
 
 
@@ -203,3 +205,12 @@ def test_a_member_refuses_a_hostile_row_with_exit_2_and_one_line(
     done = harness_cli("worker", "--dsn", server.dsn, "--run", fleet_id)
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip() == f"error: fleet assignment refused: {expected}"
+
+
+def test_a_negative_first_slot_is_refused(
+    server: Server, strategies: dict[str, Strategy], fleet_id: str
+) -> None:
+    """The slot a member numbers its reports from is a count from a row too."""
+    open_fleet_tables(server, fleet_id, [rows(server, strategies)["sql"]], first_slot=-5)
+    with pytest.raises(Refused, match=r"^fleet assignment refused: first_slot: -5 is not a "):
+        serve(server.dsn, fleet_id, lambda line: None)
