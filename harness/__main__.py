@@ -1,3 +1,4 @@
 from harness.cli import app
 
-app(prog_name="harness")
+if __name__ == "__main__":
+    app(prog_name="harness")

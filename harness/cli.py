@@ -605,12 +605,13 @@ def worker(
             show_default=False,
         ),
     ] = None,
+    strategies_dir: StrategiesDirOption = None,
 ) -> None:
     """Join a fleet run as one of its members: run its share of every repetition's workers
     on this host, until the run ends (exit 0), fails (1) or refuses this member (2)."""
     from harness.commands.worker import worker_command
 
-    _guarded(lambda: worker_command(dsn, run_id, console))
+    _guarded(lambda: worker_command(dsn, run_id, strategies_dir, console))
 
 
 @app.command()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import secrets
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -18,7 +18,7 @@ from harness.errors import HarnessError
 from harness.queues.catalog import catalog
 from harness.run.captures import requests
 from harness.run.crew import LOCAL, Placement
-from harness.run.fleet import Fleet, open_fleet
+from harness.run.fleet import Fleet, check_fleet_id, faults_refused, open_fleet
 from harness.run.render import Rendered
 from harness.run.repetition import plan
 from harness.run.scenario_run import RunOptions, run_scenario
@@ -68,24 +68,18 @@ def run_command(
     return outcomes
 
 
-_FLEET_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
-
-
 def _check_fleet(loaded: LoadedScenario, options: RunOptions) -> None:
     """A fleet's members need a share of every repetition's workers, and the faults need
     the workers here (they are killed and replaced as processes of this host)."""
     scenario = loaded.scenario
     if options.local_workers and not options.fleet:
         raise HarnessError("--local-workers goes with --fleet N")
-    if options.fleet_id is not None and not _FLEET_ID.fullmatch(options.fleet_id):
-        raise HarnessError(
-            f"--fleet-id: '{options.fleet_id}' is not allowed; use lowercase letters, digits "
-            "and -, at most 40 characters"
-        )
+    if options.fleet_id is not None:
+        check_fleet_id(options.fleet_id, "--fleet-id")
     if not options.fleet or not scenario.timed:
         return
     if scenario.uses_faults:
-        raise HarnessError(f"{loaded.path}: faults run on local workers only, not with --fleet")
+        raise faults_refused(str(loaded.path))
     remote = min(scenario.workers) - options.local_workers
     if remote < options.fleet:
         raise HarnessError(
@@ -109,7 +103,9 @@ def _placement(server: Server, options: RunOptions, console: Console) -> Iterato
         options.fleet_timeout_s,
         member_dsn=server.details.get("tcp_dsn") or server.details.get("dsn") or "URL",
     )
-    with open_fleet(fleet, lambda line: console.print(line, highlight=False)) as opened:
+    # A member's host name is its own text: printed as it is, never read as markup.
+    say = partial(console.print, markup=False, highlight=False)
+    with open_fleet(fleet, say) as opened:
         yield opened
 
 

@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from rich.console import Console
 
 from harness.errors import HarnessError
+from harness.run.fleet import check_fleet_id
 from harness.run.member import serve
 from harness.server.providers import choose_provider
 
 
-def worker_command(dsn: str | None, fleet_id: str, console: Console) -> None:
+def worker_command(
+    dsn: str | None, fleet_id: str, strategies_dir: Path | None, console: Console
+) -> None:
     """Work the fleet run's repetitions until it ends; its failure is ours (exit 1)."""
     choice = choose_provider("external", dsn, os.environ, allow_mismatch=True)
     if not fleet_id:
         raise HarnessError("--run: the fleet run's id, as `harness run --fleet N` printed it")
-    serve(choice.dsn, fleet_id, lambda line: console.print(line, highlight=False))
+    check_fleet_id(fleet_id, "--run")
+    # The host's name and the run's errors are text of others: never read as markup.
+    serve(
+        choice.dsn,
+        fleet_id,
+        lambda line: console.print(line, markup=False, highlight=False),
+        strategies_dir,
+    )

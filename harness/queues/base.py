@@ -16,14 +16,15 @@ A repetition (harness/run/repetition.py) drives every kind of queue the same way
 Implementations: the built-in SQL strategies (harness/queues/sql/queue.py), real queue
 libraries driven through their own code, workers on other hosts. A program is a
 module-level function and a picklable spec, so the same program runs in a local process
-or, sent through the run's schema, on another host.
+or, registered by name (harness/queues/programs.py) and sent through the fleet's
+tables as data, on another host.
 """
 
 from __future__ import annotations
 
 import ctypes
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing.queues import Queue as ProcessQueue
 from multiprocessing.synchronize import Event
@@ -78,18 +79,6 @@ class Program:
     main: ProgramMain
     spec: Any
     name: str = ""  # shown in errors: 'harness-worker-3'
-
-
-def relocated(program: Program, dsn: str) -> Program:
-    """The same program, connecting through `dsn` (another host's way to the same server):
-    its spec's `site` (or `dsn`) is where it connects. A fleet member runs what the
-    coordinator assigned it this way."""
-    site = getattr(program.spec, "site", None)
-    if isinstance(site, Site):
-        return replace(program, spec=replace(program.spec, site=replace(site, dsn=dsn)))
-    if isinstance(getattr(program.spec, "dsn", None), str):
-        return replace(program, spec=replace(program.spec, dsn=dsn))
-    raise TypeError(f"{program.role} program {program.main.__name__}: its spec names no server")
 
 
 @dataclass(frozen=True)

@@ -25,3 +25,9 @@ def catalog(strategies_dir: Path | None = None) -> dict[str, QueueEntry]:
 def traits(entries: dict[str, QueueEntry]) -> dict[str, QueueTraits]:
     """What the scenario loader checks: name -> what that queue cannot take, and why."""
     return {name: entry.traits for name, entry in entries.items()}
+
+
+def register_programs() -> None:
+    """Every program a fleet member may be assigned, registered (harness/queues/programs.py):
+    the SQL strategies' were as this module imported theirs; the libraries' now."""
+    libraries.register_programs()

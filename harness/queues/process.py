@@ -2,8 +2,9 @@
 
 A spawned process ignores Ctrl-C (it reaches the whole process group; the runner decides
 when its children stop), dies with the harness if the harness is killed outright,
-connects, says it is ready, runs its body, and always sends back its report: the error
-it failed with, if it did.
+runs its body (which connects and says it is ready: the SQL strategies' through one
+connection opened here, a library's through its own), and always sends back its
+report: the error it failed with, if it did.
 
 This module imports little: every spawned worker and enqueuer process loads it.
 """
@@ -23,21 +24,34 @@ from harness.queues.base import Signals, Site, WorkerReport
 from harness.server.connections import connect
 from harness.server.processes import signal_on_parent_death
 
-Body = Callable[[psycopg.Connection[Any], int, Signals, WorkerReport], None]
+Body = Callable[[WorkerReport], None]
+Connected = Callable[[psycopg.Connection[Any], int, Signals, WorkerReport], None]
 
 
-def run_program(index: int, site: Site, signals: Signals, body: Body) -> None:
-    """Connect to the site's schema, mark the slot ready, run `body`, report."""
+def run_program(index: int, signals: Signals, body: Body) -> None:
+    """The process of every program, the SQL strategies' and the libraries': run `body`
+    (which connects and sets its ready slot), and always send its report, the error it
+    failed with if it did."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     die_with_parent()
     report = WorkerReport(worker=index)
     try:
+        body(report)
+    except Exception:
+        report.error = traceback.format_exc(limit=6)
+    signals.reports.put(report)
+
+
+def run_connected(index: int, site: Site, signals: Signals, body: Connected) -> None:
+    """`run_program` of a body that works on one connection to the site's schema, opened
+    here: the slot is ready once it is."""
+
+    def connected(report: WorkerReport) -> None:
         with connect(site.dsn, schema=site.schema) as conn:
             signals.ready[index] = 1
             body(conn, index, signals, report)
-    except Exception:
-        report.error = traceback.format_exc(limit=4)
-    signals.reports.put(report)
+
+    run_program(index, signals, connected)
 
 
 def die_with_parent() -> None:

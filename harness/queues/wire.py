@@ -1,58 +1,126 @@
 """Programs and reports as JSON, for a fleet: what the coordinator assigns a member and
 what the member sends back travel through the database as plain data.
 
-A program's entry point and its spec's type are named, not pickled, and only names in
-the harness package are resolved: a row in the fleet's tables can choose which of the
-harness's own programs a member runs, never make it run anything else. Specs are
-dataclasses; pydantic validates them back from their JSON, nested ones included.
+A program travels as the name it is registered by (harness/queues/programs.py), its
+spec as data without DSN, SQL or file path, and the process's name. A member takes
+nothing in a row on faith: the name must be registered, the spec's fields are validated
+as its type says, and the keys that would carry what a member has of its own are
+refused with why; a row holds at most MAX_PROGRAMS programs. Each refusal is one line.
 """
 
 from __future__ import annotations
 
-import importlib
+import json
 from typing import Any
 
-from pydantic import TypeAdapter
+import pydantic_core
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from harness.queues.base import Program, WorkerReport
+from harness.queues.programs import (
+    Local,
+    ProcessName,
+    Refused,
+    Wire,
+    registered,
+    registration_of,
+)
+from harness.scenario.model import MAX_WORKERS
 
 _REPORTS = TypeAdapter(list[WorkerReport])
+MAX_PROGRAMS = MAX_WORKERS  # a member's share: one process per worker at most
+NEVER_TRAVELS = {
+    "dsn": "no DSN travels: a member connects with its own --dsn",
+    "site": "no DSN travels: a member connects with its own --dsn",
+    "plans_file": "no file path travels: a plan capture runs on the coordinator's host only",
+    "claim": "no SQL travels: a member runs its own install's strategy, checked by its sha256",
+    "enqueue": "no SQL travels: a member runs its own install's strategy, checked by its sha256",
+    "sql": "no SQL travels: a member runs its own install's strategy, checked by its sha256",
+}
+
+
+class _Row(BaseModel):
+    """One program of an assignment, as it travels."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    program: str
+    spec: dict[str, Any]
+    name: ProcessName = ""
 
 
 def program_to_wire(program: Program) -> dict[str, Any]:
-    spec_type = type(program.spec)
-    return {
-        "role": program.role,
-        "main": _name(program.main),
-        "spec_type": _name(spec_type),
-        "spec": TypeAdapter(spec_type).dump_python(program.spec, mode="json"),
-        "name": program.name,
-    }
+    registration = registration_of(program.main)
+    assert isinstance(program.spec, registration.spec), f"{registration.name}: its spec's type"
+    row = _Row(program=registration.name, spec=registration.send(program.spec), name=program.name)
+    return row.model_dump(mode="json")
 
 
-def program_from_wire(data: dict[str, Any]) -> Program:
-    spec_type = _resolve(data["spec_type"])
-    spec = TypeAdapter(spec_type).validate_python(data["spec"])
-    return Program(data["role"], _resolve(data["main"]), spec, data.get("name", ""))
+def assignment_from_wire(first_slot: Any, rows: Any, local: Local) -> tuple[int, list[Program]]:
+    """A member's assignment: the first process slot its programs take (its reports are
+    numbered from there), and the programs."""
+    if isinstance(first_slot, bool) or not isinstance(first_slot, int) or first_slot < 0:
+        raise _refused(f"first_slot: {str(first_slot)[:40]} is not a process slot (0 or more)")
+    return first_slot, programs_from_wire(rows, local)
+
+
+def programs_from_wire(rows: Any, local: Local) -> list[Program]:
+    """A member's assignment: every program accepted, or the first refusal."""
+    if not isinstance(rows, list):
+        raise _refused("its programs are not a list")
+    if len(rows) > MAX_PROGRAMS:
+        raise _refused(
+            f"{len(rows)} programs; a member runs at most {MAX_PROGRAMS} (a repetition's "
+            "most workers)"
+        )
+    return [program_from_wire(row, local) for row in rows]
+
+
+def program_from_wire(data: Any, local: Local) -> Program:
+    """One program, accepted only as one of the harness's own with a valid spec."""
+    try:
+        row = _Row.model_validate(data)
+        registration = registered(row.program)
+    except ValidationError as error:
+        raise _refused(_first_error(error, "a program of an assignment")) from error
+    except Refused as error:
+        raise _refused(str(error)) from error
+    try:
+        _refuse_what_never_travels(row.spec)
+        spec = registration.receive(row.spec, local)
+    except ValidationError as error:
+        problem = _first_error(error, f"the spec of {row.program}", "spec")
+        raise _refused(f"{row.program}: {problem}") from error
+    except Refused as error:
+        raise _refused(f"{row.program}: {error}") from error
+    return Program(registration.role, registration.main, spec, row.name)
+
+
+def _refused(problem: str) -> Refused:
+    return Refused(f"fleet assignment refused: {problem}")
+
+
+def _refuse_what_never_travels(spec: Wire) -> None:
+    for key, why in NEVER_TRAVELS.items():
+        if key in spec:
+            raise Refused(f"spec.{key}: {why}")
+
+
+def _first_error(error: ValidationError, what: str, *within: str) -> str:
+    """pydantic's first complaint as one line: where, and what is allowed."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in (*within, *first["loc"]))
+    message = first["msg"]
+    if first["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
+        message = f"not a field of {what}"
+    return f"{where}: {message}"
 
 
 def reports_to_wire(reports: list[WorkerReport]) -> list[dict[str, Any]]:
-    return _REPORTS.dump_python(reports, mode="json")  # type: ignore[no-any-return]
+    """As JSON data that jsonb takes: a library's claims have no latency (NaN), which
+    JSON cannot write as a number, so it travels as the string "NaN"."""
+    return json.loads(pydantic_core.to_json(reports, inf_nan_mode="strings"))  # type: ignore[no-any-return]
 
 
 def reports_from_wire(data: list[dict[str, Any]]) -> list[WorkerReport]:
     return _REPORTS.validate_python(data)
-
-
-def _name(thing: Any) -> str:
-    return f"{thing.__module__}:{thing.__qualname__}"
-
-
-def _resolve(name: str) -> Any:
-    module, _, qualname = name.partition(":")
-    if module != "harness" and not module.startswith("harness."):
-        raise ValueError(f"{name}: only the harness's own programs travel to a fleet member")
-    found: Any = importlib.import_module(module)
-    for part in qualname.split("."):
-        found = getattr(found, part)
-    return found

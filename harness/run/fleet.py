@@ -21,6 +21,7 @@ refused.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -45,6 +46,26 @@ SILENT_S = 5.0  # a member (or coordinator) not heard from for this long is gone
 POLL_S = 0.01
 READY_TIMEOUT_S = 120
 REPORTS_TIMEOUT_S = 120
+
+
+_FLEET_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,39}")
+
+
+def check_fleet_id(fleet_id: str, option: str) -> str:
+    """The one rule for a fleet's id (it names the fleet's schema), whoever gives it:
+    `--fleet-id`, a member's `--run`; the coordinator's random ids keep it too."""
+    if not _FLEET_ID.fullmatch(fleet_id):
+        raise HarnessError(
+            f"{option}: '{fleet_id}' is not allowed; use lowercase letters, digits and -, "
+            "at most 40 characters"
+        )
+    return fleet_id
+
+
+def faults_refused(where: str) -> HarnessError:
+    """The one refusal of faults with a fleet: they kill and replace processes, and
+    reconnect them, on the coordinator's own host."""
+    return HarnessError(f"{where}: faults run on local workers only, not with --fleet")
 
 
 def fleet_sql() -> dict[str, str]:
@@ -133,7 +154,7 @@ class Fleet:
     def crew(self, workers: Workers, count: int, enqueuers: list[Program], spares: int) -> Crew:
         """A repetition's crew across the fleet: the Placement of a fleet run."""
         if spares:
-            raise HarnessError("faults (crashes) run on local workers only, not with --fleet")
+            raise faults_refused("faults.crashes")
         self.repetitions += 1
         local = workers(self.local_workers) if self.local_workers else []
         counts = _deal(count - self.local_workers, self.expected)

@@ -2,11 +2,14 @@
 
 It finds the run by the id the coordinator printed (the fleet's schema on the server),
 refuses a run of another harness version or protocol, a run that is over or full, and
-joins. Then, repetition by repetition: it waits for its assignment, starts the assigned
-programs in processes of its own (connecting through its own DSN), says it is ready,
+joins. Then, repetition by repetition: it waits for its assignment, accepts it only as
+the harness's own registered programs with valid specs (harness/queues/wire.py; SQL from
+its own install, checked by its SHA-256), starts them in processes of its own
+(connecting through its own DSN), says it is ready,
 starts at the coordinator's `go`, says how many jobs its crew has done as it goes,
 and at the `stop` uploads its processes' reports. A thread says it lives every BEAT_S.
-It leaves when the run is done (exit 0), failed (exit 1), or its coordinator is gone.
+It leaves when the run is done (exit 0), failed (exit 1), or its coordinator is gone;
+an assignment it refuses fails the run, naming the member and why (exit 2).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -25,8 +29,11 @@ from psycopg.types.json import Jsonb
 
 import harness
 from harness.errors import HarnessError, RunFailed
-from harness.queues.base import WorkerReport, relocated
-from harness.queues.wire import program_from_wire, reports_to_wire
+from harness.queues.base import Program, WorkerReport
+from harness.queues.catalog import register_programs
+from harness.queues.programs import Local, Refused
+from harness.queues.sql.strategies import load_strategies
+from harness.queues.wire import assignment_from_wire, reports_to_wire
 from harness.run.crew import Crew
 from harness.run.fleet import BEAT_S, PROTOCOL, SILENT_S, fleet_schema, fleet_sql
 from harness.server.connections import connect
@@ -52,7 +59,7 @@ class RunState:
 @dataclass
 class Member:
     conn: psycopg.Connection[Any]
-    dsn: str
+    local: Local  # its own DSN and strategies: what its programs are rebuilt with
     fleet_id: str
     number: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -71,7 +78,7 @@ class Member:
 
     def alive(self) -> None:
         """The heartbeat thread: every BEAT_S until the member leaves."""
-        with connect(self.dsn, schema=fleet_schema(self.fleet_id)) as conn:
+        with connect(self.local.dsn, schema=fleet_schema(self.fleet_id)) as conn:
             while not self._stop.wait(BEAT_S):
                 conn.execute(fleet_sql()["member_alive"], {"member": self.number})  # type: ignore[call-overload]
 
@@ -79,14 +86,16 @@ class Member:
         self._stop.set()
 
 
-def serve(dsn: str, fleet_id: str, say: Say) -> None:
+def serve(dsn: str, fleet_id: str, say: Say, strategies_dir: Path | None = None) -> None:
     """Join the fleet and work its repetitions until the run ends."""
+    local = Local(dsn, load_strategies(strategies_dir))
+    register_programs()
     try:
         conn = connect(dsn, schema=fleet_schema(fleet_id))
     except psycopg.OperationalError as error:
         raise HarnessError(f"cannot reach the server: {_first_line(error)}") from error
     with conn:
-        member = Member(conn, dsn, fleet_id)
+        member = Member(conn, local, fleet_id)
         _check_run(member, fleet_id)
         member.number = _join(member)
         here = f"{platform.node()}, pid {os.getpid()}"
@@ -94,6 +103,9 @@ def serve(dsn: str, fleet_id: str, say: Say) -> None:
         threading.Thread(target=member.alive, name="harness-member-beat", daemon=True).start()
         try:
             _repetitions(member, say)
+        except Refused as error:
+            _failed(member, error)
+            raise
         except (RunFailed, psycopg.Error) as error:
             _failed(member, error)
             raise RunFailed(
@@ -137,7 +149,7 @@ def _repetitions(member: Member, say: Say) -> None:
     repetition = 1
     while (assignment := _next_assignment(member, repetition)) is not None:
         first_slot, programs = assignment
-        reports = _work(member, repetition, [relocated(p, member.dsn) for p in programs])
+        reports = _work(member, repetition, programs)
         shifted = [replace(report, worker=report.worker + first_slot) for report in reports]
         upload = {"repetition": repetition, "member": member.number}
         member.run("upload", {**upload, "reports": Jsonb(reports_to_wire(shifted))})
@@ -147,19 +159,19 @@ def _repetitions(member: Member, say: Say) -> None:
     say("the run is done")
 
 
-def _next_assignment(member: Member, repetition: int) -> tuple[int, list[Any]] | None:
+def _next_assignment(member: Member, repetition: int) -> tuple[int, list[Program]] | None:
     """This member's share of the repetition, or None once the run is done."""
     while True:
         rows = member.run("assignment", {"repetition": repetition, "member": member.number})
         if rows:
-            return int(rows[0][0]), [program_from_wire(data) for data in rows[0][1]]
+            return assignment_from_wire(rows[0][0], rows[0][1], member.local)
         _still_on(member.run_state(), ended_ok=True)
         if member.run_state().state == "done":
             return None
         time.sleep(WAIT_S)
 
 
-def _work(member: Member, repetition: int, programs: list[Any]) -> list[WorkerReport]:
+def _work(member: Member, repetition: int, programs: list[Program]) -> list[WorkerReport]:
     with Crew(programs) as crew:
         member.state("ready", repetition)
         while member.run_state().go < repetition:

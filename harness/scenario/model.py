@@ -25,7 +25,9 @@ Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 WaitMetric = Literal["wait_p50_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "makespan_s"]
 PlanMetric = Literal["plan_total_ms", "plan_execution_ms", "plan_shared_buffers"]
 Check = Literal["never_stranded", "weighted_share", "tenant_cap", "priority_order"]
-WorkerCount = Annotated[int, Field(ge=1, le=256)]
+MAX_WORKERS = 256  # of a repetition: its processes, or a library's concurrency
+WorkerCount = Annotated[int, Field(ge=1, le=MAX_WORKERS)]
+MAX_TENANT_CAP = 10_000
 
 
 class Model(BaseModel):
@@ -345,7 +347,7 @@ class Scenario(Model):
     poll_interval_ms: float = Field(default=10, gt=0, le=10_000)
     timeout_s: float = Field(default=300, gt=0, le=86_400)
     enqueuers: int = Field(default=1, ge=1, le=32)  # processes sharing the batches
-    tenant_cap: int | None = Field(default=None, ge=1, le=10_000)  # for the capped strategy
+    tenant_cap: int | None = Field(default=None, ge=1, le=MAX_TENANT_CAP)  # capped strategy
     checks: list[Check] = Field(default_factory=list)  # properties checked from the data
     backlog: Backlog | None = None
     tenant_groups: list[TenantGroup] = Field(default_factory=list)

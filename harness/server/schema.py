@@ -65,6 +65,16 @@ def create_marked(conn: psycopg.Connection, schema: str) -> None:
 
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+SCHEMA_RULE = (
+    "use lowercase letters, digits and _, starting with a letter or _, at most 63 "
+    "characters, not pg_..."
+)
+
+
+def is_schema_name(schema: str) -> bool:
+    """The one rule for a schema the harness works in, whoever names it (--schema, a
+    fleet member's assignment)."""
+    return bool(_SCHEMA_NAME.fullmatch(schema)) and not schema.startswith("pg_")
 
 
 def check_schema_name(schema: str | None, reuse: bool) -> None:
@@ -73,8 +83,5 @@ def check_schema_name(schema: str | None, reuse: bool) -> None:
         raise HarnessError("--reuse-schema needs --schema: the schema to take over")
     if schema is None:
         return
-    if not _SCHEMA_NAME.fullmatch(schema) or schema.startswith("pg_"):
-        raise HarnessError(
-            f"--schema: '{schema}' is not allowed; use lowercase letters, digits "
-            "and _, starting with a letter or _, at most 63 characters, not pg_..."
-        )
+    if not is_schema_name(schema):
+        raise HarnessError(f"--schema: '{schema}' is not allowed; {SCHEMA_RULE}")

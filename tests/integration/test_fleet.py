@@ -9,12 +9,16 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pandas as pd
 import psycopg
+from psycopg import sql
 
+from harness import __version__
+from harness.server.kinds import Server
 from tests.integration.test_cli_runs import MARK, server_programs
 
 FLEET = """\
@@ -42,22 +46,19 @@ def harness(*args: str, stdout: int = subprocess.PIPE) -> subprocess.Popen[str]:
     )
 
 
-def coordinator(tmp_path: Path, text: str, *options: str) -> tuple[subprocess.Popen[str], str]:
-    """`harness run --fleet` started; its line that tells the members how to join."""
+def coordinator(
+    tmp_path: Path, text: str, *options: str, server: tuple[str, ...] = ("--listen", "127.0.0.1:0")
+) -> tuple[subprocess.Popen[str], str]:
+    """`harness run --fleet` started (by default on an embedded server that members reach
+    over loopback TCP); its line that tells the members how to join."""
     scenario = tmp_path / "fleet.yaml"
     scenario.write_text(text)
     run = harness(
-        "run",
-        str(scenario),
-        "--results-dir",
-        str(tmp_path / "results"),
-        "--listen",
-        "127.0.0.1:0",
-        *options,
+        "run", str(scenario), "--results-dir", str(tmp_path / "results"), *server, *options
     )
     assert run.stdout is not None
     for line in run.stdout:
-        if WAITING.search(line):
+        if line.startswith("fleet: waiting for"):
             return run, line
     raise AssertionError(f"no fleet line: {run.communicate(timeout=60)}")
 
@@ -136,3 +137,91 @@ def test_a_member_of_another_run_or_version_is_refused(tmp_path: Path) -> None:
     _, stderr = run.communicate(timeout=60)
     assert run.returncode == 1
     assert "only 0 of 1 fleet members joined within 8 s" in stderr
+
+
+def test_a_member_whose_host_name_is_markup_is_named_as_it_is(tmp_path: Path) -> None:
+    """A host name is the member's own text: `[/oops]` crashed the coordinator's console
+    (rich markup). A member row written by hand joins and never speaks: the run fails
+    naming it, in one line."""
+    run, line = coordinator(tmp_path, FLEET, "--fleet", "1")
+    found = WAITING.search(line)
+    assert found is not None
+    members_table = sql.Identifier(
+        "harness_fleet_" + found["run"].replace("-", "_"), "fleet_members"
+    )
+    with psycopg.connect(found["dsn"], autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("insert into {} (host, pid, harness_version) values (%s, 4711, %s)").format(
+                members_table
+            ),
+            ("[/oops]", __version__),
+        )
+    out, err = run.communicate(timeout=120)
+    assert "fleet: fleet member 1 (host [/oops], pid 4711) joined" in out
+    assert run.returncode == 1, err
+    assert "Traceback" not in err
+    assert "run failed: fleet member 1 (host [/oops], pid 4711) stopped answering" in err
+
+
+LIBRARY_FLEET = FLEET.replace("workers: 6", "workers: 4").replace(
+    "strategies: [fifo, round_robin]", "strategies: [round_robin, procrastinate]"
+)
+PASSWORD = "fleet-Sekr3t-47"
+
+
+def test_the_fleet_tables_hold_no_password_and_a_library_fleet_balances_its_books(
+    server: Server, tmp_path: Path
+) -> None:
+    """The coordinator connects with a password (ignored by the test server's trust):
+    nothing it writes for the members carries it, nor any DSN; the members run SQL and
+    library workers with their own, and the books balance."""
+    dsn = psycopg.conninfo.make_conninfo(server.dsn, password=PASSWORD)
+    fleet_id = f"nopw{os.getpid()}"
+    run, _ = coordinator(
+        tmp_path, LIBRARY_FLEET, "--fleet", "2", "--fleet-id", fleet_id, server=("--dsn", dsn)
+    )
+    seen = FleetTables(dsn, "harness_fleet_" + fleet_id)
+    seen.start()
+    workers = [harness("worker", "--dsn", dsn, "--run", fleet_id) for _ in range(2)]
+    _, stderr = run.communicate(timeout=240)
+    seen.stop.set()
+    seen.join()
+    assert run.returncode == 0, stderr
+    for worker in workers:
+        _, err = worker.communicate(timeout=60)
+        assert worker.returncode == 0, err
+    written = "\n".join(seen.rows)
+    assert PASSWORD not in written and '"dsn"' not in written and "password" not in written
+    programs = {row["program"] for text in seen.rows for row in _programs(text)}
+    assert programs == {"sql.worker", "procrastinate.worker"}
+    jobs = pd.read_csv(tmp_path / "results" / "latest" / "jobs.csv")
+    assert len(jobs) == 2 * 310  # every job once, for each queue
+    assert set(jobs["member"]) == {1, 2}
+
+
+def _programs(text: str) -> list[dict[str, object]]:
+    row = json.loads(text)
+    return list(row.get("programs", []))
+
+
+class FleetTables(threading.Thread):
+    """Every row of the fleet's tables while the run lasts, as JSON text."""
+
+    TABLES = ("fleet_run", "fleet_members", "fleet_assignments", "fleet_reports")
+
+    def __init__(self, dsn: str, schema: str) -> None:
+        super().__init__(daemon=True)
+        self.dsn, self.schema = dsn, schema
+        self.rows: set[str] = set()
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            while not self.stop.wait(0.05):
+                for table in self.TABLES:
+                    select = sql.SQL("select to_jsonb(t)::text from {} t")
+                    try:
+                        found = conn.execute(select.format(sql.Identifier(self.schema, table)))
+                    except psycopg.errors.UndefinedTable:
+                        continue
+                    self.rows.update(text for (text,) in found)

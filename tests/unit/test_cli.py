@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from harness.queues.catalog import catalog
@@ -104,4 +106,35 @@ def test_overhead_refuses_an_unknown_strategy_before_starting_a_server(tmp_path:
     done = harness_cli("overhead", "--strategy", "nope", "--results-dir", str(tmp_path))
     assert done.returncode == 2
     assert done.stderr.startswith("error: --strategy: unknown strategy 'nope'")
+    assert "Starting PostgreSQL" not in done.stdout
+
+
+def test_importing_the_package_main_runs_no_command() -> None:
+    """`harness.__main__:app` was one of the names a fleet row could resolve; importing
+    the module must not run the CLI."""
+    code = "import harness.__main__; print('imported')"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout) == (0, "imported\n"), done.stderr
+
+
+def test_a_members_run_id_follows_the_coordinators_rule() -> None:
+    """`--run 'x y'` was taken as it came and put into the fleet's schema name."""
+    done = harness_cli("worker", "--run", "x y", "--dsn", "postgresql://nobody@127.0.0.1:1/none")
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        "error: --run: 'x y' is not allowed; use lowercase letters, digits and -, at most 40 "
+        "characters"
+    )
+
+
+def test_a_fleet_refuses_faults_before_a_server_starts(tmp_path: Path) -> None:
+    scenario = tmp_path / "faults.yaml"
+    scenario.write_text(SHORT_NOISY + "faults:\n  lease: {seconds: 1}\n")
+    done = harness_cli("run", str(scenario), "--fleet", "1", "--results-dir", str(tmp_path))
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"error: {scenario}: faults run on local workers only, not with --fleet"
+    )
     assert "Starting PostgreSQL" not in done.stdout

@@ -49,3 +49,13 @@ def entries() -> list[QueueEntry]:
     from harness.queues.libraries.common import LIBRARY_TRAITS
 
     return [QueueEntry(name, LIBRARY_TRAITS, make(name)) for name in MAPPINGS]
+
+
+def register_programs() -> None:
+    """Every library's programs, registered: each module registers its own as it is
+    imported (harness/queues/programs.py)."""
+    from harness.queues.libraries import (  # noqa: F401
+        node_queue,
+        pgqueuer_queue,
+        procrastinate_queue,
+    )

@@ -1,5 +1,6 @@
-"""What the library adapters share: the jobs as they hand them to a library, the process
-their programs run in, and the ledger built from a library's own tables and its task log.
+"""What the library adapters share: the jobs as they hand them to a library, their specs
+and how those travel to a fleet member, and the ledger built from a library's own tables
+and its task log (their programs' process is every program's: harness/queues/process.py).
 
 A library chooses its own job ids (a uuid in pg-boss), so every job carries the harness's
 number for it in its payload, with its tenant and its duration: `{"n": 17, "t": 3, "ms":
@@ -11,18 +12,26 @@ job, and jobs.csv joins up with the workload whatever ids the library chose.
 from __future__ import annotations
 
 import asyncio
-import signal
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from multiprocessing.synchronize import Event
-from typing import Any, Self
+from typing import Any, Protocol, Self, TypeVar
 
 import psycopg
+from pydantic import ConfigDict, TypeAdapter
 
 from harness.queues.base import JobRecord, Ledger, Signals, Site, TaskRun, WorkerReport
-from harness.queues.process import die_with_parent
+from harness.queues.programs import (
+    Concurrency,
+    Local,
+    PollInterval,
+    Registered,
+    SchemaName,
+    TenantId,
+    Wire,
+    register,
+)
 from harness.scenario.distributions import job_duration_ms
 from harness.scenario.inputs import RunInputs
 from harness.scenario.traits import QueueTraits
@@ -98,14 +107,18 @@ def dsn_keywords(dsn: str, names: dict[str, str]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class PythonSpec:
     """What a Python library's programs are handed (picklable, and JSON for a fleet):
-    where its queue is, the mapping of tenants onto its knobs, and the program's part."""
+    where its queue is, the mapping of tenants onto its knobs, and the program's part.
+    The annotations are what a fleet member validates (a library's spec narrows
+    `mapping` to its own)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # a field it does not have is refused
 
     dsn: str
-    schema: str
+    schema: SchemaName
     mapping: str
-    concurrency: int = 1
-    poll_interval_s: float = 0.01
-    tenants: tuple[int, ...] = ()  # every tenant a worker must name (a queue per tenant)
+    concurrency: Concurrency = 1
+    poll_interval_s: PollInterval = 0.01
+    tenants: tuple[TenantId, ...] = ()  # every tenant a worker must name (a queue per tenant)
     schedule: Schedule | None = None  # an enqueuer's batches
     plans_file: str | None = None  # a plan capture: auto_explain's notices go there
 
@@ -133,17 +146,39 @@ class PythonSpec:
         return replace(self, tenants=tuple(tenant_ids(inputs, rows)))
 
 
-def run_program(index: int, signals: Signals, body: Callable[[WorkerReport], None]) -> None:
-    """A program's process as harness/queues/process.py has it, but that the library opens
-    its own connections: its report always sent, an exception as its error."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner decides when its children stop
-    die_with_parent()
-    report = WorkerReport(worker=index)
-    try:
-        body(report)
-    except Exception:
-        report.error = traceback.format_exc(limit=6)
-    signals.reports.put(report)
+class LibrarySpec(Protocol):
+    """What every library's spec has: where it connects, and a capture's plans file."""
+
+    @property
+    def dsn(self) -> str: ...
+
+    @property
+    def plans_file(self) -> str | None: ...
+
+
+SpecT = TypeVar("SpecT", bound=LibrarySpec)
+ProgramEntry = Callable[[int, SpecT, Signals], None]
+
+
+def register_programs(
+    library: str, spec: type[SpecT], worker: ProgramEntry[SpecT], enqueuer: ProgramEntry[SpecT]
+) -> None:
+    """A library's worker and enqueuer as programs a fleet member may run
+    (harness/queues/programs.py): its spec travels without its DSN (the member connects
+    with its own) and without a plans file (a capture runs on the coordinator's host)."""
+    adapter = TypeAdapter(spec)
+
+    def send(program: SpecT) -> Wire:
+        if program.plans_file is not None:
+            raise ValueError("a plan capture runs on the coordinator's host only")
+        data = adapter.dump_python(program, mode="json")
+        return {key: value for key, value in data.items() if key not in ("dsn", "plans_file")}
+
+    def receive(data: Wire, local: Local) -> SpecT:
+        return adapter.validate_python({**data, "dsn": local.dsn})
+
+    register(Registered(f"{library}.worker", "worker", worker, spec, send, receive))
+    register(Registered(f"{library}.enqueuer", "enqueuer", enqueuer, spec, send, receive))
 
 
 async def wait_event(event: Event) -> None:

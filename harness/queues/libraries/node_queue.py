@@ -25,14 +25,17 @@ from datetime import datetime
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Annotated, Any, Literal, cast
 
 import psycopg
+from pydantic import ConfigDict, Field
 
 from harness.errors import HarnessError
 from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerReport
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
+from harness.queues.process import run_program
+from harness.queues.programs import Concurrency, SchemaName, TenantCap
 from harness.results.document import UNLIKE_THE_SCENARIO
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
@@ -128,15 +131,24 @@ def connection_config(dsn: str) -> dict[str, Any]:
     return config
 
 
+Library = Literal["pgboss", "graphile"]
+Mapping = Literal["one_queue", "group_concurrency", "queue_per_tenant"]
+
+
 @dataclass(frozen=True)
 class NodeSpec:
-    library: str  # pgboss, graphile
-    mapping: str
+    """What the Node runner's programs are handed; the annotations are what a fleet member
+    validates (the library is one of the runner's own: it chooses the module it imports)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # a field it does not have is refused
+
+    library: Library
+    mapping: Mapping
     dsn: str
-    schema: str
-    poll_interval_ms: float
-    cap: int = 1
-    concurrency: int = 1
+    schema: SchemaName
+    poll_interval_ms: Annotated[float, Field(gt=0, le=10_000)]
+    cap: TenantCap = 1
+    concurrency: Concurrency = 1
     schedule: common.Schedule | None = None
     plans_file: str | None = None  # a plan capture: auto_explain's notices go there
 
@@ -246,7 +258,7 @@ def run_role(spec: NodeSpec, role: str) -> dict[str, Any]:
 
 
 def worker_main(index: int, spec: NodeSpec, signals: Signals) -> None:
-    common.run_program(index, signals, lambda report: _work(index, spec, signals, report))
+    run_program(index, signals, lambda report: _work(index, spec, signals, report))
 
 
 def _work(index: int, spec: NodeSpec, signals: Signals, report: WorkerReport) -> None:
@@ -304,7 +316,7 @@ def _moment(text: str | None) -> datetime | None:
 
 
 def enqueuer_main(index: int, spec: NodeSpec, signals: Signals) -> None:
-    common.run_program(index, signals, lambda report: _enqueue(index, spec, signals))
+    run_program(index, signals, lambda report: _enqueue(index, spec, signals))
 
 
 def _enqueue(index: int, spec: NodeSpec, signals: Signals) -> None:
@@ -341,8 +353,8 @@ class NodeQueue(LibraryQueue):
         self.fetch_marker = FETCH_MARKERS[library]  # its fetch among a capture's statements
         runner_dir()  # installed before any process starts; refused here without npm
         spec = NodeSpec(
-            library=library,
-            mapping=mapping,
+            library=cast(Library, library),  # the names of harness/queues/libraries MAPPINGS
+            mapping=cast(Mapping, mapping),
             dsn=site.dsn,
             schema=site.schema,
             poll_interval_ms=self.poll_interval_ms(library, inputs.scenario.poll_interval_ms),
@@ -419,3 +431,6 @@ def _settings(spec: NodeSpec, requested_ms: float) -> dict[str, Any]:
         "preparedStatements": True,
         "queueName": "tenant-<id>" if spec.mapping == "queue_per_tenant" else None,
     }
+
+
+common.register_programs("node", NodeSpec, worker_main, enqueuer_main)

@@ -24,23 +24,27 @@ import json
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal, get_args
 
 import psycopg
 
 from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerReport
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
+from harness.queues.process import run_program
+from harness.queues.programs import TenantCap
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
 
-MAPPINGS = ("one_entrypoint", "entrypoint_per_tenant", "concurrency_limit")
+Mapping = Literal["one_entrypoint", "entrypoint_per_tenant", "concurrency_limit"]
+MAPPINGS = get_args(Mapping)
 ENTRYPOINT = "harness"
 
 
 @dataclass(frozen=True)
 class Spec(common.PythonSpec):
-    cap: int = 1  # concurrency_limit: each entrypoint's
+    mapping: Mapping
+    cap: TenantCap = 1  # concurrency_limit: each entrypoint's
 
     @property
     def batch_size(self) -> int:
@@ -127,7 +131,7 @@ async def _load(spec: Spec, jobs: list[common.Job]) -> None:
 
 
 def enqueuer_main(index: int, spec: Spec, signals: Signals) -> None:
-    common.run_program(index, signals, lambda report: asyncio.run(_enqueue(index, spec, signals)))
+    run_program(index, signals, lambda report: asyncio.run(_enqueue(index, spec, signals)))
 
 
 async def _enqueue(index: int, spec: Spec, signals: Signals) -> None:
@@ -145,9 +149,7 @@ async def _enqueue(index: int, spec: Spec, signals: Signals) -> None:
 
 
 def worker_main(index: int, spec: Spec, signals: Signals) -> None:
-    common.run_program(
-        index, signals, lambda report: asyncio.run(_work(index, spec, signals, report))
-    )
+    run_program(index, signals, lambda report: asyncio.run(_work(index, spec, signals, report)))
 
 
 async def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) -> None:
@@ -231,3 +233,6 @@ class PgqueuerQueue(LibraryQueue):
                 "log_aggregation_interval_s": 0,
             },
         }
+
+
+common.register_programs("pgqueuer", Spec, worker_main, enqueuer_main)

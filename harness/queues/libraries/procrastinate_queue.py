@@ -17,17 +17,19 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
 
 import psycopg
 
 from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerReport
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
+from harness.queues.process import run_program
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
 
-MAPPINGS = ("one_queue", "lock_per_tenant", "queue_per_tenant")
+Mapping = Literal["one_queue", "lock_per_tenant", "queue_per_tenant"]
+MAPPINGS = get_args(Mapping)
 TASK = "harness_job"
 QUEUE = "harness"
 
@@ -35,6 +37,8 @@ QUEUE = "harness"
 @dataclass(frozen=True)
 class Spec(common.PythonSpec):
     """procrastinate's programs need nothing beyond what every Python library's do."""
+
+    mapping: Mapping
 
 
 def _app(spec: Spec, **pool: Any) -> Any:
@@ -89,7 +93,7 @@ async def _install(spec: Spec) -> None:
 
 
 def enqueuer_main(index: int, spec: Spec, signals: Signals) -> None:
-    common.run_program(index, signals, lambda report: asyncio.run(_enqueue(index, spec, signals)))
+    run_program(index, signals, lambda report: asyncio.run(_enqueue(index, spec, signals)))
 
 
 async def _enqueue(index: int, spec: Spec, signals: Signals) -> None:
@@ -105,9 +109,7 @@ async def _enqueue(index: int, spec: Spec, signals: Signals) -> None:
 
 
 def worker_main(index: int, spec: Spec, signals: Signals) -> None:
-    common.run_program(
-        index, signals, lambda report: asyncio.run(_work(index, spec, signals, report))
-    )
+    run_program(index, signals, lambda report: asyncio.run(_work(index, spec, signals, report)))
 
 
 async def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) -> None:
@@ -179,3 +181,6 @@ class ProcrastinateQueue(LibraryQueue):
                 "pool_max_size": "concurrency + 2",
             },
         }
+
+
+common.register_programs("procrastinate", Spec, worker_main, enqueuer_main)

@@ -5,14 +5,20 @@ Without faults a repetition runs exactly the strategy's statements: the schema a
 `setup`, the backlog load, `enqueue` per batch, the claim, `complete`, the `books` query
 and the `monitor` samples. With faults (harness/queues/sql/faults.sql) the side tables
 exist too: the claim log, the failed attempts and, with a lease, the leases.
+
+Its worker and enqueuer are registered programs (harness/queues/programs.py): a fleet
+member is sent the strategy's name and the SHA-256 of its SQL, and runs its own
+install's SQL of that strategy, never SQL from a row.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import psycopg
+from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter
 
 from harness.queues.base import (
     JobRecord,
@@ -22,20 +28,26 @@ from harness.queues.base import (
     Site,
     WorkerReport,
 )
+from harness.queues.programs import (
+    Local,
+    PollInterval,
+    Registered,
+    SchemaName,
+    TenantId,
+    Wire,
+    register,
+)
 from harness.queues.sql.claim import ClaimSql
+from harness.queues.sql.recovery import fault_sql
 from harness.queues.sql.specs import EnqueuerSpec, RecoverySpec, WorkerSpec
-from harness.queues.sql.strategies import PACKAGE, Strategy, schema_blocks
+from harness.queues.sql.strategies import Strategy, schema_blocks
 from harness.queues.sql.worker import enqueuer_main, worker_main
+from harness.scenario.distributions import MAX_DURATION_MS, Duration
 from harness.scenario.inputs import RunInputs
 from harness.scenario.traits import QueueTraits
 from harness.scenario.workload import BacklogRows, Batch
-from harness.sqlfiles import builtin_blocks
 
 BACKLOG_BLOCKS = ("backlog_tenants", "backlog_jobs", "after_load")
-
-
-def fault_sql() -> dict[str, str]:
-    return {name: block.sql for name, block in builtin_blocks(PACKAGE, "faults.sql").items()}
 
 
 @dataclass(frozen=True)
@@ -76,6 +88,8 @@ class SqlQueue:
     def worker_spec(self) -> WorkerSpec:
         return WorkerSpec(
             site=self.site,
+            strategy=self.strategy.name,
+            sql_sha256=self.strategy.sql_sha256,
             claim=ClaimSql.of(self.strategy),
             poll_interval_s=self.inputs.scenario.poll_interval_ms / 1000,
             seed=self.inputs.seed,
@@ -88,19 +102,24 @@ class SqlQueue:
         faults = self.inputs.faults
         if faults is None:
             return None
-        return RecoverySpec(sql=fault_sql(), lease_s=faults.lease_s, failures=faults.failures)
+        return RecoverySpec(lease_s=faults.lease_s, failures=faults.failures)
 
     def workers(self, count: int) -> list[Program]:
         spec = self.worker_spec()
         return [Program("worker", worker_main, spec) for _ in range(count)]
 
     def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
-        enqueue = self.strategy.sql("enqueue")
         return [
             Program(
                 "enqueuer",
                 enqueuer_main,
-                EnqueuerSpec(self.site, enqueue, [(b.at_s, self.batch_params(b)) for b in batches]),
+                EnqueuerSpec(
+                    self.site,
+                    self.strategy.name,
+                    self.strategy.sql_sha256,
+                    self.strategy.sql("enqueue"),
+                    [(b.at_s, self.batch_params(b)) for b in batches],
+                ),
             )
             for batches in schedules
         ]
@@ -205,3 +224,102 @@ def sql_entry(strategy: Strategy) -> QueueEntry:
         simulate_as=strategy.simulate_as,
         shown=strategy.shown,
     )
+
+
+# --- its programs on a fleet member -------------------------------------------------
+
+
+def _bounded(duration: Duration) -> Duration:
+    for value in (duration.a, duration.b):
+        if not (math.isfinite(value) and 0 <= value <= MAX_DURATION_MS):
+            raise ValueError(f"a duration's parameters are between 0 and {MAX_DURATION_MS:g}")
+    return duration
+
+
+StrategyName = Annotated[str, Field(min_length=1, max_length=255)]
+Sha256 = Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+Params = dict[str, int | float | str | bool | None]
+Durations = dict[TenantId, Annotated[Duration, AfterValidator(_bounded)]]
+
+
+@dataclass(frozen=True)
+class WorkerWire:
+    """A worker's spec as it travels: its strategy by name and SQL digest, no DSN, no SQL
+    (and no fault features: they stay on the coordinator's host)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid")  # a field it does not have is refused
+
+    schema: SchemaName
+    strategy: StrategyName
+    sql_sha256: Sha256
+    poll_interval_s: PollInterval
+    seed: int
+    durations: Durations
+    params: Params
+
+
+@dataclass(frozen=True)
+class EnqueuerWire:
+    __pydantic_config__ = ConfigDict(extra="forbid")
+
+    schema: SchemaName
+    strategy: StrategyName
+    sql_sha256: Sha256
+    batches: list[tuple[Annotated[float, Field(ge=0, allow_inf_nan=False)], dict[str, Any]]]
+
+
+_WORKER = TypeAdapter(WorkerWire)
+_ENQUEUER = TypeAdapter(EnqueuerWire)
+
+
+def _send_worker(spec: WorkerSpec) -> Wire:
+    if spec.recovery is not None:
+        raise ValueError("a worker with the fault features runs on the coordinator's host only")
+    site = spec.site
+    wire = WorkerWire(
+        site.schema,
+        spec.strategy,
+        spec.sql_sha256,
+        spec.poll_interval_s,
+        spec.seed,
+        spec.durations,
+        spec.params,
+    )
+    return _WORKER.dump_python(wire, mode="json")  # type: ignore[no-any-return]
+
+
+def _receive_worker(data: Wire, local: Local) -> WorkerSpec:
+    wire = _WORKER.validate_python(data)
+    strategy = local.strategy(wire.strategy, wire.sql_sha256)
+    return WorkerSpec(
+        site=Site(local.dsn, wire.schema),
+        strategy=strategy.name,
+        sql_sha256=strategy.sql_sha256,
+        claim=ClaimSql.of(strategy),
+        poll_interval_s=wire.poll_interval_s,
+        seed=wire.seed,
+        durations=wire.durations,
+        params=wire.params,
+    )
+
+
+def _send_enqueuer(spec: EnqueuerSpec) -> Wire:
+    wire = EnqueuerWire(spec.site.schema, spec.strategy, spec.sql_sha256, spec.batches)
+    return _ENQUEUER.dump_python(wire, mode="json")  # type: ignore[no-any-return]
+
+
+def _receive_enqueuer(data: Wire, local: Local) -> EnqueuerSpec:
+    wire = _ENQUEUER.validate_python(data)
+    strategy = local.strategy(wire.strategy, wire.sql_sha256)
+    site = Site(local.dsn, wire.schema)
+    return EnqueuerSpec(
+        site, strategy.name, strategy.sql_sha256, strategy.sql("enqueue"), wire.batches
+    )
+
+
+register(Registered("sql.worker", "worker", worker_main, WorkerSpec, _send_worker, _receive_worker))
+register(
+    Registered(
+        "sql.enqueuer", "enqueuer", enqueuer_main, EnqueuerSpec, _send_enqueuer, _receive_enqueuer
+    )
+)

@@ -32,11 +32,18 @@ from harness.queues.sql.session import BEGIN, COMMIT, Plain, Step
 from harness.queues.sql.specs import RecoverySpec, WorkerSpec
 from harness.scenario.distributions import Failures, attempt_fails, job_duration_ms
 from harness.server.connections import connect
+from harness.sqlfiles import builtin_blocks
 
 RECONNECT_FIRST_S = 0.05
 RECONNECT_CAP_S = 1.0
 RECONNECT_GIVE_UP_S = 60.0
 NEVER_FAILS = Failures(probability=0.0, max_attempts=1, backoff_s=0.0)
+
+
+def fault_sql() -> dict[str, str]:
+    """faults.sql's statements by name, as this install has them."""
+    blocks = builtin_blocks("harness.queues.sql", "faults.sql")
+    return {name: block.sql for name, block in blocks.items()}
 
 
 class LeaseLost(Exception):
@@ -56,6 +63,7 @@ class Recovering:
     claims: int = 0  # this process's claim counter, to find its own claims after a cut
     attempts: dict[int, int] = field(default_factory=dict)  # job -> the attempt it makes
     opened: list[psycopg.Connection[Any]] = field(default_factory=list)  # re-opened ones
+    sql: dict[str, str] = field(default_factory=fault_sql)
 
     @property
     def recovery(self) -> RecoverySpec:
@@ -91,9 +99,9 @@ class Recovering:
         def steps(job: dict[str, Any]) -> list[Step]:
             dequeued.append(job)
             params = self.params(job_id=job["job_id"], claim=self.claims)
-            logged: list[Step] = [(self.recovery.sql["claim_record"], params)]
+            logged: list[Step] = [(self.sql["claim_record"], params)]
             if self.recovery.lease_s is not None:
-                logged.append((self.recovery.sql["lease_take"], self._lease(job)))
+                logged.append((self.sql["lease_take"], self._lease(job)))
             return logged
 
         return steps
@@ -105,7 +113,7 @@ class Recovering:
 
     def _claim_after_cut(self, job: dict[str, Any]) -> Claimed | None:
         params = self.params(job_id=job["job_id"], claim=self.claims)
-        row = self.conn.execute(self.recovery.sql["claim_committed"], params).fetchone()
+        row = self.conn.execute(self.sql["claim_committed"], params).fetchone()
         if row is None:
             return None
         self.attempts[job["job_id"]] = int(row[0])
@@ -143,7 +151,7 @@ class Recovering:
     def _release_lease(self, session: Plain, job_id: int) -> None:
         if self.recovery.lease_s is None:
             return
-        released = session.run([(self.recovery.sql["lease_release"], self.params(job_id=job_id))])
+        released = session.run([(self.sql["lease_release"], self.params(job_id=job_id))])
         if released[0].changed != 1:
             raise LeaseLost()
 
@@ -152,7 +160,7 @@ class Recovering:
         return True
 
     def _fail(self, job_id: int, failures: Failures) -> bool:
-        sql = self.recovery.sql
+        sql = self.sql
         row = self.conn.execute(
             sql["fail_attempt"], self.params(job_id=job_id, backoff_s=failures.backoff_s)
         ).fetchone()
@@ -166,7 +174,7 @@ class Recovering:
         return dead
 
     def _status(self, job_id: int) -> str | None:
-        row = self.conn.execute(self.recovery.sql["job_status"], {"job_id": job_id}).fetchone()
+        row = self.conn.execute(self.sql["job_status"], {"job_id": job_id}).fetchone()
         return str(row[0]) if row else None
 
     def reconnect(self) -> None:

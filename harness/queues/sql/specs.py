@@ -1,5 +1,6 @@
-"""What the SQL strategies' processes are handed: picklable, so that the same spec runs in
-a local process or on another host."""
+"""What the SQL strategies' processes are handed: picklable. A spec names its strategy and
+the SHA-256 of the strategy's merged SQL: a fleet member is sent those, never the SQL,
+and rebuilds the spec from its own install (harness/queues/sql/queue.py)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from harness.scenario.distributions import Duration, Failures
 
 @dataclass(frozen=True)
 class RecoverySpec:
-    """What a worker needs when the scenario uses faults (harness/queues/sql/faults.sql)."""
+    """What a worker needs when the scenario uses faults (the statements are this
+    install's harness/queues/sql/faults.sql)."""
 
-    sql: dict[str, str]  # faults.sql blocks by name
     lease_s: float | None  # None: no lease, a killed worker's job stays running
     failures: dict[int, Failures]  # tenant -> how its jobs fail
 
@@ -23,6 +24,8 @@ class RecoverySpec:
 @dataclass(frozen=True)
 class WorkerSpec:
     site: Site
+    strategy: str
+    sql_sha256: str  # of the strategy's merged SQL: what a fleet member checks its own by
     claim: ClaimSql
     poll_interval_s: float
     seed: int  # with the job's id, draws the sleep that simulates its work
@@ -34,5 +37,7 @@ class WorkerSpec:
 @dataclass(frozen=True)
 class EnqueuerSpec:
     site: Site
+    strategy: str
+    sql_sha256: str
     enqueue: str
     batches: list[tuple[float, dict[str, Any]]]  # (offset in s, parameters), by offset

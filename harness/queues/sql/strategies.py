@@ -9,6 +9,8 @@ with the claimed tenant) and `setup` (run once after the schema is created).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,6 +57,16 @@ class Strategy:
 
     def has(self, block: str) -> bool:
         return block in self.blocks
+
+    @property
+    def sql_sha256(self) -> str:
+        """The SHA-256 of what its workers run: every merged block's SQL by name, and the
+        claim mode. A fleet member's install must give the coordinator's."""
+        merged = {
+            "claim": "hold" if self.hold_lock else "short",
+            "blocks": {name: block.sql for name, block in self.blocks.items()},
+        }
+        return hashlib.sha256(json.dumps(merged, sort_keys=True).encode()).hexdigest()
 
     @property
     def traits(self) -> QueueTraits:

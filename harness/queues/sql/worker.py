@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import psycopg
 
 from harness.queues.base import Signals, WorkerReport
-from harness.queues.process import run_program
+from harness.queues.process import run_connected
 from harness.queues.sql.claim import Claimed, LostRace, claim, complete, rollback
 from harness.queues.sql.recovery import Recovering
 from harness.queues.sql.session import Prepared
@@ -66,7 +66,7 @@ class Direct:
 
 def worker_main(index: int, spec: WorkerSpec, signals: Signals) -> None:
     """Entry point of a worker process."""
-    run_program(index, spec.site, signals, partial(_worker_body, spec))
+    run_connected(index, spec.site, signals, partial(_worker_body, spec))
 
 
 def _worker_body(
@@ -130,7 +130,7 @@ def _sleep_the_work(spec: WorkerSpec, job: Claimed) -> None:
 
 def enqueuer_main(index: int, spec: EnqueuerSpec, signals: Signals) -> None:
     """Entry point of an enqueuer process."""
-    run_program(index, spec.site, signals, partial(_enqueuer_body, spec))
+    run_connected(index, spec.site, signals, partial(_enqueuer_body, spec))
 
 
 def _enqueuer_body(

@@ -1,0 +1,216 @@
+"""Hostile rows in a fleet's tables: anyone with the bench credentials can write them, so a
+member takes nothing in them on faith. Each test plays the coordinator: it opens a
+fleet's tables as `harness run --fleet` does, writes an assignment of its own, and lets
+a member (harness/run/member.py) join and read it. Each shape is refused with one line,
+which the member also writes into its row for the coordinator to name it."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+import yaml
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+import harness
+from harness.queues.base import Program, Site
+from harness.queues.catalog import register_programs
+from harness.queues.libraries import node_queue
+from harness.queues.libraries.procrastinate_queue import ProcrastinateQueue
+from harness.queues.programs import Refused
+from harness.queues.sql.strategies import Strategy
+from harness.queues.wire import program_to_wire
+from harness.run.fleet import PROTOCOL, fleet_schema, fleet_sql
+from harness.run.member import serve
+from harness.scenario.inputs import RunInputs
+from harness.scenario.model import Scenario
+from harness.server.connections import connect
+from harness.server.kinds import Server
+from tests.conftest import SHORT_NOISY, harness_cli
+from tests.integration.conftest import sql_queue
+
+Row = dict[str, Any]
+_IDS = itertools.count(1)
+
+
+def rows(server: Server, strategies: dict[str, Strategy]) -> dict[str, Row]:
+    """An honest row of each kind, as a coordinator writes it."""
+    register_programs()
+    inputs = RunInputs.of(Scenario.model_validate(yaml.safe_load(SHORT_NOISY)))
+    site = Site(server.dsn, "harness_hostile")
+    library = ProcrastinateQueue("procrastinate", "one_queue", site, inputs)
+    node = node_queue.NodeSpec("graphile", "one_queue", site.dsn, site.schema, 10)
+    return {
+        "sql": program_to_wire(
+            sql_queue(server, strategies["round_robin"], site.schema).workers(1)[0]
+        ),
+        "procrastinate": program_to_wire(library.workers(2)[0]),
+        "node": program_to_wire(Program("worker", node_queue.worker_main, node)),
+    }
+
+
+def _set(kind: str, **spec: Any) -> Callable[[dict[str, Row]], list[Any]]:
+    """The honest row of `kind` with these spec fields changed (or added)."""
+
+    def hostile(honest: dict[str, Row]) -> list[Any]:
+        row = copy.deepcopy(honest[kind])
+        row["spec"].update(spec)
+        return [row]
+
+    return hostile
+
+
+def _program(name: str) -> Callable[[dict[str, Row]], list[Any]]:
+    def hostile(honest: dict[str, Row]) -> list[Any]:
+        return [{**copy.deepcopy(honest["sql"]), "program": name}]
+
+    return hostile
+
+
+HOSTILE = {
+    "os.system": (
+        _program("harness.run.member:os.system"),
+        "'harness.run.member:os.system' is not a program of the harness; a member runs only "
+        "node.enqueuer, node.worker, pgqueuer.enqueuer, pgqueuer.worker, "
+        "procrastinate.enqueuer, procrastinate.worker, sql.enqueuer, sql.worker",
+    ),
+    "the CLI": (
+        _program("harness.__main__:app"),
+        "'harness.__main__:app' is not a program of the harness",
+    ),
+    "foreign SQL": (
+        _set("sql", claim={"dequeue": "copy (select 1) to program 'id > /tmp/owned'"}),
+        "sql.worker: spec.claim: no SQL travels: a member runs its own install's strategy",
+    ),
+    "foreign SQL by another name": (
+        _set("sql", dequeue="copy (select 1) to program 'id'"),
+        "sql.worker: spec.dequeue: not a field of the spec of sql.worker",
+    ),
+    "wrong digest": (
+        _set("sql", sql_sha256="0" * 64),
+        "sql.worker: strategy 'round_robin': this member's install differs from the "
+        "coordinator's (its SQL's sha256 is ",
+    ),
+    "unknown strategy": (
+        _set("sql", strategy="../../etc/passwd"),
+        "sql.worker: strategy '../../etc/passwd' is not in this member's install",
+    ),
+    "unknown library": (
+        _set("node", library="../../../tmp/evil.mjs"),
+        "node.worker: spec.library: Input should be 'pgboss' or 'graphile'",
+    ),
+    "a field a library's spec does not have": (
+        _set("node", options="-c session_preload_libraries=evil"),
+        "node.worker: spec.options: not a field of the spec of node.worker",
+    ),
+    "plans file": (
+        _set("procrastinate", plans_file="/home/bench/.bashrc"),
+        "procrastinate.worker: spec.plans_file: no file path travels: a plan capture runs "
+        "on the coordinator's host only",
+    ),
+    "schema name": (
+        _set("procrastinate", schema="public -c log_statement=all"),
+        "procrastinate.worker: spec.schema: Value error, 'public -c log_statement=all' is "
+        "not a schema the harness works in; use lowercase letters, digits and _",
+    ),
+    "pg_ schema": (
+        _set("sql", schema="pg_catalog"),
+        "sql.worker: spec.schema: Value error, 'pg_catalog' is not a schema the harness",
+    ),
+    "too many programs": (
+        lambda honest: [honest["sql"]] * 257,
+        "257 programs; a member runs at most 256 (a repetition's most workers)",
+    ),
+    "absurd concurrency": (
+        _set("procrastinate", concurrency=1_000_000),
+        "procrastinate.worker: spec.concurrency: Input should be less than or equal to 256",
+    ),
+    "DSN in a library's spec": (
+        _set("procrastinate", dsn="postgresql://postgres@evil.example/bench"),
+        "procrastinate.worker: spec.dsn: no DSN travels: a member connects with its own --dsn",
+    ),
+    "DSN in a worker's spec": (
+        _set("sql", site={"dsn": "postgresql://postgres@evil.example/bench", "schema": "x"}),
+        "sql.worker: spec.site: no DSN travels: a member connects with its own --dsn",
+    ),
+    "endless job": (
+        _set("sql", durations={"1": {"kind": "constant", "a": 1e12}}),
+        "sql.worker: spec.durations.1: Value error, a duration's parameters are between 0",
+    ),
+    "markup in a process name": (
+        lambda honest: [{**honest["sql"], "name": "[/oops]"}],
+        "name: String should match pattern",
+    ),
+}
+
+
+def open_fleet_tables(
+    server: Server, fleet_id: str, programs: list[Any], first_slot: int = 0
+) -> None:
+    """A fleet's tables and run row as the coordinator makes them, and the assignment of
+    member 1 in repetition 1."""
+    schema = fleet_schema(fleet_id)
+    with connect(server.dsn) as conn:
+        conn.execute(sql.SQL("create schema {}").format(sql.Identifier(schema)))
+    with connect(server.dsn, schema=schema) as conn:
+        statements = fleet_sql()
+        for table in ("run_table", "members_table", "assignments_table", "reports_table"):
+            conn.execute(statements[table])  # type: ignore[call-overload]
+        version = {"version": harness.__version__, "protocol": PROTOCOL}
+        conn.execute(statements["open_run"], {"run_id": fleet_id, "expected": 1, **version})  # type: ignore[call-overload]
+        assignment = {"repetition": 1, "member": 1, "first_slot": first_slot}
+        conn.execute(statements["assign"], {**assignment, "programs": Jsonb(programs)})  # type: ignore[call-overload]
+
+
+@pytest.fixture
+def fleet_id(server: Server) -> Iterator[str]:
+    fleet_id = f"hostile-{os.getpid()}-{next(_IDS)}"
+    yield fleet_id
+    with connect(server.dsn) as conn:
+        drop = sql.SQL("drop schema if exists {} cascade")
+        conn.execute(drop.format(sql.Identifier(fleet_schema(fleet_id))))
+
+
+@pytest.mark.parametrize("shape", HOSTILE)
+def test_a_hostile_assignment_is_refused_in_one_line_and_the_coordinator_told(
+    server: Server, strategies: dict[str, Strategy], fleet_id: str, shape: str
+) -> None:
+    make, expected = HOSTILE[shape]
+    open_fleet_tables(server, fleet_id, make(rows(server, strategies)))
+    said: list[str] = []
+    with pytest.raises(Refused) as refused:
+        serve(server.dsn, fleet_id, said.append)
+    line = str(refused.value)
+    assert "\n" not in line and line.startswith("fleet assignment refused: ")
+    assert expected in line
+    assert said == [said[0]] and said[0].startswith(f"joined fleet {fleet_id} as member 1")
+    with psycopg.connect(server.dsn) as conn:
+        members = sql.SQL("select state, error from {}.fleet_members")
+        found = conn.execute(members.format(sql.Identifier(fleet_schema(fleet_id)))).fetchall()
+    assert found == [("failed", line)]
+
+
+def test_a_member_refuses_a_hostile_row_with_exit_2_and_one_line(
+    server: Server, strategies: dict[str, Strategy], fleet_id: str
+) -> None:
+    """`harness worker` as a user runs it: the one line on stderr, exit 2, no traceback."""
+    make, expected = HOSTILE["os.system"]
+    open_fleet_tables(server, fleet_id, make(rows(server, strategies)))
+    done = harness_cli("worker", "--dsn", server.dsn, "--run", fleet_id)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == f"error: fleet assignment refused: {expected}"
+
+
+def test_a_negative_first_slot_is_refused(
+    server: Server, strategies: dict[str, Strategy], fleet_id: str
+) -> None:
+    """The slot a member numbers its reports from is a count from a row too."""
+    open_fleet_tables(server, fleet_id, [rows(server, strategies)["sql"]], first_slot=-5)
+    with pytest.raises(Refused, match=r"^fleet assignment refused: first_slot: -5 is not a "):
+        serve(server.dsn, fleet_id, lambda line: None)
