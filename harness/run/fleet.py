@@ -37,6 +37,7 @@ from harness.queues.base import Program, WorkerReport
 from harness.queues.wire import program_to_wire, reports_from_wire
 from harness.run.crew import Crew, Workers
 from harness.server.connections import connect
+from harness.server.dsn import scrub
 from harness.server.schema import own_schema
 from harness.sqlfiles import builtin_blocks
 
@@ -176,9 +177,11 @@ class Fleet:
                 conn.execute(fleet_sql()["coordinator_beat"])  # type: ignore[call-overload]
 
     def close(self, state: str, error: str | None) -> None:
+        """The run's end, told to the members; an error's text goes into the fleet's table
+        (and the server's log) without any password it quotes."""
         self._beat_stop.set()
         with contextlib.suppress(psycopg.Error):
-            self.run("set_run", {"state": state, "error": error})
+            self.run("set_run", {"state": state, "error": scrub(error) if error else None})
 
 
 def _deal(workers: int, members: int) -> list[int]:

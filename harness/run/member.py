@@ -37,6 +37,7 @@ from harness.queues.wire import assignment_from_wire, reports_to_wire
 from harness.run.crew import Crew
 from harness.run.fleet import BEAT_S, PROTOCOL, SILENT_S, fleet_schema, fleet_sql
 from harness.server.connections import connect
+from harness.server.dsn import scrub
 
 POLL_S = 0.005  # while waiting for `go`: the start barrier's lag on this side
 WAIT_S = 0.05  # while waiting for an assignment or the stop
@@ -203,5 +204,7 @@ def _failed(member: Member, error: BaseException) -> None:
 
 
 def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
+    """What is said of an error, on the console and in the fleet's tables: its first line,
+    without any password it quotes."""
+    text = scrub(str(error)).strip()
     return text.splitlines()[0] if text else type(error).__name__

@@ -92,3 +92,12 @@ def test_every_command_refuses_a_malformed_dsn_in_one_line(
     assert done.stderr.startswith("error: --dsn: the URL's password is not valid")
     assert "Sekr" not in done.stdout + done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_fleet_members_error_line_quotes_no_password() -> None:
+    """What a member writes into the fleet's tables (and the coordinator prints) of an
+    error that quotes a DSN."""
+    from harness.run.member import _first_line
+
+    error = RuntimeError("connection to postgresql://bench:Sekr3t@db:5432/q failed\nmore")
+    assert _first_line(error) == "connection to postgresql://bench@db:5432/q failed"
