@@ -38,9 +38,9 @@ from harness.queues.sql.strategies import Strategy
 from harness.report.cells import number, span
 from harness.run.books import check_books
 from harness.run.crew import Crew
+from harness.scenario.arrivals import Batch
 from harness.scenario.inputs import RunInputs
 from harness.scenario.model import Scenario, TenantGroup
-from harness.scenario.workload import Batch
 from harness.server.connections import connect
 from harness.server.embedded import as_server_user, client_program
 from harness.server.schema import recreate

@@ -26,9 +26,10 @@ from harness.queues.sql.claim import ClaimSql
 from harness.queues.sql.specs import EnqueuerSpec, RecoverySpec, WorkerSpec
 from harness.queues.sql.strategies import PACKAGE, Strategy, schema_blocks
 from harness.queues.sql.worker import enqueuer_main, worker_main
+from harness.scenario.arrivals import Arrivals, Batch
 from harness.scenario.inputs import RunInputs
 from harness.scenario.traits import QueueTraits
-from harness.scenario.workload import BacklogRows, Batch
+from harness.scenario.workload import BacklogRows
 from harness.sqlfiles import builtin_blocks
 
 BACKLOG_BLOCKS = ("backlog_tenants", "backlog_jobs", "after_load")
@@ -94,24 +95,19 @@ class SqlQueue:
         spec = self.worker_spec()
         return [Program("worker", worker_main, spec) for _ in range(count)]
 
-    def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
+    def enqueuers(self, schedules: list[Arrivals]) -> list[Program]:
         enqueue = self.strategy.sql("enqueue")
         return [
             Program(
                 "enqueuer",
                 enqueuer_main,
-                EnqueuerSpec(self.site, enqueue, [(b.at_s, self.batch_params(b)) for b in batches]),
+                EnqueuerSpec(self.site, enqueue, arrivals, self.inputs.params),
             )
-            for batches in schedules
+            for arrivals in schedules
         ]
 
     def batch_params(self, batch: Batch) -> dict[str, Any]:
-        return {
-            **self.inputs.params,
-            "tenant_ids": batch.tenant_ids,
-            "weights": batch.weights,
-            "priorities": batch.priorities,
-        }
+        return batch.params(self.inputs.params)
 
     def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
         rows = conn.execute(self.strategy.sql("books")).fetchall()  # type: ignore[call-overload]
