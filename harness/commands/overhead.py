@@ -65,7 +65,8 @@ def overhead_command(
     for goal in reached:
         console.print(goal.message, highlight=False, markup=False)
     folder = RunFolder.create(results_dir, "overhead")
-    folder.write_json("overhead.json", overhead_document(settings, strategy, measured, metadata))
+    document = overhead_document(settings, strategy, measured, metadata)
+    document.write(folder.path / document.NAME)
     lines = "".join(f"- {goal.message}\n" for goal in reached)
     # Other work on the machine moves both arms' figures far more than the goals allow.
     averages = metadata["host"]["load_average"]

@@ -8,7 +8,6 @@ columns are harness/results/jobs.py.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import tempfile
@@ -41,17 +40,22 @@ class RunFolder:
         """Write a file atomically; refuse to overwrite unless `replace` (run.json)."""
         target = self.path / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists() and not replace:
-            raise FileExistsError(f"{target} exists; results are never overwritten")
-        atomic_write(target, data.encode("utf-8") if isinstance(data, str) else data)
-        return target
-
-    def write_json(self, name: str, document: dict[str, Any], *, replace: bool = False) -> Path:
-        return self.write(name, json.dumps(document, indent=2, default=str) + "\n", replace=replace)
+        return write_once(
+            target, data.encode("utf-8") if isinstance(data, str) else data, replace=replace
+        )
 
     def write_jobs(self, records: list[dict[str, Any]]) -> Path:
         """jobs.csv as the database gave it: ISO 8601 timestamps with microseconds."""
         return self.write("jobs.csv", jobs_csv(records))
+
+
+def write_once(target: Path, data: bytes, *, replace: bool = False) -> Path:
+    """Written atomically; refused if `target` exists, unless the writer says it replaces
+    it (run.json as the run goes, derived files at every render, a new baseline)."""
+    if target.exists() and not replace:
+        raise FileExistsError(f"{target} exists; results are never overwritten")
+    atomic_write(target, data)
+    return target
 
 
 def atomic_write(target: Path, data: bytes) -> None:
