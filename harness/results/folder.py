@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from harness.errors import HarnessError
 from harness.results.jobs import jobs_csv
 
 _UMASK = os.umask(0o022)
@@ -74,9 +75,38 @@ def atomic_write(target: Path, data: bytes) -> None:
         raise
 
 
+def check_results_dir(root: Path, folders: list[str], *, latest: bool = False) -> None:
+    """Before any server starts: the run folders `folders` can be made under `root` (each
+    path's nearest existing part is a writable folder), and with `latest`, the link the
+    harness keeps there is a link, not a file or folder it would fail to replace."""
+    for folder in [root, *(root / name for name in folders)]:
+        found = _nearest_existing(folder)
+        if not found.is_dir():
+            raise HarnessError(
+                f"--results-dir: {found} is a file; run folders go in a folder (made if missing)"
+            )
+        if not os.access(found, os.W_OK | os.X_OK):
+            raise HarnessError(f"--results-dir: {found} is not writable; run folders go there")
+    link = root / "latest"
+    if latest and link.exists() and not link.is_symlink():
+        kind = "folder" if link.is_dir() else "file"
+        raise HarnessError(
+            f"--results-dir: {link} is a {kind}, not the link the harness points at the "
+            "newest run; move it away or give another --results-dir"
+        )
+
+
+def _nearest_existing(path: Path) -> Path:
+    return next(part for part in [path, *path.parents] if part.exists())
+
+
 def point_latest(root: Path, run: Path) -> None:
     """results/latest -> the newest run, replaced atomically."""
     link = root / "latest"
     temporary = root / f".latest-{secrets.token_hex(4)}"
     temporary.symlink_to(run.relative_to(root), target_is_directory=True)
-    temporary.replace(link)
+    try:
+        temporary.replace(link)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
