@@ -129,7 +129,7 @@ def _ints(parts: Iterator[Ints]) -> Ints:
 def group_arrivals(seed: int, index: int, group: TenantGroup, first: int) -> tuple[Floats, Ints]:
     """A group's jobs as (offset in s, tenant id) arrays, in the order drawn: its bursts,
     each tenant's jobs in a row, or its Poisson stream."""
-    rng = random.Random(splitmix64(seed ^ splitmix64(index)))
+    rng = _group_rng(seed, index)
     if group.arrival == "poisson":
         return _poisson(rng, group, first)
     sizes = burst_sizes(rng, group)
@@ -137,6 +137,11 @@ def group_arrivals(seed: int, index: int, group: TenantGroup, first: int) -> tup
     rounds = range(group.repeat)
     offsets = np.array([round(group.enqueue_at_s + k * group.every_s, 6) for k in rounds])
     return np.repeat(offsets, len(one_burst)), np.tile(one_burst, group.repeat)
+
+
+def _group_rng(seed: int, index: int) -> random.Random:
+    """The draws of the group at `index` of tenant_ranges (sizes, or arrivals)."""
+    return random.Random(splitmix64(seed ^ splitmix64(index)))
 
 
 def burst_sizes(rng: random.Random, group: TenantGroup) -> list[int]:
@@ -158,22 +163,30 @@ def _zipf_cumulative(group: TenantGroup) -> list[float] | None:
 
 
 def _poisson(rng: random.Random, group: TenantGroup, first: int) -> tuple[Floats, Ints]:
-    """Single jobs with exponential gaps, drawn one by one (the draws of every earlier
-    release) into compact arrays: no object is kept per arrival."""
+    """A Poisson stream in compact arrays: no object is kept per arrival."""
+    times, tenants = array("d"), array("q")
+    for at_s, tenant in _poisson_draws(rng, group, first):
+        times.append(at_s)
+        tenants.append(tenant)
+    return np.frombuffer(times, np.float64), np.frombuffer(tenants, np.int64)
+
+
+def _poisson_draws(
+    rng: random.Random, group: TenantGroup, first: int
+) -> Iterator[tuple[float, int]]:
+    """(offset s, tenant id) of single jobs with exponential gaps, drawn one by one as
+    every earlier release drew them."""
     assert group.rate_per_s is not None and group.window_s is not None
     end = group.enqueue_at_s + group.window_s
     cumulative = _zipf_cumulative(group)
-    times, tenants = array("d"), array("q")
     at_s = group.enqueue_at_s + rng.expovariate(group.rate_per_s)
     while at_s < end:
         if cumulative is None:
             offset = rng.randrange(group.tenants)
         else:
             offset = min(bisect(cumulative, rng.random() * cumulative[-1]), group.tenants - 1)
-        times.append(round(at_s, 6))
-        tenants.append(first + offset)
+        yield round(at_s, 6), first + offset
         at_s += rng.expovariate(group.rate_per_s)
-    return np.frombuffer(times, np.float64), np.frombuffer(tenants, np.int64)
 
 
 @dataclass(frozen=True)
@@ -207,7 +220,11 @@ class Workload:
     @cached_property
     def durations_ms(self) -> list[float]:
         """Every job's duration, in id order (drawn once: a million take a few seconds)."""
-        return [self.duration_ms(job) for job in range(1, self.total_jobs + 1)]
+        tenants = self.tenant_ids.tolist()
+        return [
+            job_duration_ms(self.seed, job, self.tenants[tenant].duration)
+            for job, tenant in enumerate(tenants, start=1)
+        ]
 
 
 def count_jobs(scenario: Scenario) -> int:
@@ -215,7 +232,8 @@ def count_jobs(scenario: Scenario) -> int:
     total = scenario.backlog.total_jobs if scenario.backlog else 0
     for index, r in enumerate(tenant_ranges(scenario)):
         if isinstance(r.group, TenantGroup) and r.group.arrival == "poisson":
-            total += len(group_arrivals(scenario.seed, index, r.group, r.first)[0])
+            draws = _poisson_draws(_group_rng(scenario.seed, index), r.group, r.first)
+            total += sum(1 for _ in draws)  # counted, not kept
         elif isinstance(r.group, TenantGroup):
             total += r.group.expected_jobs
     return total
