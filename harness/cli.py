@@ -23,8 +23,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 # Logs and CI output are no terminal; rich would fold the tables to 80 columns there.
-console = Console(width=None if sys.stdout.isatty() else 160)
-errors = Console(stderr=True)
+# No markup: the lines carry paths, names and the server's words, never rich's tags (a
+# `[/x]` in a path would stop the command, a `[bold]` vanish); style is asked by style=.
+console = Console(width=None if sys.stdout.isatty() else 160, markup=False)
+errors = Console(stderr=True, markup=False)
 T = TypeVar("T")
 
 ScenarioFiles = Annotated[

@@ -28,8 +28,12 @@ A worker's cycle, as the server's clock records it in jobs.csv:
   did not measure.
 
 Costs are kept as distributions (101 quantiles each), per strategy and worker count, and
-the simulator draws from them. Pure: no database, no files; to_dict/from_dict are the
-format of calibration.json, a file derived from the run's raw files.
+the simulator draws from them. Pure: no database, no files; CalibrationDocument is the
+format of calibration.json, a file derived from the run's raw files, on the
+versioned-document base (harness/results/versioned.py).
+
+Format history (CALIBRATION_FORMAT_VERSION):
+  1  first version.
 """
 
 from __future__ import annotations
@@ -41,9 +45,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pydantic import Field
 
 from harness.analysis.simulate import Costs
-from harness.errors import HarnessError
+from harness.results.versioned import UnreadableDocument, Versioned
 
 CALIBRATION_FORMAT_VERSION = 1
 QUANTILES = 101  # every percentile, 0 to 100
@@ -216,32 +221,53 @@ class Calibration:
         return calibrated[0]
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "format_version": CALIBRATION_FORMAT_VERSION,
-            "scenario": self.scenario,
-            "poll_interval_ms": self.poll_interval_ms,
-            "policies": dict(self.policies),
-            "saturated": [list(pair) for pair in self.saturated],
-            "pairs": [_pair_dict(pair) for pair in self.pairs],
-            "growth": [_growth_dict(growth) for growth in self.growth],
-        }
+        return CalibrationDocument.of(self).document()
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Calibration:
-        version = data.get("format_version")
-        if version != CALIBRATION_FORMAT_VERSION:
-            raise HarnessError(
-                f"calibration format_version {version!r}; this harness reads "
-                f"{CALIBRATION_FORMAT_VERSION}"
-            )
+    def from_dict(cls, data: Mapping[str, Any], source: str = "calibration.json") -> Calibration:
+        return CalibrationDocument.from_data(dict(data), source).calibration(source)
+
+
+class CalibrationDocument(Versioned):
+    """calibration.json: a Calibration as JSON, its parts as the _*_dict functions write
+    them."""
+
+    NAME = "calibration.json"
+    VERSION = CALIBRATION_FORMAT_VERSION
+
+    scenario: str
+    poll_interval_ms: float
+    policies: dict[str, str] = Field(default_factory=dict)
+    saturated: list[tuple[str, int]] = Field(default_factory=list)
+    pairs: list[dict[str, Any]]
+    growth: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, calibration: Calibration) -> CalibrationDocument:
         return cls(
-            scenario=data["scenario"],
-            poll_interval_ms=float(data["poll_interval_ms"]),
-            pairs=tuple(_pair_of(item) for item in data["pairs"]),
-            growth=tuple(_growth_of(item) for item in data["growth"]),
-            saturated=tuple((str(s), int(w)) for s, w in data.get("saturated", [])),
-            policies=tuple(data.get("policies", {}).items()),
+            scenario=calibration.scenario,
+            poll_interval_ms=calibration.poll_interval_ms,
+            policies=dict(calibration.policies),
+            saturated=list(calibration.saturated),
+            pairs=[_pair_dict(pair) for pair in calibration.pairs],
+            growth=[_growth_dict(growth) for growth in calibration.growth],
         )
+
+    def calibration(self, source: str) -> Calibration:
+        try:
+            return Calibration(
+                scenario=self.scenario,
+                poll_interval_ms=self.poll_interval_ms,
+                pairs=tuple(_pair_of(item) for item in self.pairs),
+                growth=tuple(_growth_of(item) for item in self.growth),
+                saturated=tuple(self.saturated),
+                policies=tuple(self.policies.items()),
+            )
+        except (KeyError, TypeError, ValueError) as error:
+            raise UnreadableDocument(
+                f"{source}: a pair or growth entry is malformed ({error!r}); not a "
+                f"{self.NAME} this harness reads"
+            ) from None
 
 
 def _ratio(line: Line, workers: int, measured_at: int) -> float:

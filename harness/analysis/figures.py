@@ -117,11 +117,16 @@ def tenant_share(jobs: pd.DataFrame, bins: int = 40) -> Figure:
     return figure
 
 
-def compare_ecdf(first: pd.DataFrame, second: pd.DataFrame, labels: tuple[str, str]) -> Figure:
-    """Waits of two runs, one panel per tenant class, one line per run and strategy."""
+def compare_ecdf(
+    first: pd.DataFrame, second: pd.DataFrame, labels: tuple[str, str], warning: str | None = None
+) -> Figure:
+    """Waits of two runs, one panel per tenant class, one line per run and strategy;
+    `warning` above the panels (runs of different scenarios)."""
     first, second = with_waits(first), with_waits(second)
     classes = list(dict.fromkeys([*first["tenant_class"], *second["tenant_class"]]))
     figure = Figure(figsize=(5.5 * len(classes), 4))
+    if warning is not None:
+        figure.suptitle(warning, color="darkred", wrap=True)
     for index, tenant_class in enumerate(classes):
         axis = figure.add_subplot(1, len(classes), index + 1)
         for jobs, label, style in ((first, labels[0], "-"), (second, labels[1], "--")):

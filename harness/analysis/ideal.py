@@ -11,6 +11,7 @@ database, no files.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from harness.analysis.simulate import ZERO_COSTS, Schedule, sim_jobs, simulate
 from harness.analysis.waits import summarize
 from harness.report.cells import number
 from harness.report.sections import Section, Table
+from harness.scenario.arrivals import Floats
 from harness.scenario.model import Scenario
 from harness.scenario.workload import Workload, generate
 
@@ -42,7 +44,7 @@ def schedule_jobs(
             "repetition": 1,
             "job_id": range(1, n + 1),
             "tenant_id": workload.tenant_ids,
-            "tenant_class": [classes[tenant] for tenant in workload.tenant_ids],
+            "tenant_class": [classes[tenant] for tenant in workload.tenant_ids.tolist()],
             "enqueued_at": _moments(workload.at_s),
             "started_at": _moments(schedule.start_s),
             "finished_at": _moments(schedule.finish_s),
@@ -53,7 +55,7 @@ def schedule_jobs(
     )
 
 
-def _moments(offsets_s: list[float]) -> pd.DatetimeIndex:
+def _moments(offsets_s: Sequence[float] | Floats) -> pd.DatetimeIndex:
     """Offsets in seconds as timestamps, to the microsecond as jobs.csv has them."""
     micros = (np.asarray(offsets_s, dtype=float) * 1e6).round().astype("int64")
     return EPOCH + pd.to_timedelta(micros, unit="us")

@@ -138,3 +138,26 @@ def provenance_headline(differences: list[Difference]) -> str:
 
 def provenance_rows(differences: list[Difference]) -> tuple[list[str], list[list[str]]]:
     return ["", "A", "B"], [[d.what, d.a, d.b] for d in differences]
+
+
+@dataclass(frozen=True)
+class ScenarioRan:
+    """The scenario a run ran: its name, and its file's sha256 where run.json records it."""
+
+    name: str
+    sha256: str | None = None
+
+
+def scenario_warning(a: ScenarioRan, b: ScenarioRan) -> str | None:
+    """The line above a comparison of runs of two scenarios, or of two versions of one."""
+    if a.name != b.name:
+        return (
+            f"WARNING: A and B ran different scenarios (A {a.name}, B {b.name}): their waits "
+            "come from different workloads."
+        )
+    if a.sha256 is not None and b.sha256 is not None and a.sha256 != b.sha256:
+        return (
+            f"WARNING: A and B ran different versions of scenario {a.name} (sha256 A "
+            f"{a.sha256[:12]}, B {b.sha256[:12]}): their workloads may differ."
+        )
+    return None

@@ -66,8 +66,8 @@ class Schedule:
 def sim_jobs(workload: Workload) -> SimJobs:
     """A generated workload, with each job's drawn duration, as the simulator's input."""
     return SimJobs(
-        tenant_ids=workload.tenant_ids,
-        at_s=workload.at_s,
+        tenant_ids=workload.tenant_ids.tolist(),  # indexed job by job: lists are faster
+        at_s=workload.at_s.tolist(),
         duration_s=[ms / 1000 for ms in workload.durations_ms],
         weights={tenant: info.weight for tenant, info in workload.tenants.items()},
         priorities={tenant: info.priority for tenant, info in workload.tenants.items()},

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -77,7 +76,7 @@ def check_command(
             measured, request.settings, str(request.probes), probes.sha256, metadata
         )
         request.baseline.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(request.baseline, (json.dumps(document, indent=2) + "\n").encode())
+        document.write(request.baseline, replace=True)  # a new baseline replaces the old
         console.print(f"Baseline written: {request.baseline}", highlight=False)
         return 0
     return 1 if any(f.verdict == "regression" for f in findings) else 0

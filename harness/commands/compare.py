@@ -7,21 +7,22 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
-from rich.markup import escape
 
 from harness.analysis.compare import compare_runs, comparison_rows
 from harness.analysis.figures import compare_ecdf
 from harness.analysis.provenance import (
     Difference,
+    ScenarioRan,
     provenance_differences,
     provenance_headline,
     provenance_rows,
+    scenario_warning,
 )
 from harness.errors import HarnessError
 from harness.report.console import console_table
 from harness.report.plots import FORMATS, encode
 from harness.report.sections import markdown_table
-from harness.results.document import load_document
+from harness.results.document import RunDocument, load_document
 from harness.results.folder import atomic_write
 from harness.results.jobs import load_jobs
 
@@ -31,10 +32,14 @@ def compare_command(
 ) -> None:
     """Two runs side by side: medians and p95 per strategy and class, flagged changes."""
     runs = [_jobs_of(run) for run in (first, second)]
-    differences = provenance_differences(_metadata_of(first), _metadata_of(second))
+    documents = [_document_of(run) for run in (first, second)]
+    differences = provenance_differences(*(_metadata(document) for document in documents))
+    warning = scenario_warning(*(_ran(d, jobs) for d, jobs in zip(documents, runs, strict=True)))
     table = compare_runs(runs[0], runs[1], factor, alpha)
     headers, rows = comparison_rows(table)
     title = f"Waits, A = {first} -> B = {second}"
+    if warning is not None:
+        console.print(warning, style="bold yellow", highlight=False, markup=False)
     _show_provenance(differences, console)
     console.print(console_table(title, headers, rows))
     try:
@@ -42,9 +47,12 @@ def compare_command(
     except FileExistsError as error:
         raise HarnessError(f"{out} exists; results are never overwritten: pass --out") from error
     atomic_write(out / "compare.csv", table.to_csv(index=False).encode())
-    markdown = f"# {title}\n\n{_provenance_markdown(differences)}{markdown_table(headers, rows)}"
+    above = f"**{warning}**\n\n" if warning is not None else ""
+    markdown = (
+        f"# {title}\n\n{above}{_provenance_markdown(differences)}{markdown_table(headers, rows)}"
+    )
     atomic_write(out / "compare.md", markdown.encode())
-    figure = compare_ecdf(runs[0], runs[1], (f"A {first.name}", f"B {second.name}"))
+    figure = compare_ecdf(runs[0], runs[1], (f"A {first.name}", f"B {second.name}"), warning)
     for form in FORMATS:
         atomic_write(out / f"waits.{form}", encode(figure, form))
     console.print(f"Comparison: {out}", highlight=False)
@@ -56,14 +64,21 @@ def _jobs_of(run: Path) -> pd.DataFrame:
     return load_jobs(run)
 
 
-def _metadata_of(run: Path) -> dict[str, Any] | None:
-    """run.json's provenance; None if the folder has no run.json or it records none."""
-    if not (run / "run.json").is_file():
-        return None
-    try:
-        return load_document(run).metadata or None
-    except ValueError as error:
-        raise HarnessError(str(error)) from error
+def _document_of(run: Path) -> RunDocument | None:
+    """run.json, or None if the folder has none (a run folder copied without it)."""
+    return load_document(run) if (run / "run.json").is_file() else None
+
+
+def _metadata(document: RunDocument | None) -> dict[str, Any] | None:
+    """run.json's provenance; None if there is no run.json or it records none."""
+    return (document.metadata or None) if document is not None else None
+
+
+def _ran(document: RunDocument | None, jobs: pd.DataFrame) -> ScenarioRan:
+    """The scenario as run.json records it, else as jobs.csv names it."""
+    if document is not None:
+        return ScenarioRan(document.scenario.name, document.scenario.sha256)
+    return ScenarioRan(", ".join(map(str, jobs["scenario"].unique())))
 
 
 def _show_provenance(differences: list[Difference], console: Console) -> None:
@@ -71,7 +86,7 @@ def _show_provenance(differences: list[Difference], console: Console) -> None:
     if not differences:
         console.print(headline, highlight=False)
         return
-    console.print(f"[bold]{escape(headline)}[/bold]", highlight=False)
+    console.print(headline, style="bold", highlight=False, markup=False)
     console.print(console_table("Provenance", *provenance_rows(differences)))
 
 

@@ -22,6 +22,7 @@ from harness.experiments.isolation import (
     table_rows,
 )
 from harness.report.console import console_table
+from harness.results.folder import check_results_dir
 from harness.server.kinds import ProviderChoice, Server
 from harness.server.pgbouncer import pgbouncer_version
 from harness.server.provenance import collect_all, collect_local
@@ -41,6 +42,7 @@ def isolation_command(
     marked interrupted or failed, with what was measured until then."""
     pools = _pools(pool)
     measured: list[PoolResult] = []
+    check_results_dir(results_dir, ["isolation"])
     results = IsolationFolder.create(results_dir, settings, collect_local())
     try:
         console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)

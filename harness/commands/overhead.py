@@ -20,7 +20,7 @@ from harness.experiments.overhead import (
 from harness.queues.sql.strategies import load_strategies
 from harness.report.console import console_table
 from harness.report.sections import markdown_table
-from harness.results.folder import RunFolder
+from harness.results.folder import RunFolder, check_results_dir
 from harness.server.provenance import collect_all
 from harness.server.providers import choose_provider, open_server
 from harness.server.schema import own_schema
@@ -45,6 +45,7 @@ def overhead_command(
             f"--strategy: unknown strategy '{settings.strategy}'; available: {sorted(strategies)}"
         )
     strategy = strategies[settings.strategy]
+    check_results_dir(results_dir, ["overhead"])  # its folder is made once it has measured
     choice = choose_provider(pg, dsn, os.environ, allow_mismatch, image=image)
     console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
     with open_server(choice) as server:
@@ -65,7 +66,8 @@ def overhead_command(
     for goal in reached:
         console.print(goal.message, highlight=False, markup=False)
     folder = RunFolder.create(results_dir, "overhead")
-    folder.write_json("overhead.json", overhead_document(settings, strategy, measured, metadata))
+    document = overhead_document(settings, strategy, measured, metadata)
+    document.write(folder.path / document.NAME)
     lines = "".join(f"- {goal.message}\n" for goal in reached)
     # Other work on the machine moves both arms' figures far more than the goals allow.
     averages = metadata["host"]["load_average"]

@@ -22,7 +22,7 @@ class ProgressBars:
 
     def __init__(self, console: Console, steps: int) -> None:
         self.progress = Progress(
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
@@ -63,7 +63,8 @@ class ProgressBars:
         self.progress.advance(self.overall)
         self.progress.console.log(
             f"{result.repetition.label}: {len(result.jobs)} jobs, books {result.books}"
-            + _fault_note(result)
+            + _fault_note(result),
+            markup=False,
         )
 
 

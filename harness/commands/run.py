@@ -16,6 +16,7 @@ from harness.commands.progress import ProgressBars
 from harness.commands.validate import load_all
 from harness.errors import HarnessError
 from harness.queues.catalog import catalog
+from harness.results.folder import check_results_dir
 from harness.run.captures import requests
 from harness.run.crew import LOCAL, Placement
 from harness.run.fleet import Fleet, check_fleet_id, faults_refused, open_fleet
@@ -46,6 +47,7 @@ def run_command(
         _check_selection(loaded, options)
         _check_fleet(loaded, options)
     check_schema_name(options.schema, options.reuse_schema)
+    check_results_dir(results_dir, [loaded.scenario.name for loaded in scenarios], latest=True)
     choice = choose_provider(pg, dsn, os.environ, allow_mismatch, listen, image=image)
     for loaded in scenarios:
         refuse_restart_elsewhere(loaded, choice.kind)

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pandas as pd
 import yaml
 from rich.console import Console
 
-from harness.analysis.calibration import Calibration, against_prediction
+from harness.analysis.calibration import Calibration, CalibrationDocument, against_prediction
 from harness.analysis.fairness import fairness_rows, jain_rows, repetition_fairness, tenant_table
 from harness.analysis.ideal import run_calibration, simulated_jobs
 from harness.analysis.waits import summarize, summary_rows, with_waits
@@ -120,10 +119,7 @@ def load_calibration(run: Path) -> Calibration:
             f"{path}: no such file; `harness report {run}` writes it for a run of a timed "
             "scenario whose strategies have simulation policies"
         )
-    try:
-        return Calibration.from_dict(json.loads(path.read_text()))
-    except (ValueError, KeyError, TypeError) as error:
-        raise HarnessError(f"{path}: not a calibration this harness reads: {error}") from None
+    return CalibrationDocument.read(path).calibration(str(path))
 
 
 def _calibration(run: Path, repetitions: list[int] | None) -> Calibration:
@@ -131,10 +127,7 @@ def _calibration(run: Path, repetitions: list[int] | None) -> Calibration:
     its raw files as `harness report` fits it from all of them."""
     if not repetitions:
         return load_calibration(run)
-    try:
-        document = load_document(run)
-    except ValueError as error:
-        raise HarnessError(str(error)) from None
+    document = load_document(run)
     policies = document.simulation
     if not policies:
         raise HarnessError(f"{run}/run.json: no simulation policies recorded; nothing to fit")

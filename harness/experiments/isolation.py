@@ -17,12 +17,16 @@ before the server starts:
   jobs.csv        one row per job of every pool and mode: what every count comes from
   isolation.md    the table
 
+isolation.json is an IsolationDocument, on the versioned-document base
+(harness/results/versioned.py: version, write-once, reading with migration).
+
 Format history (ISOLATION_FORMAT_VERSION):
-  1  first version.
+  1  first version (written once, at the end).
   2  `status` is running until the end, then complete, interrupted (Ctrl-C, SIGTERM) or
      failed, with `error`; an unfinished run keeps the pools and modes measured before
      it stopped. `started_at` added; `finished_at` is null while running. Until the
      server is up, `metadata` holds only what needs none (harness, python, host, command).
+     Version 1 documents read with `error` and `started_at` null.
 
 Two pools: psycopg_pool (threads sharing a few connections) and, where it is installed,
 a PgBouncer of our own in transaction mode (each thread a client of its own, sharing a
@@ -44,15 +48,17 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import psycopg
 from psycopg import sql
 from psycopg_pool import ConnectionPool
+from pydantic import Field
 
 from harness.errors import RunFailed, Terminated
 from harness.report.sections import markdown_table
 from harness.results.folder import RunFolder
+from harness.results.versioned import Migrations, Versioned
 from harness.server.connections import connect
 from harness.server.dsn import scrub
 from harness.server.pgbouncer import login_for, running_pgbouncer, unavailable_reason
@@ -430,12 +436,36 @@ DEFINITIONS = """\
 """
 
 
+def _unrecorded_in_1(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "error": None, "started_at": None}
+
+
+Status = Literal["running", "complete", "interrupted", "failed"]
+
+
+class IsolationDocument(Versioned):
+    NAME = "isolation.json"
+    VERSION = ISOLATION_FORMAT_VERSION
+    MIGRATIONS: ClassVar[Migrations] = {1: _unrecorded_in_1}
+
+    run_id: str
+    status: Status = "running"
+    error: str | None = None
+    started_at: str | None
+    finished_at: str | None = None
+    settings: dict[str, Any]
+    results: list[dict[str, Any]] = Field(default_factory=list)
+    set_local_leaked: bool | None = None
+    metadata: dict[str, Any]
+    files: dict[str, str] = Field(default_factory=dict)
+
+
 @dataclass
 class IsolationFolder:
     """The run's folder and its isolation.json, written first as running."""
 
     folder: RunFolder
-    document: dict[str, Any]
+    document: IsolationDocument
 
     @classmethod
     def create(
@@ -443,46 +473,38 @@ class IsolationFolder:
     ) -> IsolationFolder:
         """A new folder under root/isolation; nothing in an existing one is ever replaced."""
         folder = RunFolder.create(root, "isolation")
-        document = {
-            "format_version": ISOLATION_FORMAT_VERSION,
-            "run_id": folder.run_id,
-            "status": "running",
-            "error": None,
-            "started_at": _utc_now(),
-            "finished_at": None,
-            "settings": asdict(settings),
-            "results": [],
-            "set_local_leaked": None,
-            "metadata": metadata,
-            "files": {},
-        }
-        folder.write_json("isolation.json", document)
+        document = IsolationDocument(
+            run_id=folder.run_id,
+            started_at=_utc_now(),
+            settings=asdict(settings),
+            metadata=metadata,
+        )
+        document.write(folder.path / document.NAME)
         return cls(folder, document)
 
     def record_provenance(self, metadata: dict[str, Any]) -> None:
         """The full provenance, once the server is up (the server's part included)."""
-        self.document["metadata"] = metadata
-        self.folder.write_json("isolation.json", self.document, replace=True)
+        self.document.metadata = metadata
+        self.document.write(self.folder.path / self.document.NAME, replace=True)
 
     def close(
         self, settings: IsolationSettings, results: list[PoolResult], error: BaseException | None
     ) -> None:
         """What was measured, and how the run ended: complete, interrupted or failed."""
-        status = "complete" if error is None else _unfinished_status(error)
+        status: Status = "complete" if error is None else _unfinished_status(error)
         self.folder.write("jobs.csv", _csv(outcome_records(results)))
         self.folder.write("isolation.md", markdown(settings, results, status))
-        self.document.update(
-            status=status,
-            error=None if error is None else scrub(str(error)) or type(error).__name__,
-            finished_at=_utc_now(),
-            results=summary_records(results),
-            set_local_leaked=set_local_leaked(results),
-            files={"jobs": "jobs.csv", "table": "isolation.md"},
-        )
-        self.folder.write_json("isolation.json", self.document, replace=True)
+        document = self.document
+        document.status = status
+        document.error = None if error is None else scrub(str(error)) or type(error).__name__
+        document.finished_at = _utc_now()
+        document.results = summary_records(results)
+        document.set_local_leaked = set_local_leaked(results)
+        document.files = {"jobs": "jobs.csv", "table": "isolation.md"}
+        document.write(self.folder.path / document.NAME, replace=True)
 
 
-def _unfinished_status(error: BaseException) -> str:
+def _unfinished_status(error: BaseException) -> Status:
     return "interrupted" if isinstance(error, KeyboardInterrupt | Terminated) else "failed"
 
 

@@ -36,11 +36,12 @@ from harness.queues.base import JobRecord, Ledger, Site
 from harness.queues.sql.queue import SqlQueue
 from harness.queues.sql.strategies import Strategy
 from harness.report.cells import number, span
+from harness.results.versioned import Versioned
 from harness.run.books import check_books
 from harness.run.crew import Crew
+from harness.scenario.arrivals import Batch
 from harness.scenario.inputs import RunInputs
 from harness.scenario.model import Scenario, TenantGroup
-from harness.scenario.workload import Batch
 from harness.server.connections import connect
 from harness.server.embedded import as_server_user, client_program
 from harness.server.schema import recreate
@@ -421,29 +422,42 @@ def goals(summaries: list[LoadSummary]) -> list[Goal]:
     ]
 
 
+class OverheadDocument(Versioned):
+    """overhead.json, on the versioned-document base (harness/results/versioned.py)."""
+
+    NAME = "overhead.json"
+    VERSION = FORMAT_VERSION
+
+    settings: dict[str, Any]
+    pgbench: dict[str, Any]  # its mode, and the script of each load (by its work_ms)
+    measurements: list[dict[str, Any]]
+    summary: list[dict[str, Any]]
+    goals: list[dict[str, Any]]
+    metadata: dict[str, Any]
+
+
 def overhead_document(
     settings: OverheadSettings,
     strategy: Strategy,
     measurements: list[Measurement],
     metadata: dict[str, Any],
-) -> dict[str, Any]:
+) -> OverheadDocument:
     """overhead.json: what ran, every measurement, the medians and the goals."""
     summaries = summarise(measurements, settings)
-    return {
-        "format_version": FORMAT_VERSION,
-        "settings": settings.__dict__,
-        "pgbench": {
+    return OverheadDocument(
+        settings=settings.__dict__,
+        pgbench={
             "mode": PGBENCH_MODE,
             "scripts": {
-                load.work_ms: pgbench_script(strategy, load.work_ms).text
+                str(load.work_ms): pgbench_script(strategy, load.work_ms).text
                 for load in settings.loads()
             },
         },
-        "measurements": [m.as_dict() for m in measurements],
-        "summary": [_summary_entry(s) for s in summaries],
-        "goals": [goal.as_dict() for goal in goals(summaries)],
-        "metadata": metadata,
-    }
+        measurements=[m.as_dict() for m in measurements],
+        summary=[_summary_entry(s) for s in summaries],
+        goals=[goal.as_dict() for goal in goals(summaries)],
+        metadata=metadata,
+    )
 
 
 def _summary_entry(summary: LoadSummary) -> dict[str, Any]:

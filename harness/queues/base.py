@@ -36,8 +36,9 @@ from harness.scenario.traits import QueueTraits
 
 if TYPE_CHECKING:  # annotations only: every spawned process loads this module, and the
     # scenario model (pydantic) would cost it a tenth of a second to import
+    from harness.scenario.arrivals import Arrivals
     from harness.scenario.inputs import RunInputs
-    from harness.scenario.workload import BacklogRows, Batch
+    from harness.scenario.workload import BacklogRows
 
 
 @dataclass(frozen=True)
@@ -167,7 +168,7 @@ class Queue(Protocol):
         """The worker processes for `count` workers: one each, or one process that runs
         the library's own loop with `count` as its concurrency."""
 
-    def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
+    def enqueuers(self, schedules: list[Arrivals]) -> list[Program]:
         """One process per schedule: its batches, in order of their offsets."""
 
     def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:

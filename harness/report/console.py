@@ -6,24 +6,27 @@ from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table as RichTable
+from rich.text import Text
 
 from harness.report.cells import is_numeric
 from harness.report.sections import Section, Table
 
 
 def console_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]]) -> RichTable:
-    table = RichTable(title=title, title_justify="left")
+    """Every cell as plain text: names from files and the server's words are never rich
+    markup, whatever console prints the table."""
+    table = RichTable(title=Text(title), title_justify="left")
     for index, header in enumerate(headers):
         cells = [row[index] for row in rows]
         is_name = not all(is_numeric(cell) for cell in cells)
         table.add_column(
-            header,
+            Text(header),
             justify="left" if is_name else "right",
             no_wrap=is_name,
             min_width=max(map(len, cells), default=0) if is_name else None,
         )
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*map(Text, row))
     return table
 
 

@@ -1,5 +1,5 @@
-"""run.json: the typed run document, its format version, and the one way to write and
-read it.
+"""run.json: the typed run document and its format history, on the versioned-document
+base (harness/results/versioned.py: version, write-once, reading with migration).
 
 A run's document is written when the run folder is made (status `running`), again when
 the run ends (`complete`, `failed` or `interrupted`), and by every render (the `files`
@@ -16,14 +16,15 @@ Format history (RUN_FORMAT_VERSION):
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
+
+from harness.results.contract import NAME_PATTERN
+from harness.results.versioned import Migrations, Versioned
 
 RUN_FORMAT_VERSION = 2
-READS = (1, 2)
 # In a queue's provenance: where it could not be set up as the scenario asks (a library's
 # minimum poll interval), each said in a phrase that follows the queue's name.
 UNLIKE_THE_SCENARIO = "unlike_the_scenario"
@@ -62,18 +63,30 @@ class RepetitionEntry(_Part):
     fleet: list[dict[str, Any]] | None = None  # each member: host, pid, slots (--fleet)
 
 
+# A capture's files are explain/<variant>/<strategy>.*: its names are the contract's, never
+# a path (`harness report` opens what run.json names).
+FileName = Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
 class PlanEntry(_Part):
     """One plan capture: its backlog's shape, or why it was skipped."""
 
-    variant: str
-    strategy: str
+    variant: FileName
+    strategy: FileName
     backlog: dict[str, int]
     skipped: str | None = None
     repetitions: int = 0
 
 
-class RunDocument(_Part):
-    format_version: int = RUN_FORMAT_VERSION
+def _queues_unrecorded(data: dict[str, Any]) -> dict[str, Any]:
+    return {**data, "queues": {}}
+
+
+class RunDocument(Versioned):
+    NAME = "run.json"
+    VERSION = RUN_FORMAT_VERSION
+    MIGRATIONS: ClassVar[Migrations] = {1: _queues_unrecorded}
+
     run_id: str
     status: Status = "running"
     error: str | None = None
@@ -88,32 +101,19 @@ class RunDocument(_Part):
     simulation: dict[str, str | None] = Field(default_factory=dict)  # strategy -> policy
     queues: dict[str, dict[str, Any]] = Field(default_factory=dict)  # strategy -> provenance
 
-    def dumps(self) -> str:
-        data = self.model_dump(mode="json", by_alias=True)
+    def document(self) -> dict[str, Any]:
+        data = super().document()
         for entry in data["repetitions"]:  # features absent from a repetition stay absent
             for feature in ("faults", "long_transaction", "fleet"):
                 if entry[feature] is None:
                     del entry[feature]
-        return json.dumps(data, indent=2) + "\n"
+        return data
 
 
 def load_document(run: Path) -> RunDocument:
-    """run.json of a run folder, migrated to the current version; ValueError if it is
-    not one this harness reads."""
-    path = run / "run.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: cannot read ({error})") from error
-    version = data.get("format_version") if isinstance(data, dict) else None
-    if version not in READS:
-        raise ValueError(f"{path}: format_version {version}, this harness reads {READS}")
-    try:
-        return RunDocument.model_validate({**data, "format_version": RUN_FORMAT_VERSION})
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise ValueError(f"{path}: {where}: {first['msg']}") from error
+    """run.json of a run folder, migrated to the current version; UnreadableDocument (one
+    line naming the file) if it is not one this harness reads."""
+    return RunDocument.read(run / "run.json")
 
 
 def unlike_the_scenario(document: RunDocument) -> list[str]:

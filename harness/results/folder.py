@@ -8,7 +8,6 @@ columns are harness/results/jobs.py.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import tempfile
@@ -17,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from harness.errors import HarnessError
 from harness.results.jobs import jobs_csv
 
 _UMASK = os.umask(0o022)
@@ -41,17 +41,22 @@ class RunFolder:
         """Write a file atomically; refuse to overwrite unless `replace` (run.json)."""
         target = self.path / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        if target.exists() and not replace:
-            raise FileExistsError(f"{target} exists; results are never overwritten")
-        atomic_write(target, data.encode("utf-8") if isinstance(data, str) else data)
-        return target
-
-    def write_json(self, name: str, document: dict[str, Any], *, replace: bool = False) -> Path:
-        return self.write(name, json.dumps(document, indent=2, default=str) + "\n", replace=replace)
+        return write_once(
+            target, data.encode("utf-8") if isinstance(data, str) else data, replace=replace
+        )
 
     def write_jobs(self, records: list[dict[str, Any]]) -> Path:
         """jobs.csv as the database gave it: ISO 8601 timestamps with microseconds."""
         return self.write("jobs.csv", jobs_csv(records))
+
+
+def write_once(target: Path, data: bytes, *, replace: bool = False) -> Path:
+    """Written atomically; refused if `target` exists, unless the writer says it replaces
+    it (run.json as the run goes, derived files at every render, a new baseline)."""
+    if target.exists() and not replace:
+        raise FileExistsError(f"{target} exists; results are never overwritten")
+    atomic_write(target, data)
+    return target
 
 
 def atomic_write(target: Path, data: bytes) -> None:
@@ -70,9 +75,38 @@ def atomic_write(target: Path, data: bytes) -> None:
         raise
 
 
+def check_results_dir(root: Path, folders: list[str], *, latest: bool = False) -> None:
+    """Before any server starts: the run folders `folders` can be made under `root` (each
+    path's nearest existing part is a writable folder), and with `latest`, the link the
+    harness keeps there is a link, not a file or folder it would fail to replace."""
+    for folder in [root, *(root / name for name in folders)]:
+        found = _nearest_existing(folder)
+        if not found.is_dir():
+            raise HarnessError(
+                f"--results-dir: {found} is a file; run folders go in a folder (made if missing)"
+            )
+        if not os.access(found, os.W_OK | os.X_OK):
+            raise HarnessError(f"--results-dir: {found} is not writable; run folders go there")
+    link = root / "latest"
+    if latest and link.exists() and not link.is_symlink():
+        kind = "folder" if link.is_dir() else "file"
+        raise HarnessError(
+            f"--results-dir: {link} is a {kind}, not the link the harness points at the "
+            "newest run; move it away or give another --results-dir"
+        )
+
+
+def _nearest_existing(path: Path) -> Path:
+    return next(part for part in [path, *path.parents] if part.exists())
+
+
 def point_latest(root: Path, run: Path) -> None:
     """results/latest -> the newest run, replaced atomically."""
     link = root / "latest"
     temporary = root / f".latest-{secrets.token_hex(4)}"
     temporary.symlink_to(run.relative_to(root), target_is_directory=True)
-    temporary.replace(link)
+    try:
+        temporary.replace(link)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise

@@ -28,7 +28,7 @@ from harness.analysis.bloat import (
     samples_on_clock,
     windows_on_clock,
 )
-from harness.analysis.calibration import Calibration
+from harness.analysis.calibration import Calibration, CalibrationDocument
 from harness.analysis.fairness import fairness_section, repetition_fairness, tenant_table
 from harness.analysis.faults import fault_table, faults_section, missed_faults
 from harness.analysis.figures import (
@@ -142,7 +142,8 @@ def render_run(folder: RunFolder) -> Rendered:
         if table is not None:
             write(key, name, table.to_csv(index=False))
     if tables.calibration is not None:
-        write("calibration", "calibration.json", json.dumps(tables.calibration.to_dict(), indent=1))
+        calibration = CalibrationDocument.of(tables.calibration)
+        write("calibration", calibration.NAME, calibration.dumps())
     write("summary_md", "summary.md", markdown(_title(raw), sections))
     plots = run_figures(raw, tables)
     for name, figure in plots.items():

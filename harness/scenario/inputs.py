@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from harness.scenario.arrivals import Arrivals
 from harness.scenario.distributions import Duration, Failures
 from harness.scenario.model import Crash, Faults, LongTransaction, Scenario, TenantGroup
 from harness.scenario.workload import (
     BacklogRows,
-    Batch,
     Workload,
     backlog_rows,
     build_batches,
@@ -52,7 +52,7 @@ class RunInputs:
     classes: dict[int, str]  # tenant id -> its group's name
     durations: dict[int, Duration]  # tenant id -> its jobs' duration distribution
     params: dict[str, Any]  # parameters every statement may use
-    schedules: list[list[Batch]]  # per enqueuer: its batches, by offset
+    schedules: list[Arrivals]  # per enqueuer: its batches, by offset
     backlog: BacklogRows | None  # the pre-loaded queue, if the scenario has one
     faults: FaultPlan | None  # None: no fault features at all
     long_transaction: LongTransaction | None
@@ -90,11 +90,10 @@ def statement_params(scenario: Scenario) -> dict[str, Any]:
     return {"tenant_cap": scenario.tenant_cap or NO_CAP}
 
 
-def enqueuer_schedules(scenario: Scenario) -> list[list[Batch]]:
-    """The batches dealt round-robin to the scenario's enqueuers, each list by offset."""
+def enqueuer_schedules(scenario: Scenario) -> list[Arrivals]:
+    """The batches dealt round-robin to the scenario's enqueuers, each by offset."""
     batches = build_batches(scenario)
-    count = min(scenario.enqueuers, max(len(batches), 1))
-    return [batches[index::count] for index in range(count)]
+    return batches.dealt(min(scenario.enqueuers, max(len(batches), 1)))
 
 
 def fault_plan(scenario: Scenario) -> FaultPlan:

@@ -21,6 +21,11 @@ from harness.scenario.distributions import MAX_DURATION_MS, Duration
 
 MAX_TOTAL_JOBS = 5_000_000
 MAX_BACKLOG_JOBS = 10_000_000
+# Tenants registered at once: backlog and tenant groups, or an explain variant's backlog
+# with the tenant groups. The largest shipped scenarios have 10,000 (planet-scale, and
+# skewed-backlog's idle-9989 variant); each tenant costs the harness a few hundred bytes
+# in every map it builds before any SQL runs.
+MAX_TENANTS = 100_000
 Name = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 WaitMetric = Literal["wait_p50_s", "wait_p95_s", "wait_p99_s", "wait_max_s", "makespan_s"]
 PlanMetric = Literal["plan_total_ms", "plan_execution_ms", "plan_shared_buffers"]
@@ -116,7 +121,7 @@ class TenantGroup(Durations, Model):
     """
 
     name: Name
-    tenants: int = Field(ge=1, le=100_000)
+    tenants: int = Field(ge=1, le=MAX_TENANTS)
     jobs_per_tenant: int | None = Field(default=None, ge=1, le=1_000_000)
     jobs: int | None = Field(default=None, ge=1, le=MAX_TOTAL_JOBS)
     zipf_s: float | None = Field(default=None, gt=0, le=10)
@@ -191,7 +196,7 @@ class BacklogGroup(Durations, Model):
     """
 
     name: Name
-    tenants: int = Field(ge=0, le=1_000_000)
+    tenants: int = Field(ge=0, le=MAX_TENANTS)
     jobs_per_tenant: int = Field(ge=0, le=MAX_BACKLOG_JOBS)
     duration_ms: float | None = Field(default=None, ge=0, le=MAX_DURATION_MS)  # if drained
     duration: DurationModel | None = None
@@ -221,12 +226,13 @@ class Backlog(Model):
         return self.rotation or [group.name for group in self.groups]
 
     def with_tenants(self, tenants: dict[str, int]) -> Backlog:
-        """The same backlog with some groups' tenant counts replaced (an explain variant)."""
+        """The same backlog with some groups' tenant counts replaced (an explain variant),
+        validated again as a backlog of its own: model_copy alone would check nothing."""
         groups = [
             group.model_copy(update={"tenants": tenants.get(group.name, group.tenants)})
             for group in self.groups
         ]
-        return self.model_copy(update={"groups": groups})
+        return Backlog(groups=groups, rotation=self.rotation)
 
     @model_validator(mode="after")
     def _consistent(self) -> Backlog:
@@ -244,7 +250,7 @@ class ExplainVariant(Model):
     overriding groups' tenant counts. Strategies in `slow` are skipped unless asked for."""
 
     name: Name
-    tenants: dict[Name, Annotated[int, Field(ge=0, le=1_000_000)]] = Field(default_factory=dict)
+    tenants: dict[Name, Annotated[int, Field(ge=0, le=MAX_TENANTS)]] = Field(default_factory=dict)
     slow: list[Name] = Field(default_factory=list)
 
 
@@ -410,6 +416,7 @@ class Scenario(Model):
             )
         if self.expected_jobs > MAX_TOTAL_JOBS and self.timed:
             raise ValueError(f"{self.expected_jobs:,} jobs in all; at most {MAX_TOTAL_JOBS:,}")
+        self._check_tenants()
         self._check_arrivals()
         if "tenant_cap" in self.checks and self.tenant_cap is None:
             raise ValueError("checks: tenant_cap needs the scenario's tenant_cap (e.g. 2)")
@@ -430,6 +437,22 @@ class Scenario(Model):
                 self._check_figure(figure)
         return self
 
+    def _check_tenants(self) -> None:
+        """At most MAX_TENANTS registered at once, named at the group that passes it."""
+        backlog = self.backlog.groups if self.backlog else []
+        fields: list[tuple[str, BacklogGroup | TenantGroup]] = [
+            (f"backlog.groups[{i}]", group) for i, group in enumerate(backlog)
+        ]
+        fields += [(f"tenant_groups[{i}]", group) for i, group in enumerate(self.tenant_groups)]
+        total = 0
+        for where, group in fields:
+            total += group.tenants
+            if total > MAX_TENANTS:
+                raise ValueError(
+                    f"{where}.tenants: {group.tenants:,} tenants bring the scenario to "
+                    f"{total:,} (backlog and tenant groups); at most {MAX_TENANTS:,} in all"
+                )
+
     def _check_arrivals(self) -> None:
         """A job arriving at or after timeout_s can only time out the repetition."""
         for index, group in enumerate(self.tenant_groups):
@@ -447,14 +470,36 @@ class Scenario(Model):
             )
         backlog_groups = {group.name for group in self.backlog.groups}
         _no_duplicates("explain variant names", [variant.name for variant in explain.variants])
-        for variant in explain.variants:
+        for index, variant in enumerate(explain.variants):
             unknown = sorted(set(variant.tenants) - backlog_groups)
             if unknown:
                 raise ValueError(
                     f"explain variant '{variant.name}': {unknown} are not backlog "
                     f"groups {sorted(backlog_groups)}"
                 )
-            self.backlog.with_tenants(variant.tenants)  # validates the variant's totals
+            self._check_variant(f"explain.variants[{index}].tenants", variant)
+
+    def _check_variant(self, where: str, variant: ExplainVariant) -> None:
+        """The variant's backlog within the backlog's own limits, and its tenants with the
+        tenant groups' within MAX_TENANTS: the run builds it with_tenants, which checks
+        it again."""
+        assert self.backlog is not None
+        groups = self.backlog.groups
+        counts = [variant.tenants.get(group.name, group.tenants) for group in groups]
+        jobs = sum(
+            count * group.jobs_per_tenant for count, group in zip(counts, groups, strict=True)
+        )
+        if jobs > MAX_BACKLOG_JOBS:
+            raise ValueError(
+                f"{where}: {jobs:,} backlog jobs in variant '{variant.name}'; "
+                f"at most {MAX_BACKLOG_JOBS:,}"
+            )
+        tenants = sum(counts) + sum(group.tenants for group in self.tenant_groups)
+        if tenants > MAX_TENANTS:
+            raise ValueError(
+                f"{where}: {tenants:,} tenants in variant '{variant.name}' (its backlog and "
+                f"the tenant groups); at most {MAX_TENANTS:,} in all"
+            )
 
     def _check_faults(self, faults: Faults) -> None:
         if not self.timed:

@@ -15,28 +15,18 @@ changes which job gets which drawn duration, not the distribution.
 from __future__ import annotations
 
 import random
+from array import array
 from bisect import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import accumulate
 
+import numpy as np
+
+from harness.scenario.arrivals import Arrivals, Floats, Ints
 from harness.scenario.distributions import Duration, job_duration_ms, splitmix64
 from harness.scenario.model import Backlog, BacklogGroup, Scenario, TenantGroup
-
-
-@dataclass(frozen=True)
-class Batch:
-    """Jobs enqueued together in one statement, `at_s` seconds after the run's start."""
-
-    at_s: float
-    tenant_ids: list[int] = field(default_factory=list)
-    weights: list[int] = field(default_factory=list)  # per job: its tenant's weight
-    priorities: list[int] = field(default_factory=list)  # per job
-
-    @property
-    def size(self) -> int:
-        return len(self.tenant_ids)
 
 
 @dataclass(frozen=True)
@@ -116,35 +106,42 @@ def backlog_rows(scenario: Scenario, backlog: Backlog) -> BacklogRows:
     )
 
 
-def build_batches(scenario: Scenario) -> list[Batch]:
+def build_batches(scenario: Scenario) -> Arrivals:
     """One batch per distinct enqueue time; within it, groups in list order and each
     tenant's jobs in a row."""
-    by_time: dict[float, Batch] = {}
-    for index, r in enumerate(tenant_ranges(scenario)):
-        if not isinstance(r.group, TenantGroup):
-            continue
-        for at_s, tenant, count in group_arrivals(scenario.seed, index, r.group, r.first):
-            batch = by_time.setdefault(at_s, Batch(at_s))
-            batch.tenant_ids.extend([tenant] * count)
-            batch.weights.extend([r.group.weight] * count)
-            batch.priorities.extend([r.group.priority] * count)
-    return sorted(by_time.values(), key=lambda batch: batch.at_s)
+    drawn = [
+        (r.group, *group_arrivals(scenario.seed, index, r.group, r.first))
+        for index, r in enumerate(tenant_ranges(scenario))
+        if isinstance(r.group, TenantGroup)
+    ]
+    return Arrivals.of_jobs(
+        at_s=np.concatenate([np.empty(0), *(at_s for _, at_s, _ in drawn)]),
+        tenant_ids=_ints(tenants for _, _, tenants in drawn),
+        weights=_ints(np.full(len(at_s), group.weight) for group, at_s, _ in drawn),
+        priorities=_ints(np.full(len(at_s), group.priority) for group, at_s, _ in drawn),
+    )
 
 
-def group_arrivals(
-    seed: int, index: int, group: TenantGroup, first: int
-) -> Iterator[tuple[float, int, int]]:
-    """(offset s, tenant id, jobs) of a group: its bursts, or its Poisson stream."""
-    rng = random.Random(splitmix64(seed ^ splitmix64(index)))
+def _ints(parts: Iterator[Ints]) -> Ints:
+    return np.concatenate([np.empty(0, np.int64), *parts]).astype(np.int64)
+
+
+def group_arrivals(seed: int, index: int, group: TenantGroup, first: int) -> tuple[Floats, Ints]:
+    """A group's jobs as (offset in s, tenant id) arrays, in the order drawn: its bursts,
+    each tenant's jobs in a row, or its Poisson stream."""
+    rng = _group_rng(seed, index)
     if group.arrival == "poisson":
-        yield from _poisson(rng, group, first)
-        return
+        return _poisson(rng, group, first)
     sizes = burst_sizes(rng, group)
-    for round_ in range(group.repeat):
-        at_s = round(group.enqueue_at_s + round_ * group.every_s, 6)
-        for offset, count in enumerate(sizes):
-            if count:
-                yield at_s, first + offset, count
+    one_burst = np.repeat(np.arange(first, first + group.tenants, dtype=np.int64), sizes)
+    rounds = range(group.repeat)
+    offsets = np.array([round(group.enqueue_at_s + k * group.every_s, 6) for k in rounds])
+    return np.repeat(offsets, len(one_burst)), np.tile(one_burst, group.repeat)
+
+
+def _group_rng(seed: int, index: int) -> random.Random:
+    """The draws of the group at `index` of tenant_ranges (sizes, or arrivals)."""
+    return random.Random(splitmix64(seed ^ splitmix64(index)))
 
 
 def burst_sizes(rng: random.Random, group: TenantGroup) -> list[int]:
@@ -165,9 +162,20 @@ def _zipf_cumulative(group: TenantGroup) -> list[float] | None:
     return list(accumulate(1 / rank**s for rank in range(1, group.tenants + 1)))
 
 
-def _poisson(
+def _poisson(rng: random.Random, group: TenantGroup, first: int) -> tuple[Floats, Ints]:
+    """A Poisson stream in compact arrays: no object is kept per arrival."""
+    times, tenants = array("d"), array("q")
+    for at_s, tenant in _poisson_draws(rng, group, first):
+        times.append(at_s)
+        tenants.append(tenant)
+    return np.frombuffer(times, np.float64), np.frombuffer(tenants, np.int64)
+
+
+def _poisson_draws(
     rng: random.Random, group: TenantGroup, first: int
-) -> Iterator[tuple[float, int, int]]:
+) -> Iterator[tuple[float, int]]:
+    """(offset s, tenant id) of single jobs with exponential gaps, drawn one by one as
+    every earlier release drew them."""
     assert group.rate_per_s is not None and group.window_s is not None
     end = group.enqueue_at_s + group.window_s
     cumulative = _zipf_cumulative(group)
@@ -177,7 +185,7 @@ def _poisson(
             offset = rng.randrange(group.tenants)
         else:
             offset = min(bisect(cumulative, rng.random() * cumulative[-1]), group.tenants - 1)
-        yield round(at_s, 6), first + offset, 1
+        yield round(at_s, 6), first + offset
         at_s += rng.expovariate(group.rate_per_s)
 
 
@@ -189,15 +197,15 @@ class TenantInfo:
     priority: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Workload:
     """Every job of a repetition in id order (ids from 1): the backlog, queued before the
     clock starts (offset 0), then the batches. What the simulator schedules."""
 
     seed: int
     backlog_jobs: int
-    tenant_ids: list[int]  # per job
-    at_s: list[float]  # per job: when it is enqueued, from the start
+    tenant_ids: Ints  # per job
+    at_s: Floats  # per job: when it is enqueued, from the start
     tenants: dict[int, TenantInfo]
     rotation: dict[int, int] = field(default_factory=dict)  # backlog tenant -> position
 
@@ -206,13 +214,17 @@ class Workload:
         return len(self.tenant_ids)
 
     def duration_ms(self, job_id: int) -> float:
-        tenant = self.tenant_ids[job_id - 1]
+        tenant = int(self.tenant_ids[job_id - 1])
         return job_duration_ms(self.seed, job_id, self.tenants[tenant].duration)
 
     @cached_property
     def durations_ms(self) -> list[float]:
         """Every job's duration, in id order (drawn once: a million take a few seconds)."""
-        return [self.duration_ms(job) for job in range(1, self.total_jobs + 1)]
+        tenants = self.tenant_ids.tolist()
+        return [
+            job_duration_ms(self.seed, job, self.tenants[tenant].duration)
+            for job, tenant in enumerate(tenants, start=1)
+        ]
 
 
 def count_jobs(scenario: Scenario) -> int:
@@ -220,28 +232,31 @@ def count_jobs(scenario: Scenario) -> int:
     total = scenario.backlog.total_jobs if scenario.backlog else 0
     for index, r in enumerate(tenant_ranges(scenario)):
         if isinstance(r.group, TenantGroup) and r.group.arrival == "poisson":
-            total += sum(1 for _ in group_arrivals(scenario.seed, index, r.group, r.first))
+            draws = _poisson_draws(_group_rng(scenario.seed, index), r.group, r.first)
+            total += sum(1 for _ in draws)  # counted, not kept
         elif isinstance(r.group, TenantGroup):
             total += r.group.expected_jobs
     return total
 
 
 def generate(scenario: Scenario) -> Workload:
-    tenant_ids: list[int] = []
+    backlog = np.empty(0, np.int64)
     rotation: dict[int, int] = {}
     if scenario.backlog is not None:
         rows = backlog_rows(scenario, scenario.backlog)
-        for tenant, jobs in zip(rows.tenant_ids, rows.jobs, strict=True):
-            tenant_ids.extend([tenant] * jobs)
+        backlog = np.repeat(np.array(rows.tenant_ids, np.int64), rows.jobs)
         rotation = dict(zip(rows.tenant_ids, rows.rotation, strict=True))
-    backlog_jobs = len(tenant_ids)
-    at_s = [0.0] * backlog_jobs
-    for batch in build_batches(scenario):
-        tenant_ids.extend(batch.tenant_ids)
-        at_s.extend([batch.at_s] * batch.size)
+    arrivals = build_batches(scenario)
     tenants = {
         tenant: TenantInfo(r.group.name, r.group.duration_spec(), r.group.weight, r.group.priority)
         for r in tenant_ranges(scenario)
         for tenant in r.ids
     }
-    return Workload(scenario.seed, backlog_jobs, tenant_ids, at_s, tenants, rotation)
+    return Workload(
+        seed=scenario.seed,
+        backlog_jobs=len(backlog),
+        tenant_ids=np.concatenate([backlog, arrivals.tenant_ids]),
+        at_s=np.concatenate([np.zeros(len(backlog)), arrivals.job_at_s()]),
+        tenants=tenants,
+        rotation=rotation,
+    )

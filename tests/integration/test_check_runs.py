@@ -138,5 +138,5 @@ def test_a_bad_baseline_is_exit_2_before_any_server_starts(tmp_path: Path) -> No
     bad.write_text("{not json")
     done = harness_cli("check", "--baseline", str(bad), cwd=ROOT)
     assert done.returncode == 2
-    assert done.stderr.startswith(f"error: {bad}: cannot read the baseline")
+    assert done.stderr.startswith(f"error: {bad}: not JSON")
     assert done.stderr.count("\n") == 1

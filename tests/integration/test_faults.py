@@ -11,8 +11,8 @@ from harness.queues.base import WorkerReport
 from harness.queues.sql.recovery import Recovering
 from harness.results.jobs import load_jobs
 from harness.run.crew import make_signals
+from harness.scenario.arrivals import Batch
 from harness.scenario.distributions import attempt_fails
-from harness.scenario.workload import Batch
 from harness.server.connections import connect
 from harness.server.kinds import Server
 from harness.server.schema import recreate

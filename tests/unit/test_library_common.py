@@ -58,7 +58,7 @@ def test_numbers_follow_the_workload_however_the_batches_are_dealt() -> None:
         numbered = common.numbered_schedules(inputs, inputs.schedules)
         jobs = sorted(job for schedule in numbered for _, batch in schedule for job in batch)
         assert [n for n, _, _ in jobs] == list(range(1, inputs.total_jobs + 1))
-        assert [t for _, t, _ in jobs] == inputs.workload.tenant_ids
+        assert [t for _, t, _ in jobs] == inputs.workload.tenant_ids.tolist()
         assert [ms for _, _, ms in jobs] == inputs.workload.durations_ms
 
 

@@ -14,6 +14,7 @@ from harness.results.document import (
     load_document,
 )
 from harness.results.folder import RunFolder, point_latest
+from harness.results.versioned import UnreadableDocument
 
 
 def test_run_folders_are_new_and_files_never_overwritten(tmp_path: Path) -> None:
@@ -75,7 +76,7 @@ def test_a_format_1_document_is_migrated_on_reading(tmp_path: Path) -> None:
     old = json.loads(document().dumps())
     del old["queues"]
     old["format_version"] = 1
-    folder.write_json("run.json", old)
+    folder.write("run.json", json.dumps(old))
     migrated = load_document(folder.path)
     assert (migrated.format_version, migrated.queues) == (RUN_FORMAT_VERSION, {})
 
@@ -83,9 +84,9 @@ def test_a_format_1_document_is_migrated_on_reading(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ({"format_version": RUN_FORMAT_VERSION + 1}, "format_version 3, this harness reads"),
+        ({"format_version": RUN_FORMAT_VERSION + 1}, "format_version 3; this harness reads 1, 2"),
         ({"format_version": 2, "run_id": "x"}, "started_at: Field required"),
-        ("not json", "cannot read"),
+        ("not json", "not JSON"),
     ],
 )
 def test_a_document_that_cannot_be_read_is_refused_naming_the_file(
@@ -94,7 +95,7 @@ def test_a_document_that_cannot_be_read_is_refused_naming_the_file(
     folder = RunFolder.create(tmp_path, "demo")
     text = content if isinstance(content, str) else json.dumps(content)
     folder.write("run.json", text)
-    with pytest.raises(ValueError, match=message) as caught:
+    with pytest.raises(UnreadableDocument, match=message) as caught:
         load_document(folder.path)
     assert "run.json" in str(caught.value)
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from harness.errors import HarnessError
 from harness.queues.sql.strategies import load_strategies
 from harness.scenario.loader import load_scenario
+from harness.scenario.model import MAX_BACKLOG_JOBS, MAX_TENANTS, Backlog
 from harness.scenario.parse import MAX_BYTES, MAX_DEPTH
 from harness.scenario.traits import ANY, QueueTraits
 from tests.conftest import SCENARIOS, SHORT_NOISY, builtin_traits, harness_cli
@@ -250,6 +252,11 @@ BROKEN = {
     "late": BASE + "    enqueue_at_s: 1000\n",
     "capped": BASE.replace("[fifo]", "[fifo, capped]")
     + "tenant_cap: 1\nfaults:\n  crashes: [{worker: 0, at_s: 1}]\n",
+    "variant": BASE + "backlog:\n  groups: [{name: b, tenants: 1, jobs_per_tenant: 10000000}]\n"
+    "explain:\n  variants: [{name: v, tenants: {b: 1000000}}]\n",
+    "idle": BASE
+    + "backlog:\n  groups:\n"
+    + "".join(f"    - {{name: i{k}, tenants: 60000, jobs_per_tenant: 0}}\n" for k in range(2)),
 }
 
 
@@ -301,3 +308,97 @@ def test_a_server_restart_off_the_embedded_provider_is_refused_before_any_server
     )
     assert "Starting PostgreSQL" not in done.stdout
     assert not (tmp_path / "results").exists()
+
+
+PLANS = """\
+name: plans
+strategies: [fifo]
+backlog:
+  groups:
+    - {name: large, tenants: 1, jobs_per_tenant: 10000000}
+    - {name: idle, tenants: 10, jobs_per_tenant: 0}
+explain:
+  variants:
+    - name: backlog
+    - name: huge
+      tenants: {large: 1000000}
+"""
+
+
+def test_a_variant_of_ten_trillion_jobs_is_refused_by_validate_naming_its_field(
+    tmp_path: Path,
+) -> None:
+    """The issue's variant: a million tenants of ten million jobs each (10^13 jobs)."""
+    path = tmp_path / "plans.yaml"
+    path.write_text(PLANS)
+    done = harness_cli("validate", str(path))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"error: {path}:11: explain.variants[1].tenants.large: Input should be less than or "
+        f"equal to {MAX_TENANTS} (got 1000000)\n"
+    )
+
+
+def test_a_variants_jobs_are_checked_like_the_backlogs_own(tmp_path: Path) -> None:
+    """A variant's counts replace the backlog's: its total is held to the backlog's cap,
+    not passed on to an INSERT of 10^12 jobs."""
+    path = tmp_path / "plans.yaml"
+    path.write_text(
+        PLANS.replace("tenants: 1, jobs", "tenants: 0, jobs").replace("1000000}", "100000}")
+    )
+    done = harness_cli("validate", str(path))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f"error: {path}:11: explain.variants[1].tenants: 1,000,000,000,000 backlog jobs in "
+        "variant 'huge'; at most 10,000,000\n"
+    )
+
+
+def test_a_variant_within_the_job_cap_but_past_the_tenant_cap_is_refused(write_yaml) -> None:
+    text = PLANS.replace("{large: 1000000}", "{idle: 100000}")
+    assert refusal(write_yaml(text)) == (
+        "11: explain.variants[1].tenants: 100,001 tenants in variant 'huge' (its backlog and "
+        f"the tenant groups); at most {MAX_TENANTS:,} in all"
+    )
+
+
+def test_a_variant_built_by_the_run_is_validated_again() -> None:
+    """Whoever builds a variant's backlog gets a checked one: model_copy checks nothing."""
+    backlog = Backlog.model_validate(
+        {"groups": [{"name": "large", "tenants": 1, "jobs_per_tenant": MAX_BACKLOG_JOBS}]}
+    )
+    with pytest.raises(ValidationError, match="backlog jobs; at most 10,000,000"):
+        backlog.with_tenants({"large": 2})
+
+
+def test_groups_of_a_million_idle_tenants_are_refused_at_the_group_past_the_cap(
+    write_yaml,
+) -> None:
+    idle = "".join(
+        f"    - {{name: idle{k}, tenants: 50000, jobs_per_tenant: 0}}\n" for k in range(3)
+    )
+    text = f"name: idle\nstrategies: [fifo]\nbacklog:\n  groups:\n{idle}explain: {{}}\n"
+    assert refusal(write_yaml(text)) == (
+        "7: backlog.groups[2].tenants: 50,000 tenants bring the scenario to 150,000 (backlog "
+        f"and tenant groups); at most {MAX_TENANTS:,} in all"
+    )
+
+
+def test_one_group_of_a_million_idle_tenants_is_past_its_fields_bound(write_yaml) -> None:
+    text = PLANS.replace("tenants: 10, jobs_per_tenant: 0", "tenants: 1000000, jobs_per_tenant: 0")
+    assert refusal(write_yaml(text)) == (
+        f"6: backlog.groups[1].tenants: Input should be less than or equal to {MAX_TENANTS} "
+        "(got 1000000)"
+    )
+
+
+def test_the_tenants_of_the_shipped_scenarios_are_within_the_cap_with_room() -> None:
+    most = 0
+    for path in SCENARIOS.glob("*.yaml"):
+        scenario = load_scenario(path, builtin_traits()).scenario
+        timed = sum(group.tenants for group in scenario.tenant_groups)
+        backlogs = [scenario.backlog] if scenario.backlog else []
+        if scenario.explain is not None and scenario.backlog is not None:
+            backlogs += [scenario.variant_backlog(v.name) for v in scenario.explain.variants]
+        most = max([most, timed, *(timed + sum(g.tenants for g in b.groups) for b in backlogs)])
+    assert most * 10 <= MAX_TENANTS

@@ -32,10 +32,11 @@ from harness.queues.programs import (
     Wire,
     register,
 )
+from harness.scenario.arrivals import Arrivals
 from harness.scenario.distributions import job_duration_ms
 from harness.scenario.inputs import RunInputs
 from harness.scenario.traits import QueueTraits
-from harness.scenario.workload import BacklogRows, Batch
+from harness.scenario.workload import BacklogRows
 from harness.sqlfiles import builtin_blocks
 
 Job = tuple[int, int, float]  # the harness's number, the tenant, the duration in ms
@@ -55,7 +56,7 @@ def sql(block: str) -> str:
     return builtin_blocks("harness.queues.libraries", "libraries.sql")[block].sql
 
 
-def numbered_schedules(inputs: RunInputs, schedules: list[list[Batch]]) -> list[Schedule]:
+def numbered_schedules(inputs: RunInputs, schedules: list[Arrivals]) -> list[Schedule]:
     """Each enqueuer's batches with their jobs' numbers, tenants and durations.
 
     The schedules deal the scenario's batches round-robin (schedule i holds batches i,

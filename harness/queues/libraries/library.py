@@ -11,8 +11,8 @@ import psycopg
 
 from harness.queues.base import ExplainedFetch, Ledger, Program, ProgramMain, Site, WorkerReport
 from harness.queues.libraries import captures, common
+from harness.scenario.arrivals import Arrivals
 from harness.scenario.inputs import RunInputs
-from harness.scenario.workload import Batch
 
 
 class LibraryQueue:
@@ -48,7 +48,7 @@ class LibraryQueue:
     def explained(self, plans_file: str) -> list[ExplainedFetch]:
         return captures.explained(plans_file, self.fetch_marker)
 
-    def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
+    def enqueuers(self, schedules: list[Arrivals]) -> list[Program]:
         numbered = common.numbered_schedules(self.inputs, schedules)
         main = self.mains()[1]
         return [Program("enqueuer", main, replace(self.spec, schedule=s)) for s in numbered]

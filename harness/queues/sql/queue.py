@@ -42,10 +42,11 @@ from harness.queues.sql.recovery import fault_sql
 from harness.queues.sql.specs import EnqueuerSpec, RecoverySpec, WorkerSpec
 from harness.queues.sql.strategies import Strategy, schema_blocks
 from harness.queues.sql.worker import enqueuer_main, worker_main
+from harness.scenario.arrivals import Arrivals, Batch
 from harness.scenario.distributions import MAX_DURATION_MS, Duration
 from harness.scenario.inputs import RunInputs
 from harness.scenario.traits import QueueTraits
-from harness.scenario.workload import BacklogRows, Batch
+from harness.scenario.workload import BacklogRows
 
 BACKLOG_BLOCKS = ("backlog_tenants", "backlog_jobs", "after_load")
 
@@ -108,29 +109,26 @@ class SqlQueue:
         spec = self.worker_spec()
         return [Program("worker", worker_main, spec) for _ in range(count)]
 
-    def enqueuers(self, schedules: list[list[Batch]]) -> list[Program]:
+    def enqueuers(self, schedules: list[Arrivals]) -> list[Program]:
+        strategy = self.strategy
         return [
             Program(
                 "enqueuer",
                 enqueuer_main,
                 EnqueuerSpec(
                     self.site,
-                    self.strategy.name,
-                    self.strategy.sql_sha256,
-                    self.strategy.sql("enqueue"),
-                    [(b.at_s, self.batch_params(b)) for b in batches],
+                    strategy.name,
+                    strategy.sql_sha256,
+                    strategy.sql("enqueue"),
+                    arrivals,
+                    self.inputs.params,
                 ),
             )
-            for batches in schedules
+            for arrivals in schedules
         ]
 
     def batch_params(self, batch: Batch) -> dict[str, Any]:
-        return {
-            **self.inputs.params,
-            "tenant_ids": batch.tenant_ids,
-            "weights": batch.weights,
-            "priorities": batch.priorities,
-        }
+        return batch.params(self.inputs.params)
 
     def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
         rows = conn.execute(self.strategy.sql("books")).fetchall()  # type: ignore[call-overload]
@@ -265,7 +263,12 @@ class EnqueuerWire:
     schema: SchemaName
     strategy: StrategyName
     sql_sha256: Sha256
-    batches: list[tuple[Annotated[float, Field(ge=0, allow_inf_nan=False)], dict[str, Any]]]
+    at_s: list[Annotated[float, Field(ge=0, allow_inf_nan=False)]]  # per batch
+    sizes: list[Annotated[int, Field(ge=0)]]  # per batch
+    tenant_ids: list[TenantId]  # per job
+    weights: list[Annotated[int, Field(ge=1)]]
+    priorities: list[int]
+    params: dict[str, Any]
 
 
 _WORKER = TypeAdapter(WorkerWire)
@@ -304,16 +307,34 @@ def _receive_worker(data: Wire, local: Local) -> WorkerSpec:
 
 
 def _send_enqueuer(spec: EnqueuerSpec) -> Wire:
-    wire = EnqueuerWire(spec.site.schema, spec.strategy, spec.sql_sha256, spec.batches)
+    arrivals = spec.arrivals
+    wire = EnqueuerWire(
+        spec.site.schema,
+        spec.strategy,
+        spec.sql_sha256,
+        arrivals.at_s.tolist(),
+        arrivals.sizes.tolist(),
+        arrivals.tenant_ids.tolist(),
+        arrivals.weights.tolist(),
+        arrivals.priorities.tolist(),
+        spec.params,
+    )
     return _ENQUEUER.dump_python(wire, mode="json")  # type: ignore[no-any-return]
 
 
 def _receive_enqueuer(data: Wire, local: Local) -> EnqueuerSpec:
     wire = _ENQUEUER.validate_python(data)
     strategy = local.strategy(wire.strategy, wire.sql_sha256)
-    site = Site(local.dsn, wire.schema)
+    arrivals = Arrivals.of_batches(
+        wire.at_s, wire.sizes, wire.tenant_ids, wire.weights, wire.priorities
+    )
     return EnqueuerSpec(
-        site, strategy.name, strategy.sql_sha256, strategy.sql("enqueue"), wire.batches
+        Site(local.dsn, wire.schema),
+        strategy.name,
+        strategy.sql_sha256,
+        strategy.sql("enqueue"),
+        arrivals,
+        wire.params,
     )
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.queues.base import Site
 from harness.queues.sql.claim import ClaimSql
+from harness.scenario.arrivals import Arrivals
 from harness.scenario.distributions import Duration, Failures
 
 
@@ -40,4 +41,5 @@ class EnqueuerSpec:
     strategy: str
     sql_sha256: str
     enqueue: str
-    batches: list[tuple[float, dict[str, Any]]]  # (offset in s, parameters), by offset
+    arrivals: Arrivals  # its batches, by offset: arrays, each batch made when it is due
+    params: dict[str, Any] = field(default_factory=dict)  # the scenario's, for every batch

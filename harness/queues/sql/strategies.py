@@ -41,6 +41,16 @@ OPTIONAL_BLOCKS = ("served", "retire", "setup", "monitor")
 _EXTENDS = re.compile(r"^--\s*extends:\s*(?P<value>[a-z0-9_]+)\s*$")
 _CLAIM = re.compile(r"^--\s*claim:\s*(?P<value>hold|short)\s*$")
 _SIMULATE = re.compile(r"^--\s*simulate:\s*(?P<value>[a-z0-9_]+)\s*$")
+# What a header line of each directive may say: a value outside it is refused, never
+# taken as the directive's absence (`-- claim: hodl` is no short claim).
+_DIRECTIVES = {
+    "extends": (_EXTENDS, "a strategy's name: lowercase letters, digits and _"),
+    "claim": (_CLAIM, "short or hold"),
+    "simulate": (_SIMULATE, "a policy's name: lowercase letters, digits and _"),
+}
+_DIRECTIVE = re.compile(r"^--\s*(?P<key>[a-z_]+):(?P<value>.*)$")
+# A strategy is named by its file, as scenarios name it (harness/scenario/model.py Name).
+_STRATEGY_FILE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}\.sql$")
 
 
 @dataclass(frozen=True)
@@ -132,10 +142,41 @@ def _extra_files(extra_dir: Path | None) -> dict[str, _File]:
         return {}
     if not extra_dir.is_dir():
         raise HarnessError(f"{extra_dir}: --strategies-dir is not a directory")
-    return {
-        path.stem: _File(str(path), path.read_text("utf-8"))
-        for path in sorted(extra_dir.glob("*.sql"))
-    }
+    return {path.stem: _read_extra(path) for path in sorted(extra_dir.glob("*.sql"))}
+
+
+def _read_extra(path: Path) -> _File:
+    """A strategy file of --strategies-dir, its header's directives checked."""
+    if not _STRATEGY_FILE.match(path.name):
+        raise HarnessError(
+            f"{path}: a strategy is named by its file: lowercase letters, digits, _ and -, "
+            "starting with a letter or digit, then .sql"
+        )
+    if not path.is_file():
+        raise HarnessError(f"{path}: --strategies-dir holds a .sql that is not a file")
+    try:
+        text = path.read_text("utf-8")
+    except UnicodeDecodeError as error:
+        raise HarnessError(f"{path}: not UTF-8 (byte {error.start}); a strategy is text") from None
+    except OSError as error:
+        raise HarnessError(f"{path}: cannot read ({error.strerror})") from None
+    _check_directives(text, str(path))
+    return _File(str(path), text)
+
+
+def _check_directives(text: str, source: str) -> None:
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.startswith("-- name:"):
+            return
+        found = _DIRECTIVE.match(line)
+        if found is None or found["key"] not in _DIRECTIVES:
+            continue
+        pattern, allowed = _DIRECTIVES[found["key"]]
+        if not pattern.match(line):
+            raise HarnessError(
+                f"{source}:{number}: -- {found['key']}: {found['value'].strip()!r} is not "
+                f"allowed; it takes {allowed}"
+            )
 
 
 def load_strategies(extra_dir: Path | None = None) -> dict[str, Strategy]:

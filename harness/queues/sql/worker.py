@@ -142,11 +142,11 @@ def _enqueuer_body(
 ) -> None:
     signals.start.wait()
     start = time.monotonic()
-    for at_s, params in spec.batches:
-        delay = at_s - (time.monotonic() - start)
+    for batch in spec.arrivals:
+        delay = batch.at_s - (time.monotonic() - start)
         if delay > 0:
             time.sleep(delay)
         if signals.stop.is_set():
             return
-        conn.execute(spec.enqueue, params)  # type: ignore[call-overload]
+        conn.execute(spec.enqueue, batch.params(spec.params))  # type: ignore[call-overload]
     signals.stop.wait()  # an enqueuer that exits early would look like one that failed
