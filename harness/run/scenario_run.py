@@ -15,7 +15,7 @@ import pandas as pd
 
 from harness.analysis.plans import Capture
 from harness.analysis.properties import MONITOR_COLUMNS
-from harness.errors import HarnessError, ReportInterrupted, Terminated
+from harness.errors import ReportInterrupted, Terminated
 from harness.queues.base import Queue, QueueEntry, Site
 from harness.results.contract import listed
 from harness.results.document import PlanEntry, RepetitionEntry, RunDocument, ScenarioRef
@@ -23,6 +23,7 @@ from harness.results.folder import RunFolder, point_latest
 from harness.results.jobs import jobs_csv
 from harness.run.captures import CaptureObserver, capture_all, requests
 from harness.run.crew import LOCAL, Placement
+from harness.run.faults import refuse_restart
 from harness.run.long_transaction import SAMPLE_COLUMNS
 from harness.run.render import Rendered, render_run
 from harness.run.repetition import Observer, RepetitionResult, plan, run_repetition
@@ -75,7 +76,7 @@ def run_scenario(
 ) -> Rendered:
     """`placement`: where the repetitions' programs run (here, or a fleet's hosts)."""
     scenario = loaded.scenario
-    refuse_restart_without_embedded(scenario, server)
+    refuse_restart(loaded, server.provider)
     folder = RunFolder.create(root, scenario.name)
     _write(folder, "scenario.yaml", loaded.text)
     site = Site(server.dsn, options.schema or "harness_" + folder.run_id.lower().replace("-", "_"))
@@ -125,16 +126,6 @@ def _run_timed(timed: Timed, observer: Observer, document: RunDocument, measured
         measured.monitor += monitor_records(result)
         measured.bloat += bloat_records(result)
         document.repetitions.append(_repetition_entry(result))
-
-
-def refuse_restart_without_embedded(scenario: Scenario, server: Server) -> None:
-    """Only the embedded server is ours to restart: refused before anything runs."""
-    restarts = scenario.faults is not None and scenario.faults.server_restart is not None
-    if restarts and scenario.timed and server.restart is None:
-        raise HarnessError(
-            f"faults.server_restart restarts the server, which only the embedded provider "
-            f"can do; this run uses --pg {server.provider}"
-        )
 
 
 def _capture_plans(
