@@ -94,7 +94,7 @@ def _measure_probes(
     with open_server(choice) as server:
         with (
             ProgressBars(console, len(requests(probes.scenario))) as bars,
-            own_schema(server.dsn, schema),
+            own_schema(server.dsn, schema) as owned,
         ):
             measured = list(
                 measure(
@@ -105,6 +105,8 @@ def _measure_probes(
                     bars,
                 )
             )
+        if owned.left:
+            console.print(f"warning: {owned.left}", highlight=False, markup=False)
         return measured, collect_all(server.dsn, {"kind": server.provider, **server.details})
 
 

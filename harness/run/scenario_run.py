@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -87,7 +87,7 @@ def run_scenario(
     point_latest(root, folder.path)
     measured = Measured()
     try:
-        with own_schema(server.dsn, site.schema, options.reuse_schema):
+        with own_schema(server.dsn, site.schema, options.reuse_schema) as owned:
             if options.timed and scenario.timed:
                 timed = Timed(queues, site, inputs, server.restart, placement)
                 _run_timed(timed, observer, document, measured)
@@ -97,7 +97,8 @@ def run_scenario(
     except BaseException as error:
         _close_unfinished(folder, document, measured, error)
         raise
-    return _render(folder)
+    # A schema the cleanup had to leave (what others built on it) leaves the run whole.
+    return replace(_render(folder), notes=(owned.left,) if owned.left else ())
 
 
 def named_queues(scenario: Scenario) -> list[str]:
@@ -219,7 +220,10 @@ def _close_unfinished(
     """Keep what was measured (whole repetitions and captures), marked as not complete."""
     interrupted = isinstance(error, KeyboardInterrupt | Terminated)
     document.status = "interrupted" if interrupted else "failed"
-    document.error = str(error) or type(error).__name__
+    # The error's notes say what its cleanup left on the server.
+    document.error = "; ".join(
+        [str(error) or type(error).__name__, *getattr(error, "__notes__", [])]
+    )
     document.finished_at = _utc_now()
     _write_raw(folder, document, measured)
     _write(folder, "run.json", document.dumps(), replace=True)
