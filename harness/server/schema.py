@@ -141,6 +141,22 @@ def _may_reuse(
         )
 
 
+def drop_leftover(dsn: str, schema: str) -> str | None:
+    """A schema of the harness's that a run killed outright left behind (our exact mark,
+    our role, none of its run's sessions connected), dropped as the cleanup drops one:
+    the line that says so, or what stays and why. None for any other schema."""
+    with connect(dsn) as conn:
+        found = conn.execute(schema_sql()["find_schema"].sql, {"schema": schema}).fetchone()
+        if found is None:
+            return None
+        comment, _, ours = found
+        token = marked_token(comment)
+        if token is None or not ours or live_sessions(conn, token):
+            return None
+    left = drop_own_schema(dsn, schema)
+    return left or f"dropped schema {schema}, left by run {token} that was killed"
+
+
 def recreate(conn: psycopg.Connection[Any], schema: str) -> None:
     """The run's schema empty again, for a repetition: dropped with all it holds, and
     created and marked anew. Only ever called on the schema own_schema created; refused

@@ -412,3 +412,47 @@ def test_a_pgstattuple_installed_by_someone_else_stays(
     finally:
         with psycopg.connect(server.dsn, autocommit=True) as conn:
             conn.execute("drop schema their_tools cascade")
+
+
+# --- a killed isolation run's role ------------------------------------------------------
+
+
+def test_a_killed_isolation_runs_role_and_schema_are_dropped_by_the_next(
+    server: Server, tmp_path: Path
+) -> None:
+    """Named and marked with the dead run's token: found and dropped, and said. A live
+    run's role and a role merely named like ours are left alone."""
+    live, unmarked = "fedcba9876543210", "harness_app_00000000000000aa"
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        for token in (DEAD, live):
+            conn.execute(f"create role harness_app_{token} login")
+            conn.execute(f"comment on role harness_app_{token} is '{mark(token)}'")
+        conn.execute(f"create role {unmarked} login")
+        conn.execute(f"create schema harness_isolation_{DEAD}")
+        conn.execute(f"comment on schema harness_isolation_{DEAD} is '{mark(DEAD)}'")
+        conn.execute(f"grant usage on schema harness_isolation_{DEAD} to harness_app_{DEAD}")
+    try:
+        with psycopg.connect(server.dsn, application_name=session_name(live)):
+            done = harness_cli(
+                *("isolation", "--jobs", "20", "--pool", "psycopg", "--dsn", server.dsn),
+                *("--results-dir", str(tmp_path / "results")),
+                timeout=120,
+            )
+        assert done.returncode == 0, done.stderr
+        assert (
+            f"dropped role harness_app_{DEAD}, left by a harness isolation that was killed\n"
+            in (done.stdout)
+        )
+        assert f"dropped schema harness_isolation_{DEAD}, left by run {DEAD} that was killed\n" in (
+            done.stdout
+        )
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            roles = conn.execute(
+                "select rolname from pg_roles where rolname like 'harness_app_%' order by 1"
+            ).fetchall()
+            assert roles == [(unmarked,), (f"harness_app_{live}",)]
+    finally:
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute(f"drop schema if exists harness_isolation_{DEAD} cascade")
+            for role in (f"harness_app_{DEAD}", f"harness_app_{live}", unmarked):
+                conn.execute(f"drop role if exists {role}")
