@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -29,7 +30,13 @@ from harness.scenario.loader import load_scenario
 from harness.scenario.model import LongTransaction
 from harness.server.connections import connect, session_name
 from harness.server.kinds import Server
-from harness.server.schema import SchemaKept, depended_on, mark, own_schema
+from harness.server.schema import (
+    CLEANUP_LOCK_TIMEOUT_S,
+    SchemaKept,
+    depended_on,
+    mark,
+    own_schema,
+)
 from tests.conftest import harness_cli
 from tests.integration.conftest import Quiet, sql_queue
 from tests.integration.test_cli_runs import MARK, ONE_STRATEGY, server_programs
@@ -170,6 +177,29 @@ def test_a_users_view_on_one_of_our_tables_keeps_our_schema(server: Server) -> N
     finally:
         with psycopg.connect(server.dsn, autocommit=True) as conn:
             conn.execute("drop schema if exists ours_viewed cascade")
+
+
+def test_a_lock_held_by_someone_else_leaves_the_schema_and_says_so(server: Server) -> None:
+    """The cleanup waits for a lock at most CLEANUP_LOCK_TIMEOUT_S, then leaves the
+    schema and says why; it never ends a session that is not the run's own."""
+    reader = psycopg.connect(server.dsn)  # not the harness's: a user reading our table
+    release = threading.Timer(60, reader.close)  # on a harness that waits, the test ends
+    try:
+        with own_schema(server.dsn, "ours_locked") as owned:
+            with psycopg.connect(server.dsn, autocommit=True) as conn:
+                conn.execute("create table ours_locked.jobs (id int)")
+            reader.execute("select count(*) from ours_locked.jobs")  # its lock, until commit
+            release.start()
+        assert owned.left == (
+            f"schema ours_locked is left on the server: another session held a lock on it for "
+            f"{CLEANUP_LOCK_TIMEOUT_S} s; drop schema ours_locked cascade removes it"
+        )
+        assert reader.execute("select count(*) from ours_locked.jobs").fetchone() == (0,)
+    finally:
+        release.cancel()
+        reader.close()
+        with psycopg.connect(server.dsn, autocommit=True) as conn:
+            conn.execute("drop schema if exists ours_locked cascade")
 
 
 def test_what_depends_on_a_schema_from_outside_is_read_from_pg_depend(server: Server) -> None:
