@@ -80,7 +80,8 @@ ReuseOption = Annotated[
     bool,
     typer.Option(
         "--reuse-schema",
-        help="Take over an existing --schema, only if the harness created it (its comment).",
+        help="Take over an existing --schema, only one a killed harness run left behind "
+        "(its exact mark, owned by this role, no session of that run connected).",
     ),
 ]
 StrategiesDirOption = Annotated[
@@ -164,29 +165,34 @@ def _guarded(action: Callable[[], T]) -> T:
     try:
         return action()
     except HarnessError as error:
-        _fail(f"error: {error}", error.exit_code)
+        _fail(f"error: {error}", error.exit_code, error)
     except RunFailed as error:
-        _fail(f"run failed: {error}", error.exit_code)
+        _fail(f"run failed: {error}", error.exit_code, error)
     except ReportInterrupted as interrupt:
         _fail(
             f"{interrupt}; everything the harness started is stopped; its measurements are "
             f"complete and kept: harness report {interrupt.folder} writes the rest",
             130,
+            interrupt,
         )
-    except (KeyboardInterrupt, Terminated):
+    except (KeyboardInterrupt, Terminated) as interrupt:
         _fail(
             "interrupted: everything the harness started is stopped; a run it cut short "
             "keeps what it measured, marked interrupted in its run.json",
             130,
+            interrupt,
         )
     finally:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _fail(message: str, code: int) -> NoReturn:
-    from harness.server.dsn import scrub  # an error may quote a DSN: never its password
+def _fail(message: str, code: int, error: BaseException) -> NoReturn:
+    """The error's line, then one line for each of its notes (what its cleanup left); an
+    error may quote a DSN: never its password."""
+    from harness.server.dsn import scrub
 
-    errors.print(scrub(message), markup=False, highlight=False, soft_wrap=True)
+    lines = [message, *getattr(error, "__notes__", [])]
+    errors.print(scrub("\n".join(lines)), markup=False, highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -93,7 +93,7 @@ def _measure_probes(
     with open_server(choice) as server:
         with (
             ProgressBars(console, len(requests(probes.scenario))) as bars,
-            own_schema(server.dsn, schema),
+            own_schema(server.dsn, schema) as owned,
         ):
             measured = list(
                 measure(
@@ -104,6 +104,8 @@ def _measure_probes(
                     bars,
                 )
             )
+        if owned.left:
+            console.print(f"warning: {owned.left}", highlight=False, markup=False)
         return measured, collect_all(server.dsn, {"kind": server.provider, **server.details})
 
 

@@ -48,7 +48,7 @@ def isolation_command(
         console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
         with open_server(choice) as server:
             results.record_provenance(_provenance(server, pools))
-            run_isolation(server.dsn, settings, pools, _shown(measured, console))
+            run_isolation(server.dsn, settings, pools, _shown(measured, console), _said(console))
     except BaseException as error:
         results.close(settings, measured, error)
         raise
@@ -77,6 +77,11 @@ def _shown(measured: list[PoolResult], console: Console) -> Callable[[PoolResult
         console.print(progress_line(result), highlight=False)
 
     return show
+
+
+def _said(console: Console) -> Callable[[str], None]:
+    """What the experiment says of leftovers, dropped or left: a line each."""
+    return lambda line: console.print(line, highlight=False, markup=False)
 
 
 def _pools(pool: str) -> list[PoolKind]:

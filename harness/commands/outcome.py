@@ -12,3 +12,5 @@ def show_outcome(outcome: Rendered, console: Console) -> None:
     show_sections(console, outcome.sections)
     console.print(f"Results: {outcome.folder.path}", highlight=False)
     console.print(f"Report: {outcome.report}", highlight=False)
+    for note in outcome.notes:
+        console.print(f"warning: {note}", highlight=False, markup=False)

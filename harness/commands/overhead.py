@@ -50,10 +50,12 @@ def overhead_command(
     console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
     with open_server(choice) as server:
         schema = f"harness_overhead_{os.getpid()}"
-        with own_schema(server.dsn, schema):
+        with own_schema(server.dsn, schema) as owned:
             measured = run_overhead(
                 server.dsn, schema, strategy, settings, lambda m: _show_measurement(m, console)
             )
+        if owned.left:
+            console.print(f"warning: {owned.left}", highlight=False, markup=False)
         metadata = collect_all(server.dsn, {"kind": server.provider, **server.details})
     summaries = summarise(measured, settings)
     headers, rows = overhead_rows(summaries)

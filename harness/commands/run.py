@@ -19,12 +19,13 @@ from harness.queues.catalog import catalog
 from harness.results.folder import check_results_dir
 from harness.run.captures import requests
 from harness.run.crew import LOCAL, Placement
+from harness.run.faults import refuse_restart
 from harness.run.fleet import Fleet, check_fleet_id, faults_refused, open_fleet
 from harness.run.render import Rendered
 from harness.run.repetition import plan
 from harness.run.scenario_run import RunOptions, run_scenario
 from harness.scenario.loader import LoadedScenario
-from harness.server.kinds import ProviderKind, Server
+from harness.server.kinds import Server
 from harness.server.providers import choose_provider, open_server
 from harness.server.schema import check_schema_name
 
@@ -50,7 +51,7 @@ def run_command(
     check_results_dir(results_dir, [loaded.scenario.name for loaded in scenarios], latest=True)
     choice = choose_provider(pg, dsn, os.environ, allow_mismatch, listen, image=image)
     for loaded in scenarios:
-        refuse_restart_elsewhere(loaded, choice.kind)
+        refuse_restart(loaded, choice.kind)
     outcomes = []
     console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
     with open_server(choice) as server, _placement(server, options, console) as placement:
@@ -109,20 +110,6 @@ def _placement(server: Server, options: RunOptions, console: Console) -> Iterato
     say = partial(console.print, markup=False, highlight=False)
     with open_fleet(fleet, say) as opened:
         yield opened
-
-
-def refuse_restart_elsewhere(loaded: LoadedScenario, provider: ProviderKind) -> None:
-    """Only the embedded server is ours to restart: refused before any server starts, for
-    every scenario of the invocation (the runner refuses it too, once a server is up)."""
-    faults = loaded.scenario.faults
-    if faults is None or faults.server_restart is None or not loaded.scenario.timed:
-        return
-    if provider != "embedded":
-        raise loaded.refusal(
-            "faults.server_restart",
-            f"restarts the server, which only the embedded provider can do (--pg embedded); "
-            f"this run uses --pg {provider}",
-        )
 
 
 def _check_selection(loaded: LoadedScenario, options: RunOptions) -> None:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import csv
 import io
-import os
 import random
 import secrets
 import threading
@@ -59,10 +58,10 @@ from harness.errors import RunFailed, Terminated
 from harness.report.sections import markdown_table
 from harness.results.folder import RunFolder
 from harness.results.versioned import Migrations, Versioned
-from harness.server.connections import connect
+from harness.server.connections import RUN_TOKEN, connect
 from harness.server.dsn import scrub
 from harness.server.pgbouncer import login_for, running_pgbouncer, unavailable_reason
-from harness.server.schema import own_schema
+from harness.server.schema import drop_leftover, live_sessions, mark, marked_token, own_schema
 from harness.sqlfiles import SqlBlock, builtin_blocks
 
 ISOLATION_FORMAT_VERSION = 2
@@ -304,22 +303,64 @@ class AppRole:
     dsn: str  # the server, logged in to as this role
 
 
+ROLE_PREFIX = "harness_app_"  # then the run's token: harness_app_<token>
+ISOLATION_SCHEMA = "harness_isolation_"  # the same: harness_isolation_<token>
+
+
 @contextmanager
 def app_role(admin_dsn: str, schema: str) -> Iterator[AppRole]:
     """A login role that is neither superuser nor owner, so the policy binds it; dropped
-    at the end. Roles are cluster-wide: the name is unique and created here, or nothing."""
-    name = f"harness_app_{os.getpid()}_{secrets.token_hex(3)}"
+    at the end. Roles are cluster-wide: it is named for this run (harness_app_<token>)
+    and marked with the run's token like its schema, created here or not at all, so that
+    a later run finds it if this one is killed outright (drop_leftover_roles)."""
+    name = ROLE_PREFIX + RUN_TOKEN
     password = secrets.token_hex(16)
     role = sql.Identifier(name)
     with connect(admin_dsn) as conn:
         conn.execute(statement("create_role", role=role, password=sql.Literal(password)))
         try:
+            conn.execute(statement("comment_role", role=role, mark=sql.Literal(mark())))
             conn.execute(statement("role_search_path", role=role, schema=sql.Identifier(schema)))
             dsn = psycopg.conninfo.make_conninfo(admin_dsn, user=name, password=password)
             yield AppRole(name=name, dsn=dsn)
         finally:
             conn.execute(statement("drop_owned", role=role))
             conn.execute(statement("drop_role", role=role))
+
+
+def drop_leftovers(admin_dsn: str, say: Callable[[str], None]) -> None:
+    """The roles and schemas of earlier runs killed outright, dropped, each said in one
+    line. A leftover role is named harness_app_<token>, its comment is the harness's mark
+    with that same token, and that run has no session connected any more; a leftover
+    schema is harness_isolation_<token>, marked and owned alike (drop_leftover). A live
+    run's are left alone, and so is anything not named and marked so."""
+    with connect(admin_dsn) as conn:
+        for name, comment in conn.execute(statement("leftover_roles")).fetchall():
+            token = marked_token(comment)
+            ours = token is not None and name == ROLE_PREFIX + token
+            if ours and not live_sessions(conn, str(token)):
+                say(_drop_leftover_role(conn, name))
+        schemas = conn.execute(statement("leftover_schemas")).fetchall()
+    for (schema,) in schemas:
+        said = drop_leftover(admin_dsn, schema)
+        if said is not None:
+            say(said)
+
+
+def _drop_leftover_role(conn: Connection, name: str) -> str:
+    role = sql.Identifier(name)
+    try:
+        with conn.transaction():
+            conn.execute(statement("drop_owned", role=role))
+            conn.execute(statement("drop_role", role=role))
+    except psycopg.Error as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else "refused"
+        return (
+            f"role {name}, left by a harness isolation that was killed, was not dropped: "
+            f"{reason}; drop owned by {name} (in each database it has privileges in), then "
+            f"drop role {name}"
+        )
+    return f"dropped role {name}, left by a harness isolation that was killed"
 
 
 def reset_tables(conn: Connection, schema: str, role: str, jobs: list[PlannedJob]) -> None:
@@ -368,17 +409,20 @@ def run_isolation(
     settings: IsolationSettings,
     pools: list[PoolKind],
     on_measured: Callable[[PoolResult], None] = lambda result: None,
+    say: Callable[[str], None] = lambda line: None,
 ) -> list[PoolResult]:
     """Both modes through every pool asked for; an unavailable pool is reported skipped.
-    Each result goes to `on_measured` as soon as it is in: what an interrupted run keeps."""
-    schema = f"harness_isolation_{os.getpid()}"
+    Each result goes to `on_measured` as soon as it is in: what an interrupted run keeps.
+    `say` hears what is dropped of earlier runs' leftovers, and what this one leaves."""
+    schema = ISOLATION_SCHEMA + RUN_TOKEN
     results: list[PoolResult] = []
 
     def measured(result: PoolResult) -> None:
         results.append(result)
         on_measured(result)
 
-    with own_schema(admin_dsn, schema), app_role(admin_dsn, schema) as role:
+    drop_leftovers(admin_dsn, say)
+    with own_schema(admin_dsn, schema) as owned, app_role(admin_dsn, schema) as role:
         for pool in pools:
             reason = pool_unavailable(pool)
             if reason is not None:
@@ -386,6 +430,8 @@ def run_isolation(
                 continue
             for mode in MODES:
                 measured(measure_pool(pool, mode, admin_dsn, schema, role, settings))
+    if owned.left is not None:
+        say(owned.left)
     return results
 
 

@@ -42,9 +42,26 @@ create policy tenant_isolation on tenant_notes
   with check (tenant_id = nullif(current_setting('app.tenant_id', true), '')::int);
 
 -- name: create_role
--- Roles are cluster-wide: the name carries a random suffix, and creating it fails if one
--- of that name exists, so the harness only ever drops a role it created.
+-- Roles are cluster-wide: the name carries the run's token (harness_app_<token>), and
+-- creating it fails if one of that name exists, so the harness only ever drops a role
+-- it created.
 create role {role} login password {password} nosuperuser nobypassrls nocreatedb nocreaterole;
+
+-- name: comment_role
+-- The harness's mark with the run's token, as on its schemas: with the name, how a later
+-- run knows a role that a run killed outright left behind.
+comment on role {role} is {mark};
+
+-- name: leftover_roles
+-- Roles named as this experiment names them, with their comments; which of them are
+-- leftovers (marked with the token of their name, their run gone) is decided in Python.
+select r.rolname, shobj_description(r.oid, 'pg_authid')
+from pg_roles r
+where r.rolname ~ '^harness_app_[0-9a-f]+$';
+
+-- name: leftover_schemas
+-- Schemas named as this experiment names them; drop_leftover decides which are leftovers.
+select nspname from pg_namespace where nspname ~ '^harness_isolation_[0-9a-f]+$';
 
 -- name: role_search_path
 -- Set on the role rather than in the connection string: PgBouncer refuses `options`.

@@ -20,13 +20,29 @@ from typing import Any, Protocol
 
 import psycopg
 
-from harness.errors import HarnessError
 from harness.queues.base import JobRecord, Recovery, Site, WorkerReport
 from harness.run.books import Books
 from harness.scenario.inputs import FaultPlan
+from harness.scenario.loader import LoadedScenario
 from harness.server.connections import connect
+from harness.server.kinds import ProviderKind
 
 RETRIED, DEAD = "+retried", "+dead"  # tenant_class suffixes in jobs.csv
+
+
+def refuse_restart(loaded: LoadedScenario, provider: ProviderKind) -> None:
+    """Only the embedded server is ours to restart: a scenario whose timed part restarts
+    the server is refused on any other, before a server starts (`harness run`) or
+    anything runs (`run_scenario`)."""
+    faults = loaded.scenario.faults
+    if faults is None or faults.server_restart is None or not loaded.scenario.timed:
+        return
+    if provider != "embedded":
+        raise loaded.refusal(
+            "faults.server_restart",
+            "restarts the server, which only the embedded provider can do (--pg embedded); "
+            f"this run uses --pg {provider}",
+        )
 
 
 class CrewControl(Protocol):
@@ -157,8 +173,7 @@ class FaultDriver:
         due = self.plan.restart_at_s
         if due is None or self.restart_record or elapsed < due:
             return
-        if self.restart is None:
-            raise HarnessError("faults.server_restart needs the embedded provider (--pg embedded)")
+        assert self.restart is not None, "refused before the run: refuse_restart"
         held, began = crew.holding(), time.monotonic()
         self.restart()
         self.restart_record = {

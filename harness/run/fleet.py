@@ -193,7 +193,10 @@ def _deal(workers: int, members: int) -> list[int]:
 def open_fleet(fleet: Fleet, say: Any) -> Iterator[Fleet]:
     """The fleet's schema and tables; the members joined; on the way out, the run's end
     told to them (done, or failed with why) before the schema goes."""
-    with own_schema(fleet.dsn, fleet.schema), connect(fleet.dsn, schema=fleet.schema) as conn:
+    with (
+        own_schema(fleet.dsn, fleet.schema) as owned,
+        connect(fleet.dsn, schema=fleet.schema) as conn,
+    ):
         fleet.conn = conn
         for table in ("run_table", "members_table", "assignments_table", "reports_table"):
             fleet.run(table)
@@ -213,6 +216,8 @@ def open_fleet(fleet: Fleet, say: Any) -> Iterator[Fleet]:
             raise
         fleet.close("done", None)
         _linger(fleet)
+    if owned.left:
+        say(f"warning: {owned.left}")
 
 
 def _linger(fleet: Fleet) -> None:

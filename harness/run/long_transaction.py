@@ -13,6 +13,7 @@ clock, and its samples stay in memory for the run folder's bloat.csv.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
@@ -30,6 +31,7 @@ from harness.errors import RunFailed
 from harness.queues.base import Site
 from harness.scenario.model import LongTransaction
 from harness.server.connections import connect
+from harness.server.schema import CLEANUP_LOCK_TIMEOUT_S, mark, marked_token, schema_sql
 from harness.sqlfiles import builtin_blocks
 
 SQL = builtin_blocks("harness.run", "long_transaction.sql")
@@ -114,7 +116,9 @@ class Holder:
         self._thread.join(timeout=_JOIN_TIMEOUT_S)
         for conn in (self._holding, self._sampling):
             if conn is not None:
-                conn.close()  # a hold still open ends here, rolled back
+                conn.close()  # a hold still open ends here, rolled back; the shared lock too
+        if self._pgstattuple:
+            release_pgstattuple(self._site.dsn)
         if error is None and self._error is not None:
             raise RunFailed(f"the long transaction failed: {self._error}") from self._error
 
@@ -125,20 +129,13 @@ class Holder:
         return self._holding.info.backend_pid
 
     def _find_pgstattuple(self, conn: psycopg.Connection) -> bool:
-        """pgstattuple on the sampling connection's path: installed already, or created in
-        the run's schema (dropped with it); without it (not a superuser, no contrib), the
-        dead-version columns stay empty."""
-        row = conn.execute(SQL["find_pgstattuple"].sql).fetchone()  # type: ignore[arg-type]
-        where = row[0] if row is not None else self._site.schema
-        if row is None:
-            try:
-                conn.execute(
-                    sql.SQL("create extension pgstattuple schema {}").format(
-                        sql.Identifier(self._site.schema)
-                    )
-                )
-            except psycopg.Error:
-                return False
+        """pgstattuple on the sampling connection's path, used under a shared lock that
+        keeps other runs from dropping it meanwhile; without it (not a superuser, no
+        contrib), the dead-version columns stay empty."""
+        conn.execute(SQL["use_pgstattuple"].sql)  # type: ignore[arg-type]
+        where = place_pgstattuple(conn)
+        if where is None:
+            return False
         path = sql.SQL("set search_path to {}, {}")
         conn.execute(path.format(sql.Identifier(self._site.schema), sql.Identifier(where)))
         return True
@@ -232,3 +229,57 @@ class Holder:
     @classmethod
     def _scalar(cls, conn: psycopg.Connection, statement: str) -> Any:
         return cls._scalar_row(conn, statement)[0]
+
+
+PGSTATTUPLE_SCHEMA = "harness_pgstattuple"
+
+
+def place_pgstattuple(conn: psycopg.Connection) -> str | None:
+    """The schema pgstattuple is installed in: where it is already, whoever installed
+    it, or else created by this run in a schema of its own (PGSTATTUPLE_SCHEMA, marked
+    with this run's token), never in the run's schema, which other runs' samplers would
+    lose with it. None if it cannot be created."""
+    try:
+        with conn.transaction():
+            conn.execute(SQL["create_pgstattuple_alone"].sql)  # type: ignore[arg-type]
+            found = conn.execute(SQL["find_pgstattuple"].sql).fetchone()  # type: ignore[arg-type]
+            if found is not None:
+                return str(found[0])
+            name = sql.Identifier(PGSTATTUPLE_SCHEMA)
+            conn.execute(sql.SQL("create schema {}").format(name))
+            conn.execute(sql.SQL("comment on schema {} is {}").format(name, sql.Literal(mark())))
+            conn.execute(sql.SQL("create extension pgstattuple schema {}").format(name))
+            return PGSTATTUPLE_SCHEMA
+    except psycopg.Error:
+        return None
+
+
+def release_pgstattuple(dsn: str) -> None:
+    """pgstattuple dropped once no run samples with it, if a run of the harness created
+    it (its schema is PGSTATTUPLE_SCHEMA, carries the harness's mark and belongs to this
+    role); one anybody else installed is never dropped. Whatever stands in the way (a run
+    still sampling, an object of someone's built on it) leaves it where it is."""
+    with contextlib.suppress(psycopg.Error), connect(dsn, connect_timeout=10) as conn:
+        alone = conn.execute(SQL["drop_pgstattuple_alone"].sql).fetchone()  # type: ignore[arg-type]
+        if alone is None or not alone[0]:
+            return
+        try:
+            found = conn.execute(SQL["find_pgstattuple"].sql).fetchone()  # type: ignore[arg-type]
+            if found is not None and _created_by_the_harness(*found):
+                _drop_pgstattuple(conn)
+        finally:
+            conn.execute(SQL["release_pgstattuple"].sql)  # type: ignore[arg-type]
+
+
+def _created_by_the_harness(where: str, comment: str | None, ours: bool) -> bool:
+    return where == PGSTATTUPLE_SCHEMA and marked_token(comment) is not None and ours
+
+
+def _drop_pgstattuple(conn: psycopg.Connection) -> None:
+    """Without cascade: what someone built on the extension or put in its schema keeps
+    both where they are."""
+    with conn.transaction():
+        timeout = {"timeout": f"{CLEANUP_LOCK_TIMEOUT_S}s"}
+        conn.execute(schema_sql()["cleanup_lock_timeout"].sql, timeout)  # type: ignore[arg-type]
+        conn.execute("drop extension pgstattuple")
+        conn.execute(sql.SQL("drop schema {}").format(sql.Identifier(PGSTATTUPLE_SCHEMA)))

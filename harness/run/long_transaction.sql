@@ -35,12 +35,38 @@ where j.relid = 'jobs'::regclass and q.relid = 'queue_tenants'::regclass;
 -- operator would run by hand, right after the hold ends.
 vacuum jobs, queue_tenants;
 
+-- name: use_pgstattuple
+-- Held (shared, for the session) by every run that samples with pgstattuple, from before
+-- it looks for the extension until its sampling connection closes. A run drops the
+-- extension only if it gets this lock alone (drop_pgstattuple_alone): never while another
+-- run samples with it. Two-key advisory locks: a space of their own, apart from the
+-- one-key locks a strategy may take.
+select pg_advisory_lock_shared(hashtext('tenant-queue-bench'), hashtext('pgstattuple'));
+
+-- name: create_pgstattuple_alone
+-- Taken in the transaction that looks for the extension and creates it: two runs that
+-- start sampling together create it once.
+select pg_advisory_xact_lock(hashtext('tenant-queue-bench'), hashtext('pgstattuple create'));
+
 -- name: find_pgstattuple
 -- Where the pgstattuple extension is installed, if it is (contrib; the embedded server
--- has it). Its dead tuple count reads the heap itself, with no statistics lag.
-select n.nspname
+-- has it), the comment on that schema (the harness's mark, if a run of it created it
+-- there) and whether the schema's owner is the role of this session. Its dead tuple
+-- count reads the heap itself, with no statistics lag.
+select
+  n.nspname,
+  obj_description(n.oid, 'pg_namespace'),
+  n.nspowner = (select oid from pg_roles where rolname = current_user)
 from pg_extension e join pg_namespace n on n.oid = e.extnamespace
 where e.extname = 'pgstattuple';
+
+-- name: drop_pgstattuple_alone
+-- The lock every sampling run holds shared, taken alone if no run holds it: then no run
+-- samples with the extension and it may go. Released by release_pgstattuple.
+select pg_try_advisory_lock(hashtext('tenant-queue-bench'), hashtext('pgstattuple'));
+
+-- name: release_pgstattuple
+select pg_advisory_unlock(hashtext('tenant-queue-bench'), hashtext('pgstattuple'));
 
 -- name: dead_versions
 -- Dead row versions still taking space in each heap (pgstattuple scans the whole table:

@@ -114,6 +114,7 @@ class Rendered:
     document: RunDocument
     tables: RunTables
     sections: list[Section]
+    notes: tuple[str, ...] = ()  # what the run says beside its figures: a schema it left
 
     @property
     def report(self) -> Path:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -15,7 +15,7 @@ import pandas as pd
 
 from harness.analysis.plans import Capture
 from harness.analysis.properties import MONITOR_COLUMNS
-from harness.errors import HarnessError, ReportInterrupted, Terminated
+from harness.errors import ReportInterrupted, Terminated
 from harness.queues.base import Queue, QueueEntry, Site
 from harness.results.contract import listed
 from harness.results.document import PlanEntry, RepetitionEntry, RunDocument, ScenarioRef
@@ -23,6 +23,7 @@ from harness.results.folder import RunFolder, point_latest
 from harness.results.jobs import jobs_csv
 from harness.run.captures import CaptureObserver, capture_all, requests
 from harness.run.crew import LOCAL, Placement
+from harness.run.faults import refuse_restart
 from harness.run.long_transaction import SAMPLE_COLUMNS
 from harness.run.render import Rendered, render_run
 from harness.run.repetition import Observer, RepetitionResult, plan, run_repetition
@@ -76,7 +77,7 @@ def run_scenario(
 ) -> Rendered:
     """`placement`: where the repetitions' programs run (here, or a fleet's hosts)."""
     scenario = loaded.scenario
-    refuse_restart_without_embedded(scenario, server)
+    refuse_restart(loaded, server.provider)
     folder = RunFolder.create(root, scenario.name)
     _write(folder, "scenario.yaml", loaded.text)
     site = Site(server.dsn, options.schema or "harness_" + folder.run_id.lower().replace("-", "_"))
@@ -87,7 +88,7 @@ def run_scenario(
     point_latest(root, folder.path)
     measured = Measured()
     try:
-        with own_schema(server.dsn, site.schema, options.reuse_schema):
+        with own_schema(server.dsn, site.schema, options.reuse_schema) as owned:
             if options.timed and scenario.timed:
                 timed = Timed(queues, site, inputs, server.restart, placement)
                 _run_timed(timed, observer, document, measured)
@@ -97,7 +98,8 @@ def run_scenario(
     except BaseException as error:
         _close_unfinished(folder, document, measured, error)
         raise
-    return _render(folder)
+    # A schema the cleanup had to leave (what others built on it) leaves the run whole.
+    return replace(_render(folder), notes=(owned.left,) if owned.left else ())
 
 
 def named_queues(scenario: Scenario) -> list[str]:
@@ -126,16 +128,6 @@ def _run_timed(timed: Timed, observer: Observer, document: RunDocument, measured
         measured.monitor += monitor_records(result)
         measured.bloat += bloat_records(result)
         document.repetitions.append(_repetition_entry(result))
-
-
-def refuse_restart_without_embedded(scenario: Scenario, server: Server) -> None:
-    """Only the embedded server is ours to restart: refused before anything runs."""
-    restarts = scenario.faults is not None and scenario.faults.server_restart is not None
-    if restarts and scenario.timed and server.restart is None:
-        raise HarnessError(
-            f"faults.server_restart restarts the server, which only the embedded provider "
-            f"can do; this run uses --pg {server.provider}"
-        )
 
 
 def _capture_plans(
@@ -229,7 +221,10 @@ def _close_unfinished(
     """Keep what was measured (whole repetitions and captures), marked as not complete."""
     interrupted = isinstance(error, KeyboardInterrupt | Terminated)
     document.status = "interrupted" if interrupted else "failed"
-    document.error = scrub(str(error)) or type(error).__name__
+    # The error's notes say what its cleanup left on the server.
+    document.error = scrub(
+        "; ".join([str(error) or type(error).__name__, *getattr(error, "__notes__", [])])
+    )
     document.finished_at = _utc_now()
     _write_raw(folder, document, measured)
     _write(folder, "run.json", document.dumps(), replace=True)

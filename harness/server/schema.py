@@ -1,67 +1,239 @@
 """The run's own schema on the server: created and marked by the harness, dropped at the
-end; nothing the harness did not create is ever dropped or changed."""
+end; nothing the harness did not create is ever dropped or changed.
+
+The mark is the schema's comment, `created by tenant-queue-bench run <token>`: the token
+is the one the run's sessions carry in their application_name (RUN_TOKEN). A schema is
+a run's leftover, which --reuse-schema may take over, only with that exact mark, owned by
+the role the harness connects as, and with none of that run's sessions connected. A
+schema that objects outside it depend on (a user's view on one of its tables) is never
+dropped: `drop schema ... cascade` would take them too.
+"""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from psycopg import sql
 
-from harness.errors import HarnessError
-from harness.server.connections import connect
+from harness.errors import HarnessError, RunFailed
+from harness.server.connections import RUN_TOKEN, connect, session_name
+from harness.sqlfiles import SqlBlock, builtin_blocks
 
-SCHEMA_MARK = "created by tenant-queue-bench"  # the comment on every schema it creates
+MARK = "created by tenant-queue-bench"  # the start of the comment on all the harness creates
+_MARKED = re.compile(re.escape(MARK) + r" run (?P<token>[0-9a-f]{16})")
+CLEANUP_LOCK_TIMEOUT_S = 5
+_NAMED = 3  # dependent objects named in a refusal; the rest are counted
+
+
+def schema_sql() -> dict[str, SqlBlock]:
+    return builtin_blocks("harness.server", "schema.sql")
+
+
+def mark(token: str = RUN_TOKEN) -> str:
+    """The comment on what a run creates: the harness's mark and the run's token."""
+    return f"{MARK} run {token}"
+
+
+def marked_token(comment: str | None) -> str | None:
+    """The token of the run that made an object, if its comment is exactly our mark."""
+    found = _MARKED.fullmatch(comment or "")
+    return found["token"] if found else None
+
+
+def live_sessions(conn: psycopg.Connection[Any], token: str) -> int:
+    """How many sessions of the run with this token are connected (this one aside)."""
+    found = conn.execute(
+        schema_sql()["run_sessions"].sql, {"application_name": session_name(token)}
+    ).fetchone()
+    return int(found[0]) if found else 0
+
+
+class SchemaKept(RunFailed):
+    """The run's schema cannot be emptied or dropped without dropping what others built
+    on it: the run stops, keeps what it measured, and the schema stays."""
+
+    def __init__(self, schema: str, message: str) -> None:
+        super().__init__(message)
+        self.schema = schema
+
+
+@dataclass
+class OwnedSchema:
+    name: str
+    left: str | None = None  # after the end: why it is still on the server, and how to go
 
 
 @contextmanager
-def own_schema(dsn: str, schema: str, reuse: bool = False) -> Iterator[None]:
-    """The run's schema: created, marked as the harness's, and dropped at the end.
+def own_schema(dsn: str, schema: str, reuse: bool = False) -> Iterator[OwnedSchema]:
+    """The run's schema: created, marked as this run's, and dropped at the end, with this
+    run's running statements cancelled first if it ends by an exception.
 
-    One that exists already is refused, unless `reuse` and it carries the harness's mark
-    (left behind by a run that was killed outright): nothing else is ever dropped."""
-    with connect(dsn) as conn:
-        found = conn.execute(
-            "select obj_description(oid, 'pg_namespace') from pg_namespace where nspname = %s",
-            (schema,),
-        ).fetchone()
-        if found is not None:
-            _may_reuse(schema, found[0], reuse)
-            conn.execute(sql.SQL("drop schema {} cascade").format(sql.Identifier(schema)))
-        create_marked(conn, schema)
+    One that exists already is refused, unless `reuse` and it is a leftover of the
+    harness's (`_may_reuse`). What cannot be dropped at the end is left, and `left` says
+    why and how to remove it (a note on the exception too, if there is one). A session of
+    this run stays connected all along: the server sees the run alive by it."""
+    keeper = connect(dsn)
+    owned = OwnedSchema(schema)
     try:
-        yield
+        _take(keeper, schema, reuse)
+        try:
+            yield owned
+        except BaseException as error:
+            if not (isinstance(error, SchemaKept) and error.schema == schema):
+                owned.left = drop_own_schema(dsn, schema, cancel=True)
+                if owned.left is not None:
+                    error.add_note(owned.left)
+            raise
+        owned.left = drop_own_schema(dsn, schema)
     finally:
-        with connect(dsn) as conn:
-            conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))
+        keeper.close()
 
 
-def _may_reuse(schema: str, comment: str | None, reuse: bool) -> None:
+def _take(conn: psycopg.Connection[Any], schema: str, reuse: bool) -> None:
+    found = conn.execute(schema_sql()["find_schema"].sql, {"schema": schema}).fetchone()
+    if found is not None:
+        comment, owner, ours = found
+        _may_reuse(conn, schema, comment, owner if not ours else None, reuse)
+        dependents = depended_on(conn, schema)
+        if dependents is not None:
+            raise HarnessError(
+                f"--reuse-schema: schema {schema} is not taken over: {dependents}, which "
+                "dropping it would drop too"
+            )
+        _drop(conn, schema)
+    create_marked(conn, schema)
+
+
+def _may_reuse(
+    conn: psycopg.Connection[Any],
+    schema: str,
+    comment: str | None,
+    other_owner: str | None,
+    reuse: bool,
+) -> None:
+    """Only a leftover of the harness: our exact mark, our role, its run gone."""
     if not reuse:
         raise HarnessError(
             f"schema {schema} exists already on this server; the harness only works in a "
             "schema it creates (--reuse-schema takes over one an earlier run left behind)"
         )
-    if not (comment or "").startswith(SCHEMA_MARK):
+    token = marked_token(comment)
+    if token is None:
         raise HarnessError(
-            f"schema {schema} exists and was not created by the harness (no "
-            f"'{SCHEMA_MARK}' comment on it); refusing to drop what it holds"
+            f"--reuse-schema: schema {schema} was not created by the harness (its comment "
+            f"is not '{MARK} run <token>'); refusing to drop what it holds"
+        )
+    if other_owner is not None:
+        raise HarnessError(
+            f"--reuse-schema: schema {schema} is owned by {other_owner}, not by the role "
+            "this run connects as; the harness takes over only a schema of its own role"
+        )
+    sessions = live_sessions(conn, token)
+    if sessions:
+        raise HarnessError(
+            f"--reuse-schema: schema {schema} is in use: run {token} that created it has "
+            f"{sessions} session(s) connected; it is not left behind"
         )
 
 
-def recreate(conn: psycopg.Connection, schema: str) -> None:
+def drop_leftover(dsn: str, schema: str) -> str | None:
+    """A schema of the harness's that a run killed outright left behind (our exact mark,
+    our role, none of its run's sessions connected), dropped as the cleanup drops one:
+    the line that says so, or what stays and why. None for any other schema."""
+    with connect(dsn) as conn:
+        found = conn.execute(schema_sql()["find_schema"].sql, {"schema": schema}).fetchone()
+        if found is None:
+            return None
+        comment, _, ours = found
+        token = marked_token(comment)
+        if token is None or not ours or live_sessions(conn, token):
+            return None
+    left = drop_own_schema(dsn, schema)
+    return left or f"dropped schema {schema}, left by run {token} that was killed"
+
+
+def recreate(conn: psycopg.Connection[Any], schema: str) -> None:
     """The run's schema empty again, for a repetition: dropped with all it holds, and
-    created and marked anew. Only ever called on the schema own_schema created."""
-    conn.execute(sql.SQL("drop schema {} cascade").format(sql.Identifier(schema)))
+    created and marked anew. Only ever called on the schema own_schema created; refused
+    (SchemaKept) if objects outside it depend on it."""
+    dependents = depended_on(conn, schema)
+    if dependents is not None:
+        raise SchemaKept(
+            schema,
+            f"{_left(schema)}: {dependents}, so no repetition can start from an empty schema "
+            f"(the run keeps what it measured); {_removal(schema)} and them",
+        )
+    _drop(conn, schema)
     create_marked(conn, schema)
 
 
-def create_marked(conn: psycopg.Connection, schema: str) -> None:
+def create_marked(conn: psycopg.Connection[Any], schema: str) -> None:
     name = sql.Identifier(schema)
     conn.execute(sql.SQL("create schema {}").format(name))
-    conn.execute(sql.SQL("comment on schema {} is {}").format(name, sql.Literal(SCHEMA_MARK)))
+    conn.execute(sql.SQL("comment on schema {} is {}").format(name, sql.Literal(mark())))
+
+
+def drop_own_schema(dsn: str, schema: str, cancel: bool = False) -> str | None:
+    """The cleanup: the schema dropped, waiting at most CLEANUP_LOCK_TIMEOUT_S for its
+    locks; None, or the one line that says what was left and how to remove it. `cancel`:
+    this run's running statements are cancelled first (an interrupt left them running)."""
+    try:
+        with connect(dsn, connect_timeout=10) as conn:
+            if cancel:
+                cancel_own_statements(conn)
+            with conn.transaction():
+                timeout = {"timeout": f"{CLEANUP_LOCK_TIMEOUT_S}s"}
+                conn.execute(schema_sql()["cleanup_lock_timeout"].sql, timeout)
+                dependents = depended_on(conn, schema)
+                if dependents is not None:
+                    return f"{_left(schema)}: {dependents}; {_removal(schema)} and them"
+                _drop(conn, schema, if_exists=True)
+    except psycopg.errors.LockNotAvailable:
+        why = f"another session held a lock on it for {CLEANUP_LOCK_TIMEOUT_S} s"
+        return f"{_left(schema)}: {why}; {_removal(schema)}"
+    except psycopg.Error as error:
+        why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        return f"{_left(schema)}: {why}; {_removal(schema)}"
+    return None
+
+
+def _left(schema: str) -> str:
+    return f"schema {schema} is left on the server"
+
+
+def _removal(schema: str) -> str:
+    return f"drop schema {schema} cascade removes it"
+
+
+def cancel_own_statements(conn: psycopg.Connection[Any]) -> int:
+    """Cancels what this run's other sessions are running; how many it cancelled."""
+    found = conn.execute(
+        schema_sql()["cancel_own_statements"].sql, {"application_name": session_name()}
+    ).fetchone()
+    return int(found[0]) if found else 0
+
+
+def depended_on(conn: psycopg.Connection[Any], schema: str) -> str | None:
+    """Which objects outside the schema depend on it, as a phrase; None if none do."""
+    found = conn.execute(schema_sql()["outside_dependents"].sql, {"schema": schema})
+    dependents = [row[0] for row in found]
+    if not dependents:
+        return None
+    named = ", ".join(dependents[:_NAMED])
+    more = f" and {len(dependents) - _NAMED} more" if len(dependents) > _NAMED else ""
+    if len(dependents) == 1:
+        return f"1 object outside it depends on it ({named})"
+    return f"{len(dependents)} objects outside it depend on it ({named}{more})"
+
+
+def _drop(conn: psycopg.Connection[Any], schema: str, if_exists: bool = False) -> None:
+    drop = "drop schema if exists {} cascade" if if_exists else "drop schema {} cascade"
+    conn.execute(sql.SQL(drop).format(sql.Identifier(schema)))
 
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")

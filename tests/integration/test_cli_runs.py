@@ -178,7 +178,10 @@ def test_a_users_schema_is_never_taken_over(server: Server, tmp_path: Path) -> N
 def test_a_schema_left_behind_by_the_harness_can_be_reused(server: Server, tmp_path: Path) -> None:
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         conn.execute("create schema bench_left")  # as a run killed outright leaves it
-        conn.execute("comment on schema bench_left is 'created by tenant-queue-bench'")
+        conn.execute(
+            "comment on schema bench_left is 'created by tenant-queue-bench run 0123456789abcdef'"
+        )
+        conn.execute("create table bench_left.jobs (id int)")
     done = harness_run(tmp_path, "--dsn", server.dsn, "--schema", "bench_left", "--reuse-schema")
     assert done.returncode == 0, done.stderr
     with psycopg.connect(server.dsn, autocommit=True) as conn:

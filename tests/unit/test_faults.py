@@ -3,14 +3,18 @@ test_books.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.errors import HarnessError
-from harness.run.scenario_run import refuse_restart_without_embedded
+from harness.queues.catalog import catalog
+from harness.run.faults import refuse_restart
+from harness.run.scenario_run import RunOptions, run_scenario
 from harness.scenario.distributions import attempt_fails
 from harness.scenario.loader import load_scenario
 from harness.scenario.traits import ANY
-from harness.server.kinds import Server
+from harness.server.kinds import ProviderKind, Server
 
 FIFO_ONLY = {"fifo": ANY}
 BASE = """\
@@ -73,11 +77,28 @@ def test_bad_retries_are_refused(write_yaml, field: str, message: str) -> None:
         load_scenario(write_yaml(text), FIFO_ONLY)
 
 
-def test_a_server_restart_is_refused_on_other_providers(write_yaml) -> None:
-    scenario = load(write_yaml, "faults:\n  server_restart: {at_s: 1}\n")
-    external = Server(dsn="host=x", provider="external")
-    with pytest.raises(HarnessError, match=r"only the embedded provider can do; .*external"):
-        refuse_restart_without_embedded(scenario, external)
+@pytest.mark.parametrize("provider", ["external", "container"])
+def test_a_server_restart_is_refused_on_other_providers_in_one_wording(
+    write_yaml, tmp_path: Path, provider: ProviderKind
+) -> None:
+    """One rule, one function, one line: the command's refusal before any server starts
+    (tests/unit/test_scenario_refusals.py) is the runner's, which refuses it before the
+    run folder is made."""
+    path = write_yaml(BASE + "faults:\n  server_restart: {at_s: 1}\n")
+    line = (
+        f"{path}:8: faults.server_restart: restarts the server, which only the embedded "
+        f"provider can do (--pg embedded); this run uses --pg {provider}"
+    )
+    loaded = load_scenario(path, FIFO_ONLY)
+    with pytest.raises(HarnessError) as refused:
+        refuse_restart(loaded, provider)
+    assert str(refused.value) == line
+    server = Server(dsn="host=/nonexistent", provider=provider)
+    with pytest.raises(HarnessError) as refused:
+        run_scenario(loaded, catalog(), server, tmp_path / "results", None, RunOptions())  # type: ignore[arg-type]
+    assert str(refused.value) == line
+    assert not (tmp_path / "results").exists()
+    refuse_restart(loaded, "embedded")
 
 
 def test_failures_are_drawn_from_the_seed_the_job_and_the_attempt() -> None:
