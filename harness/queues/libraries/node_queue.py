@@ -12,10 +12,7 @@ strategies alone refuse to run, in one line.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
-import os
-import shutil
 import subprocess
 import tempfile
 import threading
@@ -30,7 +27,6 @@ from typing import IO, Annotated, Any, Literal, cast
 import psycopg
 from pydantic import ConfigDict, Field
 
-from harness.errors import HarnessError
 from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerReport
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
@@ -39,6 +35,7 @@ from harness.queues.programs import Concurrency, SchemaName, TenantCap
 from harness.results.document import UNLIKE_THE_SCENARIO
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
+from harness.server import npm
 from harness.server.dsn import password_for
 from harness.server.processes import signal_on_parent_death
 
@@ -56,11 +53,6 @@ BACKLOG_CHUNK = 10_000
 FETCH_MARKERS = {"pgboss": "j.state < 'active'", "graphile": "jobs.is_available = true"}
 
 
-def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tenant-queue-bench"
-
-
 def _sources() -> dict[str, bytes]:
     folder = resources.files("harness.queues.libraries").joinpath("node")
     return {name: folder.joinpath(name).read_bytes() for name in RUNNER_FILES}
@@ -69,41 +61,12 @@ def _sources() -> dict[str, bytes]:
 @cache
 def runner_dir() -> Path:
     """The runner with its packages installed (`npm ci`, once per version of its files)."""
-    sources = _sources()
-    digest = hashlib.sha256(b"".join(sources[name] for name in RUNNER_FILES)).hexdigest()[:16]
-    target = cache_root() / f"node-runner-{digest}"
-    if (target / ".installed").exists():
-        return target
-    npm = shutil.which("npm")
-    if npm is None:
-        raise HarnessError(
-            "pg-boss and graphile-worker run in Node: `npm` is needed to install their "
-            "runner (Debian: apt-get install npm); the other strategies run without it"
-        )
-    _install_runner(npm, sources, target)
-    return target
-
-
-def _install_runner(npm: str, sources: dict[str, bytes], target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix="node-runner-", dir=target.parent))
-    for name, data in sources.items():
-        (staging / name).write_bytes(data)
-    done = subprocess.run(
-        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-        cwd=staging,
-        capture_output=True,
-        text=True,
-        check=False,
+    return npm.installed(
+        "node-runner",
+        _sources(),
+        "pg-boss and graphile-worker run in Node: `npm` is needed to install their "
+        "runner (Debian: apt-get install npm); the other strategies run without it",
     )
-    if done.returncode != 0:
-        shutil.rmtree(staging, ignore_errors=True)
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise HarnessError(f"npm ci of the Node runner failed in {staging}: {last}")
-    (staging / ".installed").touch()
-    with contextlib.suppress(OSError):  # another process may have installed it meanwhile
-        staging.rename(target)
-    shutil.rmtree(staging, ignore_errors=True)
 
 
 def node_binary(folder: Path) -> Path:

