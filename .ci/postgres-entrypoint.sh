@@ -1,5 +1,5 @@
 #!/bin/sh
-# The entrypoint of the harness's local stand-in for the postgres:17 image (our own
+# The entrypoint of the harness's local stand-in for a postgres:<major> image (our own
 # script, not the official image's), honouring the same variables on the first start:
 # POSTGRES_USER (default postgres), POSTGRES_PASSWORD (required), POSTGRES_DB (default:
 # the user's name). The cluster is made by initdb as the user postgres, never root;
@@ -33,7 +33,7 @@ if [ "${1:-}" = postgres ] && [ ! -s "$PGDATA/PG_VERSION" ]; then
     quoted=$(printf '%s' "$database" | sed 's/"/""/g')
     echo "create database \"$quoted\";" | postgres --single -D "$PGDATA" -j postgres >/dev/null
   fi
-  echo "stand-in postgres:17: cluster made for user '$user', database '$database'"
+  echo "stand-in postgres:${PG_MAJOR:-17}: cluster made for user '$user', database '$database'"
 fi
 
 exec "$@"

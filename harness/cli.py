@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+import os
 import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
 
 from harness.errors import HarnessError, ReportInterrupted, RunFailed, Terminated
+from harness.server.kinds import ProviderChoice, ServerOptions
 
 if TYPE_CHECKING:
     from harness.run.scenario_run import RunOptions
@@ -62,7 +66,28 @@ ImageOption = Annotated[
 ]
 MismatchOption = Annotated[
     bool,
-    typer.Option("--allow-version-mismatch", help="Run on a server that is not PostgreSQL 17."),
+    typer.Option(
+        "--allow-version-mismatch",
+        help="Run on a server of another major than --pg-version asks for.",
+    ),
+]
+PgVersionOption = Annotated[
+    str | None,
+    typer.Option(
+        "--pg-version",
+        help="PostgreSQL major(s), comma-separated (e.g. 15,16,17,18): a fresh server of "
+        "each in turn, one run folder [default: 17].",
+        show_default=False,
+    ),
+]
+PgBinOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--pg-bin",
+        help="The bin folder of your own PostgreSQL build, for --pg embedded "
+        "(repeatable); its major is the one its postgres prints.",
+        show_default=False,
+    ),
 ]
 ResultsOption = Annotated[Path, typer.Option("--results-dir", help="Where run folders go.")]
 SlowOption = Annotated[
@@ -135,6 +160,56 @@ ListenOption = Annotated[
 ]
 
 
+# The server options, declared once for every command that starts a server: name ->
+# (declaration, default). server_options adds them to a command.
+_SERVER_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "pg": (PgOption, None),
+    "dsn": (DsnOption, None),
+    "image": (ImageOption, None),
+    "pg_version": (PgVersionOption, None),
+    "pg_bin": (PgBinOption, None),
+    "allow_version_mismatch": (MismatchOption, False),
+}
+
+
+def server_options(*, listen: bool = False) -> Callable[[Callable[..., T]], Callable[..., T]]:
+    """Adds the server options (and --listen, where `listen`) to a command's own, and
+    hands the command one ProviderChoice as its `server` parameter, chosen in one place
+    (choose_provider) before the command's body runs: a bad option is one line, exit 2."""
+    declared = {**_SERVER_OPTIONS, **({"listen": (ListenOption, None)} if listen else {})}
+
+    def decorate(command: Callable[..., T]) -> Callable[..., T]:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != "server"]
+        added = [
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=a)
+            for name, (a, default) in declared.items()
+        ]
+
+        @functools.wraps(command)
+        def with_server(**values: Any) -> T:
+            given = {name: values.pop(name) for name in declared}
+            options = _server_request(given)
+            return command(server=_guarded(lambda: _choice(options)), **values)
+
+        parameters = [*own, *added]
+        with_server.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        with_server.__annotations__ = {p.name: p.annotation for p in parameters}
+        return with_server
+
+    return decorate
+
+
+def _server_request(given: dict[str, Any]) -> ServerOptions:
+    return ServerOptions(**{**given, "pg_bin": tuple(given["pg_bin"] or ())})
+
+
+def _choice(options: ServerOptions) -> ProviderChoice:
+    from harness.server.providers import choose_provider
+
+    return choose_provider(options, os.environ)
+
+
 def _show_version(value: bool) -> None:
     if value:
         from harness import __version__
@@ -197,12 +272,10 @@ def _fail(message: str, code: int, error: BaseException) -> NoReturn:
 
 
 @app.command()
+@server_options(listen=True)
 def run(
     scenarios: ScenarioFiles,
-    pg: PgOption = None,
-    dsn: DsnOption = None,
-    image: ImageOption = None,
-    allow_version_mismatch: MismatchOption = False,
+    server: ProviderChoice,
     results_dir: ResultsOption = Path("results"),
     strategies_dir: StrategiesDirOption = None,
     include_slow: SlowOption = False,
@@ -212,7 +285,6 @@ def run(
     local_workers: LocalWorkersOption = 0,
     fleet_id: FleetIdOption = None,
     fleet_timeout: FleetTimeoutOption = 120.0,
-    listen: ListenOption = None,
 ) -> None:
     """Run scenarios on one server: the timed workload, then the plan captures; print each
     one's figures beside the reference."""
@@ -227,22 +299,14 @@ def run(
         fleet_id=fleet_id,
         fleet_timeout_s=fleet_timeout,
     )
-    _run(
-        scenarios,
-        pg,
-        dsn,
-        image,
-        allow_version_mismatch,
-        results_dir,
-        strategies_dir,
-        options,
-        listen,
-    )
+    _run(scenarios, server, results_dir, strategies_dir, options)
 
 
 @app.command()
+@server_options()
 def explain(
     scenarios: ScenarioFiles,
+    server: ProviderChoice,
     strategy: Annotated[
         list[str] | None,
         typer.Option("--strategy", help="Only this strategy (repeatable).", show_default=False),
@@ -264,10 +328,6 @@ def explain(
         ),
     ] = None,
     include_slow: SlowOption = False,
-    pg: PgOption = None,
-    dsn: DsnOption = None,
-    image: ImageOption = None,
-    allow_version_mismatch: MismatchOption = False,
     results_dir: ResultsOption = Path("results"),
     strategies_dir: StrategiesDirOption = None,
     schema: SchemaOption = None,
@@ -286,36 +346,19 @@ def explain(
         schema=schema,
         reuse_schema=reuse_schema,
     )
-    _run(scenarios, pg, dsn, image, allow_version_mismatch, results_dir, strategies_dir, options)
+    _run(scenarios, server, results_dir, strategies_dir, options)
 
 
 def _run(
     scenarios: list[Path],
-    pg: str | None,
-    dsn: str | None,
-    image: str | None,
-    allow_mismatch: bool,
+    server: ProviderChoice,
     results_dir: Path,
     strategies_dir: Path | None,
     options: RunOptions,
-    listen: str | None = None,
 ) -> None:
     from harness.commands.run import run_command
 
-    _guarded(
-        lambda: run_command(
-            scenarios,
-            pg,
-            dsn,
-            allow_mismatch,
-            results_dir,
-            strategies_dir,
-            options,
-            console,
-            listen,
-            image=image,
-        )
-    )
+    _guarded(lambda: run_command(scenarios, server, results_dir, strategies_dir, options, console))
 
 
 @app.command()
@@ -327,11 +370,14 @@ def validate(scenarios: ScenarioFiles, strategies_dir: StrategiesDirOption = Non
 
 
 @app.command()
+@server_options()
 def check(
+    server: ProviderChoice,
     baseline: Annotated[
         Path | None,
         typer.Option(
-            help="The baseline [default: baselines/dequeue.json here, else the shipped one].",
+            help="The baseline [default: baselines/dequeue-pg<major>.json here, else the "
+            "shipped one].",
             show_default=False,
         ),
     ] = None,
@@ -369,35 +415,29 @@ def check(
     junit: Annotated[
         Path | None, typer.Option(help="Also write JUnit XML.", show_default=False)
     ] = None,
-    pg: PgOption = None,
-    dsn: DsnOption = None,
-    image: ImageOption = None,
-    allow_version_mismatch: MismatchOption = False,
 ) -> None:
     """Check dequeue cost against a baseline: exit 0 no regression, 1 regression, 2 could
     not run."""
     from harness.check.verdict import CheckSettings
     from harness.commands.check import CheckRequest, check_command, check_paths
 
-    baseline_path, probes_path = _guarded(lambda: check_paths(baseline, probes, update_baseline))
+    _, probes_path = _guarded(lambda: check_paths(baseline, probes, update_baseline))
     request = CheckRequest(
-        baseline=baseline_path,
+        baseline=baseline,
         probes=probes_path,
         update_baseline=update_baseline,
         markdown=markdown,
         junit=junit,
         settings=CheckSettings(tolerance=tolerance, factor=factor, alpha=alpha, samples=samples),
     )
-    code = _guarded(
-        lambda: check_command(
-            request, pg, dsn, allow_version_mismatch, strategies_dir, console, image
-        )
-    )
+    code = _guarded(lambda: check_command(request, server, strategies_dir, console))
     raise typer.Exit(code)
 
 
 @app.command()
+@server_options()
 def overhead(
+    server: ProviderChoice,
     strategy: Annotated[str, typer.Option(help="The strategy whose claim SQL both run.")] = "fifo",
     clients: Annotated[
         int, typer.Option(min=1, max=64, help="pgbench clients = harness workers.")
@@ -411,10 +451,6 @@ def overhead(
         int, typer.Option(min=1, max=20, help="Runs per arm and load; the median is reported.")
     ] = 3,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a goal is missed.")] = False,
-    pg: PgOption = None,
-    dsn: DsnOption = None,
-    image: ImageOption = None,
-    allow_version_mismatch: MismatchOption = False,
     results_dir: ResultsOption = Path("results"),
     strategies_dir: StrategiesDirOption = None,
 ) -> None:
@@ -432,17 +468,7 @@ def overhead(
         rounds=rounds,
     )
     code = _guarded(
-        lambda: overhead_command(
-            settings,
-            pg,
-            dsn,
-            allow_version_mismatch,
-            results_dir,
-            strategies_dir,
-            strict,
-            console,
-            image,
-        )
+        lambda: overhead_command(settings, server, results_dir, strategies_dir, strict, console)
     )
     raise typer.Exit(code)
 
@@ -540,7 +566,9 @@ def simulate_scenario(
 
 
 @app.command()
+@server_options()
 def isolation(
+    server: ProviderChoice,
     jobs: Annotated[int, typer.Option(min=1, help="Jobs per pool and mode.")] = 400,
     tenants: Annotated[int, typer.Option(min=2, help="Tenants the jobs belong to.")] = 8,
     unset_share: Annotated[
@@ -560,19 +588,12 @@ def isolation(
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 1 if a job under SET LOCAL leaked.")
     ] = False,
-    pg: PgOption = None,
-    dsn: DsnOption = None,
-    image: ImageOption = None,
-    allow_version_mismatch: MismatchOption = False,
     results_dir: ResultsOption = Path("results"),
 ) -> None:
     """Jobs under row-level security through pooled connections, the tenant set by SET and
     by SET LOCAL: count the jobs that saw or wrote another tenant's rows."""
-    import os
-
     from harness.commands.isolation import isolation_command
     from harness.experiments.isolation import IsolationSettings
-    from harness.server.providers import choose_provider
 
     settings = IsolationSettings(
         jobs=jobs,
@@ -582,16 +603,7 @@ def isolation(
         pool_size=pool_size,
         seed=seed,
     )
-    code = _guarded(
-        lambda: isolation_command(
-            settings,
-            pool,
-            strict,
-            choose_provider(pg, dsn, os.environ, allow_version_mismatch, image=image),
-            results_dir,
-            console,
-        )
-    )
+    code = _guarded(lambda: isolation_command(settings, pool, strict, server, results_dir, console))
     raise typer.Exit(code)
 
 

@@ -4,8 +4,10 @@ from harness.explore import open_run
 run = open_run()         # results/latest, here or in the nearest folder above
 run.jobs        # jobs.csv, timestamps parsed (UTC): one row per job
 run.waits       # the same with wait_s, start_s and finish_s (seconds from t0)
-run.summary     # per strategy, workers, repetition and class, as in summary.csv
+run.summary     # per major, strategy, workers, repetition and class, as in summary.csv
 run.plans       # one row per captured EXPLAIN execution, as in plans.csv
+
+Every row names the server it ran on (pg_version): a run may span several majors.
 run.document    # run.json (harness/results/document.py): status, provenance, repetitions
 run.scenario    # the scenario the run was made from
 """
@@ -19,11 +21,12 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from harness.analysis.majors import PG, stack
 from harness.analysis.plans import plan_runs
 from harness.analysis.waits import summarize, with_waits
 from harness.results.document import RunDocument, load_document
 from harness.results.jobs import load_jobs
-from harness.run.render import load_captures
+from harness.run.render import load_captures, on_server
 from harness.scenario.model import Scenario
 
 LATEST = Path("results") / "latest"
@@ -43,7 +46,9 @@ class RunData:
 
     @cached_property
     def jobs(self) -> pd.DataFrame | None:
-        return load_jobs(self.path) if (self.path / "jobs.csv").exists() else None
+        if not (self.path / "jobs.csv").exists():
+            return None
+        return on_server(load_jobs(self.path), self.document)
 
     @property
     def waits(self) -> pd.DataFrame | None:
@@ -51,12 +56,17 @@ class RunData:
 
     @cached_property
     def summary(self) -> pd.DataFrame | None:
-        return summarize(self.jobs) if self.jobs is not None else None
+        """Each major's summary, as the render derives it (a major is a run of its own)."""
+        if self.jobs is None:
+            return None
+        majors = self.jobs.groupby(PG, sort=False)
+        return stack([(str(v), summarize(jobs.drop(columns=PG))) for v, jobs in majors])
 
     @cached_property
     def plans(self) -> pd.DataFrame | None:
         captures = load_captures(self.path, self.document)
-        return plan_runs(captures) if captures else None
+        versions = dict.fromkeys(capture.pg_version for capture in captures)
+        return stack([(v, plan_runs([c for c in captures if c.pg_version == v])) for v in versions])
 
 
 def open_run(path: str | Path | None = None) -> RunData:

@@ -15,7 +15,11 @@ from harness.errors import HarnessError
 Kind = Literal["scenarios", "baselines"]
 _PACKAGE = Path(__file__).resolve().parent
 CHECK_PROBES = "dequeue-check"
-CHECK_BASELINE = "dequeue.json"
+
+
+def check_baseline(major: int) -> str:
+    """The file name of the check's baseline of a PostgreSQL major: one ships per major."""
+    return f"dequeue-pg{major}.json"
 
 
 def shipped_dir(kind: Kind) -> Path:

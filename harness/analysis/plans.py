@@ -56,6 +56,7 @@ class Capture:
     text: str = ""
     skipped: str | None = None
     load_s: float | None = None  # schema, backlog and VACUUM (ANALYZE), wall clock
+    pg_version: str = ""  # the server it ran on, major.minor
 
     @property
     def figures(self) -> list[PlanFigures]:

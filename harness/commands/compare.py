@@ -22,7 +22,7 @@ from harness.errors import HarnessError
 from harness.report.console import console_table
 from harness.report.plots import FORMATS, encode
 from harness.report.sections import markdown_table
-from harness.results.document import RunDocument, load_document
+from harness.results.document import RunDocument, load_document, refuse_several_majors
 from harness.results.folder import atomic_write
 from harness.results.jobs import load_jobs
 
@@ -31,6 +31,8 @@ def compare_command(
     first: Path, second: Path, out: Path, factor: float, alpha: float, console: Console
 ) -> None:
     """Two runs side by side: medians and p95 per strategy and class, flagged changes."""
+    for run in (first, second):
+        refuse_several_majors(run, "harness compare")
     runs = [_jobs_of(run) for run in (first, second)]
     documents = [_document_of(run) for run in (first, second)]
     differences = provenance_differences(*(_metadata(document) for document in documents))
@@ -71,7 +73,7 @@ def _document_of(run: Path) -> RunDocument | None:
 
 def _metadata(document: RunDocument | None) -> dict[str, Any] | None:
     """run.json's provenance; None if there is no run.json or it records none."""
-    return (document.metadata or None) if document is not None else None
+    return (document.provenance() or None) if document is not None else None
 
 
 def _ran(document: RunDocument | None, jobs: pd.DataFrame) -> ScenarioRan:

@@ -37,15 +37,30 @@ def isolation_command(
     results_dir: Path,
     console: Console,
 ) -> int:
-    """SET and SET LOCAL through each pool; with `strict`, exit 1 if SET LOCAL leaked.
-    The folder is made first, before the server starts, and kept whatever happens:
-    marked interrupted or failed, with what was measured until then."""
+    """SET and SET LOCAL through each pool, on each server of `choice` in turn, each in a
+    folder of its own; with `strict`, exit 1 if SET LOCAL leaked."""
     pools = _pools(pool)
-    measured: list[PoolResult] = []
     check_results_dir(results_dir, ["isolation"])
+    codes = [
+        _isolation_on(one, settings, pools, strict, results_dir, console) for one in choice.each()
+    ]
+    return max(codes)
+
+
+def _isolation_on(
+    choice: ProviderChoice,
+    settings: IsolationSettings,
+    pools: list[PoolKind],
+    strict: bool,
+    results_dir: Path,
+    console: Console,
+) -> int:
+    """The folder is made first, before the server starts, and kept whatever happens:
+    marked interrupted or failed, with what was measured until then."""
+    measured: list[PoolResult] = []
     results = IsolationFolder.create(results_dir, settings, collect_local())
     try:
-        console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
+        console.print(choice.starting, highlight=False)
         with open_server(choice) as server:
             results.record_provenance(_provenance(server, pools))
             run_isolation(server.dsn, settings, pools, _shown(measured, console), _said(console))

@@ -17,37 +17,48 @@ from harness.experiments.overhead import (
     run_overhead,
     summarise,
 )
-from harness.queues.sql.strategies import load_strategies
+from harness.queues.sql.strategies import Strategy, load_strategies
 from harness.report.console import console_table
 from harness.report.sections import markdown_table
 from harness.results.folder import RunFolder, check_results_dir
+from harness.server.kinds import ProviderChoice
 from harness.server.provenance import collect_all
-from harness.server.providers import choose_provider, open_server
+from harness.server.providers import open_server
 from harness.server.schema import own_schema
 
 
 def overhead_command(
     settings: OverheadSettings,
-    pg: str | None,
-    dsn: str | None,
-    allow_mismatch: bool,
+    choice: ProviderChoice,
     results_dir: Path,
     strategies_dir: Path | None,
     strict: bool,
     console: Console,
-    image: str | None = None,
 ) -> int:
-    """The workers against pgbench on the same claim SQL; 1 only if --strict and a goal
-    is missed."""
+    """The workers against pgbench on the same claim SQL, on each server of `choice` in
+    turn, each in a folder of its own; 1 only if --strict and a goal is missed."""
     strategies = load_strategies(strategies_dir)
     if settings.strategy not in strategies:
         raise HarnessError(
             f"--strategy: unknown strategy '{settings.strategy}'; available: {sorted(strategies)}"
         )
-    strategy = strategies[settings.strategy]
     check_results_dir(results_dir, ["overhead"])  # its folder is made once it has measured
-    choice = choose_provider(pg, dsn, os.environ, allow_mismatch, image=image)
-    console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
+    strategy = strategies[settings.strategy]
+    codes = [
+        _overhead_on(one, settings, strategy, results_dir, strict, console) for one in choice.each()
+    ]
+    return max(codes)
+
+
+def _overhead_on(
+    choice: ProviderChoice,
+    settings: OverheadSettings,
+    strategy: Strategy,
+    results_dir: Path,
+    strict: bool,
+    console: Console,
+) -> int:
+    console.print(choice.starting, highlight=False)
     with open_server(choice) as server:
         schema = f"harness_overhead_{os.getpid()}"
         with own_schema(server.dsn, schema) as owned:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 from collections.abc import Iterator
 from functools import partial
@@ -23,44 +22,40 @@ from harness.run.faults import refuse_restart
 from harness.run.fleet import Fleet, check_fleet_id, faults_refused, open_fleet
 from harness.run.render import Rendered
 from harness.run.repetition import plan
-from harness.run.scenario_run import RunOptions, run_scenario
+from harness.run.scenario_run import RunOptions, Servers, run_scenario
 from harness.scenario.loader import LoadedScenario
-from harness.server.kinds import Server
-from harness.server.providers import choose_provider, open_server
+from harness.server.kinds import ProviderChoice, Server
+from harness.server.providers import open_server
 from harness.server.schema import check_schema_name
 
 
 def run_command(
     paths: list[Path],
-    pg: str | None,
-    dsn: str | None,
-    allow_mismatch: bool,
+    choice: ProviderChoice,
     results_dir: Path,
     strategies_dir: Path | None,
     options: RunOptions,
     console: Console,
-    listen: str | None = None,
-    image: str | None = None,
 ) -> list[Rendered]:
+    """Each scenario in its run folder, on each server of `choice` in turn."""
     entries = catalog(strategies_dir)
     scenarios = load_all(paths, entries)
     for loaded in scenarios:
         _check_selection(loaded, options)
         _check_fleet(loaded, options)
+    _check_majors(choice, options)
     check_schema_name(options.schema, options.reuse_schema)
     check_results_dir(results_dir, [loaded.scenario.name for loaded in scenarios], latest=True)
-    choice = choose_provider(pg, dsn, os.environ, allow_mismatch, listen, image=image)
     for loaded in scenarios:
         refuse_restart(loaded, choice.kind)
     outcomes = []
-    console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
-    with open_server(choice) as server, _placement(server, options, console) as placement:
+    with _servers(choice, options, console) as (servers, placement):
         for loaded in scenarios:
-            steps = _steps(loaded, options)
+            steps = _steps(loaded, options) * len(choice.targets)
             console.rule(f"{loaded.scenario.name}: {steps} steps")
             with ProgressBars(console, steps) as bars:
                 outcome = run_scenario(
-                    loaded, entries, server, results_dir, bars, options, placement
+                    loaded, entries, servers, results_dir, bars, options, placement
                 )
             show_outcome(outcome, console)
             outcomes.append(outcome)
@@ -90,6 +85,44 @@ def _check_fleet(loaded: LoadedScenario, options: RunOptions) -> None:
             f"{options.fleet} members (with --local-workers {options.local_workers}); "
             "every member needs at least one"
         )
+
+
+def _check_majors(choice: ProviderChoice, options: RunOptions) -> None:
+    """Several majors run one after the other, on servers of this host."""
+    if len(choice.targets) == 1:
+        return
+    for given, option in ((options.fleet, "--fleet"), (choice.listen, "--listen")):
+        if given:
+            raise HarnessError(f"{option} goes with one --pg-version, not several")
+    if choice.allow_version_mismatch:
+        raise HarnessError(
+            "--allow-version-mismatch goes with one --pg-version: a run of several keeps "
+            "each major's figures apart by the major its server runs"
+        )
+
+
+@contextlib.contextmanager
+def _servers(
+    choice: ProviderChoice, options: RunOptions, console: Console
+) -> Iterator[tuple[Servers, Placement]]:
+    """One server for every scenario; or, with several majors, a fresh server of each
+    major in turn for each scenario, started when its turn comes."""
+    if len(choice.targets) > 1:
+        turns = tuple(partial(_started, one, console) for one in choice.each())
+        yield Servers(choice.kind, choice.majors, turns), LOCAL
+        return
+    with _started(choice, console) as server, _placement(server, options, console) as placement:
+        yield (
+            Servers(choice.kind, choice.majors, (lambda: contextlib.nullcontext(server),)),
+            (placement),
+        )
+
+
+@contextlib.contextmanager
+def _started(choice: ProviderChoice, console: Console) -> Iterator[Server]:
+    console.print(choice.starting, highlight=False)
+    with open_server(choice) as server:
+        yield server
 
 
 @contextlib.contextmanager

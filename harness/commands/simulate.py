@@ -19,7 +19,7 @@ from harness.errors import HarnessError
 from harness.queues.catalog import catalog, traits
 from harness.report.cells import number
 from harness.report.console import console_table
-from harness.results.document import load_document
+from harness.results.document import load_document, refuse_several_majors
 from harness.results.folder import atomic_write
 from harness.results.jobs import load_jobs
 from harness.scenario.loader import load_scenario
@@ -42,6 +42,9 @@ def simulate_command(
     scenario, policies = _scenario_and_policies(path, strategies_dir)
     if out is not None and out.exists():
         raise HarnessError(f"{out} exists; results are never overwritten")
+    for run, option in ((calibration_dir, "--calibration"), (measured_dir, "--measured")):
+        if run is not None:
+            refuse_several_majors(run, option)
     calibration = None
     if calibration_dir is not None:
         calibration = _calibration(calibration_dir, fit_repetitions)

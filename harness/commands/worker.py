@@ -10,6 +10,7 @@ from rich.console import Console
 from harness.errors import HarnessError
 from harness.run.fleet import check_fleet_id
 from harness.run.member import serve
+from harness.server.kinds import ServerOptions
 from harness.server.providers import choose_provider
 
 
@@ -17,7 +18,8 @@ def worker_command(
     dsn: str | None, fleet_id: str, strategies_dir: Path | None, console: Console
 ) -> None:
     """Work the fleet run's repetitions until it ends; its failure is ours (exit 1)."""
-    choice = choose_provider("external", dsn, os.environ, allow_mismatch=True)
+    options = ServerOptions(pg="external", dsn=dsn, allow_version_mismatch=True)
+    choice = choose_provider(options, os.environ)
     if not fleet_id:
         raise HarnessError("--run: the fleet run's id, as `harness run --fleet N` printed it")
     check_fleet_id(fleet_id, "--run")

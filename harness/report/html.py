@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.report.sections import Section, Table
-from harness.results.document import RunDocument
+from harness.results.document import RunDocument, ServerEntry
 from harness.results.redaction import redacted_settings
 
 _STYLE = """
@@ -153,8 +153,7 @@ def _environment_rows(python: dict[str, Any]) -> list[list[str]]:
 
 def _provenance(document: RunDocument) -> str:
     meta = document.metadata
-    postgres, host = meta.get("postgres", {}), meta.get("host", {})
-    harness, python = meta.get("harness", {}), meta.get("python", {})
+    host, harness, python = meta.get("host", {}), meta.get("harness", {}), meta.get("python", {})
     rows = [
         [
             "harness",
@@ -169,22 +168,39 @@ def _provenance(document: RunDocument) -> str:
             f"{host.get('cpu_count')} CPUs, {host.get('cpu_model')}, "
             f"{host.get('memory_total')}, {host.get('platform')}",
         ],
-        ["PostgreSQL", str(postgres.get("version"))],
-        ["provider", ", ".join(f"{k}: {v}" for k, v in meta.get("provider", {}).items())],
-        [
-            "key settings",
-            ", ".join(f"{k}={v}" for k, v in postgres.get("key_settings", {}).items()),
-        ],
+        *(row for server in document.servers for row in _server_rows(server)),
         *([f"queue {name}", _queue(entry)] for name, entry in document.queues.items()),
-    ]
-    settings = [
-        [name, value.get("shown") or _with_unit(value), value["source"]]
-        for name, value in redacted_settings(postgres.get("non_default_settings", {})).items()
     ]
     return (
         "<h2 id='provenance'>Provenance</h2>"
         + _html_table(["what", "value"], rows)
-        + "<details><summary>PostgreSQL settings not at their built-in default</summary>"
+        + "".join(_settings(server, len(document.servers)) for server in document.servers)
+    )
+
+
+def _server_rows(server: ServerEntry) -> list[list[str]]:
+    """The server a run ran on (a row each, for each server of a run of several majors)."""
+    postgres = server.postgres
+    return [
+        ["PostgreSQL", str(postgres.get("version"))],
+        ["provider", ", ".join(f"{k}: {v}" for k, v in server.provider.items())],
+        [
+            "key settings",
+            ", ".join(f"{k}={v}" for k, v in postgres.get("key_settings", {}).items()),
+        ],
+    ]
+
+
+def _settings(server: ServerEntry, servers: int) -> str:
+    settings = [
+        [name, value.get("shown") or _with_unit(value), value["source"]]
+        for name, value in redacted_settings(
+            server.postgres.get("non_default_settings", {})
+        ).items()
+    ]
+    of = f" (PostgreSQL {server.pg_version})" if servers > 1 else ""
+    return (
+        f"<details><summary>PostgreSQL settings not at their built-in default{of}</summary>"
         + _html_table(["setting", "value", "source"], settings)
         + "</details>"
     )

@@ -7,7 +7,8 @@ by `harness report RUN_DIR`, which replaces them. docs/results-format.md lists t
 entries (a test keeps the two alike).
 
 A pattern is a path relative to the run folder; `<variant>` and `<strategy>` stand for a
-name as the scenario spells it, `<plot>` for one of PLOTS.
+name as the scenario spells it, `<plot>` for one of PLOTS, `<major>` for a PostgreSQL
+major (in a run of several, harness run --pg-version 15,16,17,18).
 """
 
 from __future__ import annotations
@@ -20,7 +21,12 @@ from typing import Literal
 PLOTS = ("waits", "timeline", "tenant_share", "scaling", "plans", "bloat")
 _NAME = r"[a-z0-9][a-z0-9_-]{0,62}"  # the scenario's Name: strategies and variants
 NAME_PATTERN = f"^{_NAME}$"  # a <variant> or <strategy> in a file's path
-_PLACEHOLDERS = {"variant": _NAME, "strategy": _NAME, "plot": "|".join(PLOTS)}
+_PLACEHOLDERS = {
+    "variant": _NAME,
+    "strategy": _NAME,
+    "plot": "|".join(PLOTS),
+    "major": "[0-9]{1,3}",
+}
 _PLACEHOLDER = re.compile(r"<([a-z_]+)>")
 
 
@@ -84,6 +90,18 @@ RUN_FILES: tuple[RunFile, ...] = (
         "raw",
         "as each plan capture finishes",
         "the text plan of the capture's first execution, under the dequeue's text",
+    ),
+    RunFile(
+        "explain/pg<major>/<variant>/<strategy>.json",
+        "raw",
+        "as each plan capture finishes, in a run of several majors",
+        "the same, of the capture on that major's server",
+    ),
+    RunFile(
+        "explain/pg<major>/<variant>/<strategy>.txt",
+        "raw",
+        "as each plan capture finishes, in a run of several majors",
+        "the same, of the capture on that major's server",
     ),
     RunFile(
         "summary.csv",
@@ -157,6 +175,18 @@ RUN_FILES: tuple[RunFile, ...] = (
         "<plot>.svg",
         "derived",
         _RENDER + ", for the plots the run's data allows",
+        "the same plot as SVG",
+    ),
+    RunFile(
+        "<plot>-pg<major>.png",
+        "derived",
+        _RENDER + ", in a run of several majors",
+        "a plot of one major's measurements, as PNG",
+    ),
+    RunFile(
+        "<plot>-pg<major>.svg",
+        "derived",
+        _RENDER + ", in a run of several majors",
         "the same plot as SVG",
     ),
     RunFile(

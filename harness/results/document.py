@@ -12,6 +12,13 @@ Format history (RUN_FORMAT_VERSION):
      files of a built-in strategy; a library's version and effective settings); per
      repetition, `fleet`: where a fleet's members ran their workers (jobs.csv gained a
      `host` column). Version 1 documents read with `queues` empty.
+  3  several PostgreSQL majors in one run (--pg-version 15,16,17,18): `majors`, those
+     asked for, and `servers`, one entry per server the run ran on, with its
+     `pg_version`, `provider` and `postgres` (which `metadata` held before); each
+     repetition and plan capture names its `pg_version` (jobs.csv, monitor.csv and
+     bloat.csv gained a `pg_version` column); a run of several majors keeps its
+     captures under explain/pg<major>/. Version 2 documents read with their one server
+     taken out of `metadata`.
 """
 
 from __future__ import annotations
@@ -21,10 +28,11 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.errors import HarnessError
 from harness.results.contract import NAME_PATTERN
 from harness.results.versioned import Migrations, Versioned
 
-RUN_FORMAT_VERSION = 2
+RUN_FORMAT_VERSION = 3
 # In a queue's provenance: where it could not be set up as the scenario asks (a library's
 # minimum poll interval), each said in a phrase that follows the queue's name.
 UNLIKE_THE_SCENARIO = "unlike_the_scenario"
@@ -46,6 +54,10 @@ class ScenarioRef(_Part):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
+# A server's version, major.minor as PostgreSQL 10 and later number it: "17.10".
+PgVersion = Annotated[str, Field(pattern=r"^[0-9]{1,3}\.[0-9]{1,4}$")]
+
+
 class RepetitionEntry(_Part):
     """One repetition as it ran: its books and what its features recorded."""
 
@@ -61,6 +73,7 @@ class RepetitionEntry(_Part):
     faults: dict[str, Any] | None = None  # harness/run/faults.py FaultDriver.summary
     long_transaction: dict[str, Any] | None = None  # harness/run/long_transaction.py
     fleet: list[dict[str, Any]] | None = None  # each member: host, pid, slots (--fleet)
+    pg_version: PgVersion | None = None  # the server it ran on (format 3)
 
 
 # A capture's files are explain/<variant>/<strategy>.*: its names are the contract's, never
@@ -76,16 +89,53 @@ class PlanEntry(_Part):
     backlog: dict[str, int]
     skipped: str | None = None
     repetitions: int = 0
+    pg_version: PgVersion | None = None  # the server it ran on (format 3)
+
+
+class ServerEntry(_Part):
+    """A server the run ran on, recorded as it started (harness/server/provenance.py)."""
+
+    pg_version: PgVersion  # the server's own version
+    provider: dict[str, Any] = Field(default_factory=dict)  # kind and its details
+    postgres: dict[str, Any] = Field(default_factory=dict)  # version, settings
+
+    @property
+    def major(self) -> int:
+        return int(self.pg_version.split(".")[0])
+
+
+def pg_version(server_version_num: int) -> str:
+    """17.10 from 170010: a server's version as PostgreSQL 10 and later number it."""
+    return f"{server_version_num // 10000}.{server_version_num % 10000}"
 
 
 def _queues_unrecorded(data: dict[str, Any]) -> dict[str, Any]:
     return {**data, "queues": {}}
 
 
+def _one_server(data: dict[str, Any]) -> dict[str, Any]:
+    """A version 2 run ran on one server, recorded in `metadata`."""
+    metadata = dict(data.get("metadata") or {})
+    postgres, provider = metadata.pop("postgres", None), metadata.pop("provider", None)
+    number = (postgres or {}).get("server_version_num")
+    if not isinstance(number, int):
+        return {**data, "metadata": metadata, "majors": [], "servers": []}
+    server = {"pg_version": pg_version(number), "provider": provider or {}, "postgres": postgres}
+    version = server["pg_version"]
+    return {
+        **data,
+        "metadata": metadata,
+        "majors": [number // 10000],
+        "servers": [server],
+        "repetitions": [{**entry, "pg_version": version} for entry in data["repetitions"]],
+        "plans": [{**entry, "pg_version": version} for entry in data.get("plans", [])],
+    }
+
+
 class RunDocument(Versioned):
     NAME = "run.json"
     VERSION = RUN_FORMAT_VERSION
-    MIGRATIONS: ClassVar[Migrations] = {1: _queues_unrecorded}
+    MIGRATIONS: ClassVar[Migrations] = {1: _queues_unrecorded, 2: _one_server}
 
     run_id: str
     status: Status = "running"
@@ -95,6 +145,8 @@ class RunDocument(Versioned):
     scenario: ScenarioRef
     options: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)  # harness/server/provenance.py
+    majors: list[int] = Field(default_factory=list)  # the PostgreSQL majors asked for
+    servers: list[ServerEntry] = Field(default_factory=list)  # as each started
     repetitions: list[RepetitionEntry] = Field(default_factory=list)
     plans: list[PlanEntry] = Field(default_factory=list)
     files: dict[str, str] = Field(default_factory=dict)  # what each render wrote
@@ -108,6 +160,41 @@ class RunDocument(Versioned):
                 if entry[feature] is None:
                     del entry[feature]
         return data
+
+    @property
+    def pg_versions(self) -> list[str]:
+        """The servers' versions, in the order the run ran on them."""
+        return list(dict.fromkeys(server.pg_version for server in self.servers))
+
+    def capture_stem(self, entry: PlanEntry) -> str:
+        """Where a capture's files are, without their suffix: explain/<variant>/<strategy>,
+        under explain/pg<major>/ in a run of several majors."""
+        version = entry.pg_version
+        major = f"pg{version.split('.')[0]}/" if version and len(self.majors) > 1 else ""
+        return f"explain/{major}{entry.variant}/{entry.strategy}"
+
+    def provenance(self) -> dict[str, Any]:
+        """`metadata` with the server's `postgres` and `provider`, as a run of one server
+        recorded them before format 3 (what harness compare compares); {} without any."""
+        if not self.metadata:
+            return {}
+        if len(self.servers) != 1:
+            return dict(self.metadata)
+        server = self.servers[0]
+        return {**self.metadata, "postgres": server.postgres, "provider": server.provider}
+
+
+def refuse_several_majors(run: Path, what: str) -> None:
+    """`what` (a comparison, a calibration) takes a run on one PostgreSQL major: one line
+    for a run on several, whose report compares its majors already."""
+    if not (run / "run.json").is_file():
+        return
+    versions = load_document(run).pg_versions
+    if len(versions) > 1:
+        raise HarnessError(
+            f"{run}: a run on several PostgreSQL majors ({', '.join(versions)}); {what} "
+            "takes a run on one (its report puts its majors side by side)"
+        )
 
 
 def load_document(run: Path) -> RunDocument:

@@ -24,6 +24,7 @@ JOB_COLUMNS = [
     "claim_ms",
     "host",  # the host the job's worker ran on
     "member",  # its fleet member: 0 for the coordinator's own workers (harness run --fleet)
+    "pg_version",  # the server it ran on, major.minor (format 3)
 ]
 
 
@@ -39,8 +40,18 @@ def with_timestamps(jobs: pd.DataFrame) -> pd.DataFrame:
 
 
 def load_jobs(run: Path) -> pd.DataFrame:
-    """jobs.csv of a run folder, timestamps parsed (UTC)."""
-    return with_timestamps(pd.read_csv(run / "jobs.csv"))
+    """jobs.csv of a run folder, timestamps parsed (UTC); pg_version as text (17.10 is
+    not 17.1), empty where a run before format 3 did not record it."""
+    return with_timestamps(read_versioned_csv(run / "jobs.csv"))
+
+
+def read_versioned_csv(path: Path) -> pd.DataFrame:
+    """A raw CSV of a run folder whose rows may name their server (pg_version, as text)."""
+    frame = pd.read_csv(path, dtype={"pg_version": str})
+    if "pg_version" not in frame.columns:
+        frame["pg_version"] = ""
+    frame["pg_version"] = frame["pg_version"].fillna("")
+    return frame
 
 
 def jobs_csv(records: list[dict[str, Any]]) -> str:

@@ -7,13 +7,18 @@ report.html from the features' sections, and records what it wrote in run.json. 
 ideal schedule is simulated again from the scenario (its seed) and the strategies'
 policies recorded in run.json. A run folder made by an older harness renders again with
 a newer one (`harness report RUN_DIR`); the same raw files give the same tables.
+
+A run on several PostgreSQL majors is analysed major by major, as if each were a run of
+its own; the derived tables stack them, each row naming its major (`pg_version`), and
+the report puts the majors side by side first (harness/analysis/majors.py).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -41,6 +46,7 @@ from harness.analysis.figures import (
     wait_ecdf,
 )
 from harness.analysis.ideal import ideal_section, ideal_summary, run_calibration, versus_ideal
+from harness.analysis.majors import PG, majors_section, stack
 from harness.analysis.plans import Capture, plan_runs, plans_section, plans_summary
 from harness.analysis.properties import (
     MONITOR_COLUMNS,
@@ -54,9 +60,15 @@ from harness.report.html import Page, report_html
 from harness.report.plots import FORMATS, encode
 from harness.report.sections import Section, markdown
 from harness.results.contract import listed
-from harness.results.document import RunDocument, load_document, unlike_the_scenario
+from harness.results.document import (
+    PlanEntry,
+    RepetitionEntry,
+    RunDocument,
+    load_document,
+    unlike_the_scenario,
+)
 from harness.results.folder import RunFolder
-from harness.results.jobs import load_jobs
+from harness.results.jobs import load_jobs, read_versioned_csv
 from harness.scenario.model import Scenario
 from harness.scenario.workload import generate
 
@@ -75,6 +87,36 @@ class RawRun:
     captures: list[Capture]
     monitor: pd.DataFrame  # monitor.csv, empty where the strategies have no monitor
     bloat_samples: pd.DataFrame | None  # bloat.csv, with a long transaction
+
+    @property
+    def versions(self) -> list[str]:
+        """The servers' versions, in the order the run ran on them."""
+        return self.document.pg_versions or [""]
+
+    def of_version(self, version: str) -> RawRun:
+        """What the run measured on the server of `version`: a run of its own."""
+
+        def rows(frame: pd.DataFrame) -> pd.DataFrame:
+            return frame[frame[PG] == version].drop(columns=PG).reset_index(drop=True)
+
+        document = self.document.model_copy(
+            update={
+                "repetitions": [e for e in self.document.repetitions if _on(e, version)],
+                "plans": [e for e in self.document.plans if _on(e, version)],
+            }
+        )
+        return replace(
+            self,
+            document=document,
+            jobs=rows(self.jobs) if self.jobs is not None else None,
+            captures=[c for c in self.captures if c.pg_version == version],
+            monitor=rows(self.monitor),
+            bloat_samples=rows(self.bloat_samples) if self.bloat_samples is not None else None,
+        )
+
+
+def _on(entry: RepetitionEntry | PlanEntry, version: str) -> bool:
+    return (entry.pg_version or "") == version
 
 
 @dataclass(frozen=True)
@@ -107,6 +149,18 @@ class RunTables:
             ("bloat_summary", "bloat-summary.csv", self.bloat),
         ]
 
+    @staticmethod
+    def stacked(parts: list[tuple[str, RunTables]]) -> RunTables:
+        """Each major's tables, one after the other, each row naming its major; the
+        calibration of a run of one major only (each major costs differently)."""
+        tables = {
+            f.name: stack([(version, getattr(part, f.name)) for version, part in parts])
+            for f in fields(RunTables)
+            if f.name != "calibration"
+        }
+        calibration = parts[0][1].calibration if len(parts) == 1 else None
+        return RunTables(**tables, calibration=calibration)
+
 
 @dataclass(frozen=True)
 class Rendered:
@@ -136,8 +190,9 @@ class Rendered:
 def render_run(folder: RunFolder) -> Rendered:
     """Read the raw files, write every derived one (replacing what a render made before)."""
     raw = read_raw(folder)
-    tables = derive(raw)
-    sections = run_sections(raw, tables)
+    parts = [(version, derive(raw.of_version(version))) for version in raw.versions]
+    tables = RunTables.stacked(parts)
+    sections = run_sections(raw, parts, tables)
     write = _writer(folder, raw.document.files)
     for key, name, table in tables.files():
         if table is not None:
@@ -146,7 +201,11 @@ def render_run(folder: RunFolder) -> Rendered:
         calibration = CalibrationDocument.of(tables.calibration)
         write("calibration", calibration.NAME, calibration.dumps())
     write("summary_md", "summary.md", markdown(_title(raw), sections))
-    plots = run_figures(raw, tables)
+    plots = {
+        _plot_name(name, version, len(parts)): figure
+        for version, part in parts
+        for name, figure in run_figures(raw.of_version(version), part).items()
+    }
     for name, figure in plots.items():
         for form in FORMATS:
             write(f"{name}_{form}", f"{name}.{form}", encode(figure, form))
@@ -155,30 +214,44 @@ def render_run(folder: RunFolder) -> Rendered:
     return Rendered(folder, raw.document, tables, sections)
 
 
+def _plot_name(name: str, version: str, majors: int) -> str:
+    """A plot's name; in a run of several majors, one per major: waits-pg15."""
+    return f"{name}-pg{version.split('.')[0]}" if majors > 1 else name
+
+
 def read_raw(folder: RunFolder) -> RawRun:
     path = folder.path
     document = load_document(path)
     scenario_yaml = (path / "scenario.yaml").read_text(encoding="utf-8")
     scenario = Scenario.model_validate(yaml.safe_load(scenario_yaml))
     monitor_path, bloat_path = path / "monitor.csv", path / "bloat.csv"
+    on_servers = partial(on_server, document=document)
     return RawRun(
         folder=folder,
         document=document,
         scenario=scenario,
         scenario_yaml=scenario_yaml,
-        jobs=load_jobs(path) if (path / "jobs.csv").exists() else None,
+        jobs=on_servers(load_jobs(path)) if (path / "jobs.csv").exists() else None,
         captures=load_captures(path, document),
-        monitor=(
-            pd.read_csv(monitor_path)
+        monitor=on_servers(
+            read_versioned_csv(monitor_path)
             if monitor_path.exists()
-            else pd.DataFrame(columns=MONITOR_COLUMNS)
+            else pd.DataFrame(columns=[*MONITOR_COLUMNS, PG])
         ),
-        bloat_samples=pd.read_csv(bloat_path) if bloat_path.exists() else None,
+        bloat_samples=on_servers(read_versioned_csv(bloat_path)) if bloat_path.exists() else None,
     )
 
 
+def on_server(frame: pd.DataFrame, document: RunDocument) -> pd.DataFrame:
+    """Rows of a run of one server that name none (before format 3) name it."""
+    versions = document.pg_versions
+    if len(versions) == 1:
+        frame = frame.assign(**{PG: frame[PG].replace("", versions[0])})
+    return frame
+
+
 def derive(raw: RawRun) -> RunTables:
-    """Every table, each by its feature's pure analysis."""
+    """Every table of a run on one server, each by its feature's pure analysis."""
     jobs = raw.jobs if raw.jobs is not None and len(raw.jobs) else None
     tenants = tenant_table(with_waits(jobs)) if jobs is not None else None
     summary = summarize(jobs, tenants) if jobs is not None else None
@@ -201,8 +274,38 @@ def derive(raw: RawRun) -> RunTables:
     )
 
 
-def run_sections(raw: RawRun, tables: RunTables) -> list[Section]:
-    """The report's sections, in reading order; each feature writes its own."""
+def run_sections(
+    raw: RawRun, parts: list[tuple[str, RunTables]], tables: RunTables
+) -> list[Section]:
+    """The report's sections: a run of one major as ever; of several, the majors side by
+    side first, then each major's sections, titled with its version."""
+    if len(parts) == 1:
+        version, only = parts[0]
+        return feature_sections(raw.of_version(version), only)
+    across = majors_section(
+        [version for version, _ in parts],
+        tables.reference,
+        tables.runs,
+        tables.plans,
+        tables.summary,
+    )
+    return [
+        across,
+        *(
+            replace(
+                section,
+                key=f"{section.key}-pg{version.split('.')[0]}",
+                title=f"{section.title}: PostgreSQL {version}",
+                console=[],  # the terminal shows the majors side by side
+            )
+            for version, part in parts
+            for section in feature_sections(raw.of_version(version), part)
+        ),
+    ]
+
+
+def feature_sections(raw: RawRun, tables: RunTables) -> list[Section]:
+    """The sections of a run on one server, in reading order; each feature writes its own."""
     sections = []
     if tables.reference is not None and len(tables.reference) and raw.scenario.reference:
         sections.append(reference_section(tables.reference, raw.scenario.reference.source))
@@ -253,16 +356,26 @@ def _page(raw: RawRun, sections: list[Section], plots: dict[str, Figure]) -> Pag
         description=raw.scenario.description,
         document=raw.document,
         sections=sections,
-        plots=[
-            (PLOT_TITLES.get(name, name), encode(figure, "png")) for name, figure in plots.items()
-        ],
+        plots=[(_plot_title(name), encode(figure, "png")) for name, figure in plots.items()],
         folded=[
-            (f"{capture.variant} / {capture.strategy}", capture.text)
+            (_capture_label(capture, len(raw.versions)), capture.text)
             for capture in raw.captures
             if capture.skipped is None
         ],
         scenario_yaml=raw.scenario_yaml,
     )
+
+
+def _plot_title(name: str) -> str:
+    """waits -> its title; waits-pg15 -> its title, on PostgreSQL 15."""
+    plot, _, major = name.partition("-pg")
+    title = PLOT_TITLES.get(plot, plot)
+    return f"{title}: PostgreSQL {major}" if major else title
+
+
+def _capture_label(capture: Capture, majors: int) -> str:
+    label = f"{capture.variant} / {capture.strategy}"
+    return f"PostgreSQL {capture.pg_version}: {label}" if majors > 1 else label
 
 
 def _versus_ideal(
@@ -317,10 +430,16 @@ def load_captures(run: Path, document: RunDocument) -> list[Capture]:
     for entry in document.plans:
         if entry.skipped:
             captures.append(
-                Capture(entry.variant, entry.strategy, entry.backlog, skipped=entry.skipped)
+                Capture(
+                    entry.variant,
+                    entry.strategy,
+                    entry.backlog,
+                    skipped=entry.skipped,
+                    pg_version=entry.pg_version or "",
+                )
             )
             continue
-        stem = run / "explain" / entry.variant / entry.strategy
+        stem = run / document.capture_stem(entry)
         saved = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
         captures.append(
             Capture(
@@ -330,6 +449,7 @@ def load_captures(run: Path, document: RunDocument) -> list[Capture]:
                 plans=saved["plans"],
                 text=stem.with_suffix(".txt").read_text(encoding="utf-8"),
                 load_s=saved.get("load_s"),
+                pg_version=entry.pg_version or "",
             )
         )
     return captures

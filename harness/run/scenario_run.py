@@ -4,6 +4,7 @@ with the run's status and the run folder keeps what was measured."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -18,7 +19,13 @@ from harness.analysis.properties import MONITOR_COLUMNS
 from harness.errors import ReportInterrupted, Terminated
 from harness.queues.base import Queue, QueueEntry, Site
 from harness.results.contract import listed
-from harness.results.document import PlanEntry, RepetitionEntry, RunDocument, ScenarioRef
+from harness.results.document import (
+    PlanEntry,
+    RepetitionEntry,
+    RunDocument,
+    ScenarioRef,
+    ServerEntry,
+)
 from harness.results.folder import RunFolder, point_latest
 from harness.results.jobs import jobs_csv
 from harness.run.captures import CaptureObserver, capture_all, requests
@@ -31,8 +38,8 @@ from harness.scenario.inputs import RunInputs
 from harness.scenario.loader import LoadedScenario
 from harness.scenario.model import Scenario
 from harness.server.dsn import scrub
-from harness.server.kinds import Server
-from harness.server.provenance import collect_all
+from harness.server.kinds import ProviderKind, Server
+from harness.server.provenance import collect_local, collect_server
 from harness.server.schema import own_schema
 
 
@@ -66,40 +73,107 @@ class Measured:
     bloat: list[dict[str, Any]] = field(default_factory=list)  # long_transaction samples
 
 
+Turn = Callable[[], contextlib.AbstractContextManager[Server]]
+PG = "pg_version"  # the column of jobs.csv, monitor.csv and bloat.csv naming the server
+
+
+@dataclass(frozen=True)
+class Servers:
+    """The servers a run runs on, in turn: one per PostgreSQL major asked for, each
+    started by its turn (a fresh server), or one that is running already."""
+
+    kind: ProviderKind
+    majors: tuple[int, ...]
+    turns: tuple[Turn, ...]
+
+    @classmethod
+    def running(cls, server: Server) -> Servers:
+        return cls(server.provider, (), (lambda: contextlib.nullcontext(server),))
+
+
+@dataclass(frozen=True)
+class Sitting:
+    """Where a run measures now: its folder, document and schema name, on one server."""
+
+    folder: RunFolder
+    document: RunDocument
+    schema: str
+    inputs: RunInputs
+    entries: dict[str, QueueEntry]
+
+
 def run_scenario(
     loaded: LoadedScenario,
     entries: dict[str, QueueEntry],
-    server: Server,
+    servers: Server | Servers,
     root: Path,
     observer: RunObserver,
     options: RunOptions,
     placement: Placement = LOCAL,
 ) -> Rendered:
-    """`placement`: where the repetitions' programs run (here, or a fleet's hosts)."""
+    """One run folder, measured on each server in turn. `placement`: where the
+    repetitions' programs run (here, or a fleet's hosts)."""
     scenario = loaded.scenario
-    refuse_restart(loaded, server.provider)
+    servers = Servers.running(servers) if isinstance(servers, Server) else servers
+    refuse_restart(loaded, servers.kind)
     folder = RunFolder.create(root, scenario.name)
     _write(folder, "scenario.yaml", loaded.text)
-    site = Site(server.dsn, options.schema or "harness_" + folder.run_id.lower().replace("-", "_"))
-    inputs = RunInputs.of(scenario)  # once: every repetition queues the same jobs
-    queues = {name: entries[name].make(site, inputs) for name in named_queues(scenario)}
-    document = _run_document(loaded, folder, server, options, entries, queues)
+    schema = options.schema or "harness_" + folder.run_id.lower().replace("-", "_")
+    document = _run_document(loaded, folder, options, entries, servers.majors)
     _write(folder, "run.json", document.dumps())
     point_latest(root, folder.path)
-    measured = Measured()
+    # Once: every repetition, on every server, queues the same jobs.
+    sitting = Sitting(folder, document, schema, RunInputs.of(scenario), entries)
+    measured, left = Measured(), []
     try:
-        with own_schema(server.dsn, site.schema, options.reuse_schema) as owned:
-            if options.timed and scenario.timed:
-                timed = Timed(queues, site, inputs, server.restart, placement)
-                _run_timed(timed, observer, document, measured)
-            if options.plans and scenario.explain is not None:
-                _capture_plans(site, inputs, queues, observer, options, folder, measured)
+        for turn in servers.turns:
+            with turn() as server:
+                left += _measure_on(server, sitting, observer, options, placement, measured)
         _seal(folder, document, measured)
     except BaseException as error:
         _close_unfinished(folder, document, measured, error)
         raise
     # A schema the cleanup had to leave (what others built on it) leaves the run whole.
-    return replace(_render(folder), notes=(owned.left,) if owned.left else ())
+    return replace(_render(folder), notes=tuple(left))
+
+
+def _measure_on(
+    server: Server,
+    sitting: Sitting,
+    observer: RunObserver,
+    options: RunOptions,
+    placement: Placement,
+    measured: Measured,
+) -> list[str]:
+    """The timed repetitions and the plan captures on one server; what its schema's
+    cleanup had to leave, if anything."""
+    scenario, document = sitting.inputs.scenario, sitting.document
+    version = _record_server(document, server)
+    site = Site(server.dsn, sitting.schema)
+    queues = {
+        name: sitting.entries[name].make(site, sitting.inputs) for name in named_queues(scenario)
+    }
+    document.queues = document.queues or {name: q.provenance() for name, q in queues.items()}
+    _write(sitting.folder, "run.json", document.dumps(), replace=True)
+    with own_schema(server.dsn, site.schema, options.reuse_schema) as owned:
+        if options.timed and scenario.timed:
+            timed = Timed(queues, site, sitting.inputs, server.restart, placement, version)
+            _run_timed(timed, observer, document, measured)
+        if options.plans and scenario.explain is not None:
+            _capture_plans(site, sitting, queues, observer, options, measured, version)
+    return [owned.left] if owned.left else []
+
+
+def _record_server(document: RunDocument, server: Server) -> str:
+    """The server's provenance in run.json, as it starts; its version."""
+    entry = ServerEntry.model_validate(collect_server(server.dsn, server_provider(server)))
+    document.servers.append(entry)
+    document.majors = document.majors or [entry.major]
+    return entry.pg_version
+
+
+def server_provider(server: Server) -> dict[str, Any]:
+    return {"kind": server.provider, **server.details}
 
 
 def named_queues(scenario: Scenario) -> list[str]:
@@ -116,6 +190,7 @@ class Timed:
     inputs: RunInputs
     restart: Callable[[], None] | None
     placement: Placement
+    pg_version: str  # the server's
 
 
 def _run_timed(timed: Timed, observer: Observer, document: RunDocument, measured: Measured) -> None:
@@ -124,21 +199,23 @@ def _run_timed(timed: Timed, observer: Observer, document: RunDocument, measured
         result = run_repetition(
             queue, timed.site, timed.inputs, repetition, observer, timed.restart, timed.placement
         )
-        measured.jobs += result.jobs
-        measured.monitor += monitor_records(result)
-        measured.bloat += bloat_records(result)
-        document.repetitions.append(_repetition_entry(result))
+        on_server = {PG: timed.pg_version}
+        measured.jobs += [{**job, **on_server} for job in result.jobs]
+        measured.monitor += [{**row, **on_server} for row in monitor_records(result)]
+        measured.bloat += [{**row, **on_server} for row in bloat_records(result)]
+        document.repetitions.append(_repetition_entry(result, timed.pg_version))
 
 
 def _capture_plans(
     site: Site,
-    inputs: RunInputs,
+    sitting: Sitting,
     queues: dict[str, Queue],
     observer: CaptureObserver,
     options: RunOptions,
-    folder: RunFolder,
     measured: Measured,
+    pg_version: str,
 ) -> None:
+    inputs = sitting.inputs
     scenario = inputs.scenario
     assert scenario.explain is not None
     chosen = requests(scenario, options.explain_strategies, options.explain_variants)
@@ -146,17 +223,20 @@ def _capture_plans(
     for capture in capture_all(
         site, scenario, queues, chosen, repeat, options.include_slow, observer, inputs.params
     ):
+        capture.pg_version = pg_version
         measured.captures.append(capture)
         if capture.skipped is None:
-            _write_capture(folder, capture, queues[capture.strategy].dequeue_sql() or "")
+            stem = sitting.document.capture_stem(_plan_entry(capture))
+            _write_capture(sitting.folder, stem, capture, queues[capture.strategy].dequeue_sql())
 
 
-def _write_capture(folder: RunFolder, capture: Capture, dequeue: str) -> None:
-    stem = f"explain/{capture.variant}/{capture.strategy}"
+def _write_capture(folder: RunFolder, stem: str, capture: Capture, dequeue: str | None) -> None:
+    dequeue = dequeue or ""
     saved = json.dumps(
         {
             "variant": capture.variant,
             "strategy": capture.strategy,
+            "pg_version": capture.pg_version,
             "backlog": capture.backlog,
             "dequeue": dequeue,
             "load_s": capture.load_s,
@@ -177,11 +257,11 @@ def _write_capture(folder: RunFolder, capture: Capture, dequeue: str) -> None:
 def _run_document(
     loaded: LoadedScenario,
     folder: RunFolder,
-    server: Server,
     options: RunOptions,
     entries: dict[str, QueueEntry],
-    queues: dict[str, Queue],
+    majors: tuple[int, ...],
 ) -> RunDocument:
+    """The document as the folder is made: each server's part comes as it starts."""
     scenario = loaded.scenario
     return RunDocument(
         run_id=folder.run_id,
@@ -190,14 +270,14 @@ def _run_document(
             name=scenario.name, path=loaded.path, sha256=loaded.sha256, seed=scenario.seed
         ),
         options=options.__dict__,
-        metadata=collect_all(server.dsn, {"kind": server.provider, **server.details}),
+        metadata=collect_local(),
+        majors=list(majors),
         # Each strategy's simulator policy, so that a later render simulates the same ideal.
         simulation={name: entries[name].simulate_as for name in scenario.strategies},
-        queues={name: queue.provenance() for name, queue in queues.items()},
     )
 
 
-def _repetition_entry(result: RepetitionResult) -> RepetitionEntry:
+def _repetition_entry(result: RepetitionResult, pg_version: str) -> RepetitionEntry:
     repetition = result.repetition
     return RepetitionEntry(
         strategy=repetition.strategy,
@@ -212,6 +292,7 @@ def _repetition_entry(result: RepetitionResult) -> RepetitionEntry:
         faults=result.faults,
         long_transaction=result.hold.window() if result.hold is not None else None,
         fleet=result.fleet,
+        pg_version=pg_version,
     )
 
 
@@ -235,21 +316,23 @@ def _write_raw(folder: RunFolder, document: RunDocument, measured: Measured) -> 
     if measured.jobs and "jobs" not in document.files:
         document.files["jobs"] = _write(folder, "jobs.csv", jobs_csv(measured.jobs))
     if measured.monitor and "monitor" not in document.files:
-        monitor = pd.DataFrame.from_records(measured.monitor, columns=MONITOR_COLUMNS)
+        monitor = pd.DataFrame.from_records(measured.monitor, columns=[*MONITOR_COLUMNS, PG])
         document.files["monitor"] = _write(folder, "monitor.csv", monitor.to_csv(index=False))
     if measured.bloat and "bloat" not in document.files:
-        bloat = pd.DataFrame.from_records(measured.bloat, columns=BLOAT_COLUMNS)
+        bloat = pd.DataFrame.from_records(measured.bloat, columns=[*BLOAT_COLUMNS, PG])
         document.files["bloat"] = _write(folder, "bloat.csv", bloat.to_csv(index=False))
-    document.plans = [
-        PlanEntry(
-            variant=c.variant,
-            strategy=c.strategy,
-            backlog=c.backlog,
-            skipped=c.skipped,
-            repetitions=len(c.plans),
-        )
-        for c in measured.captures
-    ]
+    document.plans = [_plan_entry(capture) for capture in measured.captures]
+
+
+def _plan_entry(capture: Capture) -> PlanEntry:
+    return PlanEntry(
+        variant=capture.variant,
+        strategy=capture.strategy,
+        backlog=capture.backlog,
+        skipped=capture.skipped,
+        repetitions=len(capture.plans),
+        pg_version=capture.pg_version or None,
+    )
 
 
 def _write(folder: RunFolder, name: str, text: str, replace: bool = False) -> str:

@@ -1,5 +1,6 @@
-"""The container provider: PostgreSQL 17 in a Docker container (testcontainers), the image
-`postgres:17` unless --image names another, reached by the URL the container gives.
+"""The container provider: PostgreSQL in a Docker container (testcontainers), the image
+`postgres:<major>` of each --pg-version (default `postgres:17`) unless --image names
+another, reached by the URL the container gives.
 
 Every failure is one line: no engine, an image that is not here and cannot be pulled, a
 container that does not start, exits or never accepts connections. The container is
@@ -50,11 +51,12 @@ def start_container(choice: ProviderChoice) -> Iterator[Server]:
     client = docker.from_env()
     run = secrets.token_hex(6)
     container = None
+    image = choice.target.image
     try:
-        image_id = _local_image(client, choice.image)
-        container = _postgres_container(choice.image, run)
-        dsn = _started(container, choice.image)
-        details = {"image": choice.image, "image_id": image_id, "dsn": redact(dsn)}
+        image_id = _local_image(client, image)
+        container = _postgres_container(image, run)
+        dsn = _started(container, image)
+        details = {"image": image, "image_id": image_id, "dsn": redact(dsn)}
         yield Server(dsn=dsn, provider="container", details=details)
     finally:
         _remove_containers(client, run)
@@ -77,7 +79,7 @@ def _local_image(client: docker.DockerClient, image: str) -> str:
         raise ProviderUnavailable(
             f"--pg container: the image {image} is not on this Docker engine and could not be "
             f"pulled ({_first_line(error)}); pull or build it (a local stand-in for "
-            "postgres:17: .ci/postgres-image.sh), or name another with --image"
+            "postgres:<major>: .ci/postgres-image.sh), or name another with --image"
         ) from error
 
 

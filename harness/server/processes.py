@@ -28,10 +28,14 @@ def as_owner(owner: pwd.struct_passwd | None) -> dict[str, object]:
 
 
 def spawn_server_process(
-    command: list[str], log_path: Path, cwd: Path, owner: pwd.struct_passwd | None
+    command: list[str],
+    log_path: Path,
+    cwd: Path,
+    owner: pwd.struct_passwd | None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """A server program (postgres, pgbouncer) as `owner`, in its own session, its output
-    appended to `log_path`, dying with the harness."""
+    appended to `log_path`, dying with the harness; `env`: its environment (default ours)."""
     with log_path.open("ab") as log:
         return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
             command,
@@ -39,6 +43,7 @@ def spawn_server_process(
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             cwd=cwd,
+            env=env,
             start_new_session=True,
             preexec_fn=lambda: signal_on_parent_death("SIGQUIT"),
             **as_owner(owner),

@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 
 import harness
+from harness.results.document import pg_version
 from harness.results.redaction import redacted_settings
 from harness.server.connections import connect
 from harness.server.dsn import redact
@@ -219,6 +220,16 @@ def collect_local() -> dict[str, Any]:
         "python": collect_python(),
         "host": collect_host(),
         "command": redacted_command(sys.argv),
+    }
+
+
+def collect_server(dsn: str, provider: dict[str, Any]) -> dict[str, Any]:
+    """One server of a run (run.json's `servers`): its version, provider and settings."""
+    postgres = collect_postgres(dsn)
+    return {
+        "pg_version": pg_version(postgres["server_version_num"]),
+        "provider": provider,
+        "postgres": postgres,
     }
 
 

@@ -1,56 +1,148 @@
 """PostgreSQL providers: embedded, container or external, each handing back a DSN.
 
-`open_server(choice)` is the one place a provider is chosen. Every provider is a context
+`choose_provider(options)` turns the server options into a choice, for every command;
+`open_server(choice)` is the one place a provider is started. Every provider is a context
 manager that always stops what it started: on success, on error, on Ctrl-C and SIGTERM.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import platform
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 from typing import get_args
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, ProviderUnavailable
+from harness.server.builds import DEFAULT_MAJOR, MAJORS, Install, locate, own_build
 from harness.server.connections import connect
 from harness.server.dsn import check_dsn
-from harness.server.kinds import CONTAINER_IMAGE, PG_MAJOR, ProviderChoice, ProviderKind, Server
+from harness.server.kinds import (
+    ProviderChoice,
+    ProviderKind,
+    Server,
+    ServerOptions,
+    Target,
+    container_image,
+)
 
 _PG_ENV = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 
 
-def choose_provider(
-    pg: str | None,
-    dsn: str | None,
-    env: Mapping[str, str],
-    allow_mismatch: bool,
-    listen: str | None = None,
-    image: str | None = None,
-) -> ProviderChoice:
-    """--pg, --dsn (or the PG* variables), --listen and --image -> which provider to start.
-    A malformed --dsn is refused here, for every command, before anything connects."""
-    if dsn:
-        check_dsn(dsn)
+def choose_provider(options: ServerOptions, env: Mapping[str, str]) -> ProviderChoice:
+    """The server options (or the PG* variables) -> which provider starts which servers.
+    Everything a user can get wrong is refused here, for every command, before anything
+    starts: a malformed --dsn, an unknown provider, options of another provider, a major
+    not installed (one line saying how to get it)."""
+    if options.dsn:
+        check_dsn(options.dsn)
+    kind = _kind(options, env)
+    address = loopback(options.listen) if options.listen is not None else None
+    if address is not None and kind != "embedded":
+        raise HarnessError(f"--listen is for the embedded server, not --pg {kind}")
+    return ProviderChoice(
+        kind=kind,
+        dsn=options.dsn or "",
+        allow_version_mismatch=options.allow_version_mismatch,
+        listen=address,
+        targets=_targets(kind, options),
+    )
+
+
+def _kind(options: ServerOptions, env: Mapping[str, str]) -> ProviderKind:
+    pg, dsn, image = options.pg, options.dsn, options.image
     if pg is None:
         pg = "external" if dsn else "container" if image else "embedded"
     if pg not in get_args(ProviderKind):
         raise HarnessError(
             f"--pg: unknown provider '{pg}'; allowed: " + ", ".join(get_args(ProviderKind))
         )
-    if pg != "external" and dsn:
-        raise HarnessError(f"--dsn goes with --pg external, not --pg {pg}")
-    if pg != "container" and image:
-        raise HarnessError(f"--image goes with --pg container, not --pg {pg}")
+    for option, given, home in (
+        ("--dsn", dsn, "external"),
+        ("--image", image, "container"),
+        ("--pg-bin", options.pg_bin, "embedded"),
+    ):
+        if given and pg != home:
+            raise HarnessError(f"{option} goes with --pg {home}, not --pg {pg}")
     if pg == "external" and not dsn and not any(env.get(name) for name in _PG_ENV):
         raise HarnessError("--pg external needs --dsn URL or the PG* variables (PGHOST, ...)")
-    address = loopback(listen) if listen is not None else None
-    if address is not None and pg != "embedded":
-        raise HarnessError(f"--listen is for the embedded server, not --pg {pg}")
-    return ProviderChoice(
-        kind=pg,  # type: ignore[arg-type]  # checked against ProviderKind above
-        dsn=dsn or "",
-        allow_version_mismatch=allow_mismatch,
-        listen=address,
-        image=image or CONTAINER_IMAGE,
+    return pg  # type: ignore[return-value]  # checked against ProviderKind above
+
+
+def _targets(kind: ProviderKind, options: ServerOptions) -> tuple[Target, ...]:
+    """One server per major asked: the build of each (embedded), its image (container)."""
+    if kind == "embedded":
+        _refuse_unsupported()
+    own = _own_builds(options.pg_bin) if kind == "embedded" else {}
+    majors = parse_majors(options.pg_version, own)
+    if kind == "external" and len(majors) > 1:
+        raise HarnessError(
+            "--pg-version: --pg external is one server of one major; give the one it runs"
+        )
+    if kind == "container":
+        if options.image and len(majors) > 1:
+            raise HarnessError(
+                "--image names one image; with several --pg-version majors, "
+                "leave it out (postgres:<major> each)"
+            )
+        return tuple(Target(m, image=options.image or container_image(m)) for m in majors)
+    if kind == "embedded":
+        for major in majors:  # a table's major only: parse_majors allows these and own builds
+            if major not in own and major not in MAJORS:
+                raise HarnessError(_unknown_major(str(major), own))
+        return tuple(Target(m, install=own.get(m) or locate(m)) for m in majors)
+    return (Target(majors[0]),)
+
+
+def _refuse_unsupported() -> None:
+    from harness.server.embedded import unsupported
+
+    refusal = unsupported(os.name, platform.system())
+    if refusal:
+        raise ProviderUnavailable(refusal)
+
+
+def _own_builds(folders: tuple[Path, ...]) -> dict[int, Install]:
+    """--pg-bin DIR (repeatable): each build by the major its postgres prints."""
+    own: dict[int, Install] = {}
+    for folder in folders:
+        install = own_build(folder)
+        if install.major in own:
+            raise HarnessError(
+                f"--pg-bin: {own[install.major].bin} and {folder} are both PostgreSQL "
+                f"{install.major}; give one build per major"
+            )
+        own[install.major] = install
+    return own
+
+
+def parse_majors(text: str | None, own: Mapping[int, Install]) -> tuple[int, ...]:
+    """--pg-version 15,16,17,18 -> (15, 16, 17, 18); without it, the --pg-bin builds' majors,
+    else the default (the article's 17)."""
+    if text is None:
+        return tuple(own) or (DEFAULT_MAJOR,)
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() and 10 <= int(part) <= 99 for part in parts):
+        raise HarnessError(_unknown_major(text, own))
+    majors = tuple(int(part) for part in parts)
+    if len(set(majors)) != len(majors):
+        raise HarnessError(f"--pg-version: '{text}' names a major twice")
+    for major, install in own.items():
+        if major not in majors:
+            raise HarnessError(
+                f"--pg-bin: {install.bin} is PostgreSQL {major}, which --pg-version "
+                f"'{text}' does not name"
+            )
+    return majors
+
+
+def _unknown_major(text: str, own: Mapping[int, Install]) -> str:
+    known = sorted({*MAJORS, *own})
+    return (
+        f"--pg-version: '{text}' is not allowed; give one major or several, comma-separated, "
+        f"of {', '.join(map(str, known))} (e.g. 15,16,17,18), or your own build of another "
+        "with --pg-bin DIR"
     )
 
 
@@ -74,18 +166,26 @@ def loopback(listen: str) -> tuple[str, int]:
 
 @contextlib.contextmanager
 def open_server(choice: ProviderChoice) -> Iterator[Server]:
+    """The one server of `choice` (ProviderChoice.each() gives one per major), checked to
+    be the major asked for."""
     with _starter(choice.kind)(choice) as server:
-        check_server_version(server.dsn, choice.allow_version_mismatch)
+        check_server_version(server.dsn, choice.target.major, choice.allow_version_mismatch)
         yield server
 
 
-def check_server_version(dsn: str, allow_mismatch: bool) -> int:
+def server_major(dsn: str) -> int:
+    with connect(dsn, connect_timeout=10) as conn:
+        return conn.info.server_version // 10000
+
+
+def check_server_version(dsn: str, major: int, allow_mismatch: bool) -> int:
     with connect(dsn, connect_timeout=10) as conn:
         version = conn.info.server_version
-    if version // 10000 != PG_MAJOR and not allow_mismatch:
+    if version // 10000 != major and not allow_mismatch:
         raise HarnessError(
-            f"the server is PostgreSQL {version // 10000}, the harness measures "
-            f"PostgreSQL {PG_MAJOR}; pass --allow-version-mismatch to run anyway"
+            f"the server is PostgreSQL {version // 10000}, not the PostgreSQL {major} asked "
+            f"for (--pg-version, default {DEFAULT_MAJOR}); give --pg-version "
+            f"{version // 10000}, or pass --allow-version-mismatch to run anyway"
         )
     return version
 

@@ -19,7 +19,7 @@ from harness.scenario.inputs import RunInputs
 from harness.scenario.loader import load_scenario
 from harness.scenario.model import Scenario
 from harness.server.connections import connect
-from harness.server.kinds import Server
+from harness.server.kinds import Server, ServerOptions
 from harness.server.providers import choose_provider, open_server
 from harness.server.schema import recreate
 from tests.conftest import SHORT_NOISY
@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def server() -> Iterator[Server]:
     """One real embedded PostgreSQL 17 for the integration tests."""
-    with open_server(choose_provider("embedded", None, {}, False)) as running:
+    with open_server(choose_provider(ServerOptions(pg="embedded"), {})) as running:
         yield running
 
 

@@ -13,7 +13,8 @@ from rich.console import Console
 from harness.check.verdict import CheckSettings
 from harness.commands.check import CheckRequest, check_command
 from harness.scenario.loader import load_scenario
-from harness.server.kinds import Server
+from harness.server.kinds import Server, ServerOptions
+from harness.server.providers import choose_provider
 from tests.conftest import ROOT, builtin_traits, harness_cli
 
 PROBES = ROOT / "scenarios/dequeue-check.yaml"
@@ -36,9 +37,8 @@ def run_check(
         settings=CheckSettings(samples=samples),
         **outputs,
     )
-    code = check_command(
-        request, None, server.dsn, False, strategies_dir, Console(file=out, width=200)
-    )
+    choice = choose_provider(ServerOptions(dsn=server.dsn), {})
+    code = check_command(request, choice, strategies_dir, Console(file=out, width=200))
     return code, out.getvalue()
 
 
@@ -52,8 +52,9 @@ def baseline(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_a_baseline_records_every_probe_and_its_provenance(baseline: Path) -> None:
     document = json.loads(baseline.read_text())
-    assert document["format_version"] == 1
+    assert document["format_version"] == 2
     assert document["metadata"]["postgres"]["server_version_num"] // 10000 == 17
+    assert document["pg_version"].startswith("17.")
     probes = load_scenario(PROBES, builtin_traits()).scenario
     assert probes.explain is not None
     expected = {(s, v.name) for s in probes.explain_strategies for v in probes.explain.variants}

@@ -39,7 +39,7 @@ def test_external_works_only_in_its_own_schema(server: Server, tmp_path: Path) -
         assert schemas.fetchall() == []
         conn.execute("drop table public.precious")
     run = json.loads((tmp_path / "results" / "latest" / "run.json").read_text())
-    assert run["metadata"]["provider"]["kind"] == "external"
+    assert run["servers"][0]["provider"]["kind"] == "external"
     folder = (tmp_path / "results" / "latest").resolve()
     for path in folder.rglob("*"):
         if path.is_file() and path.suffix in (".json", ".md", ".html", ".csv", ".yaml"):
@@ -60,8 +60,8 @@ def test_a_sql_ascii_database_runs_through_dsn(server: Server, tmp_path: Path) -
             conn.execute("drop database ascii_db with (force)")
     run = json.loads((tmp_path / "results" / "latest" / "run.json").read_text())
     assert run["status"] == "complete"
-    assert run["metadata"]["postgres"]["key_settings"]["server_encoding"] == "SQL_ASCII"
-    assert run["metadata"]["postgres"]["version"].startswith("PostgreSQL 17.")
+    assert run["servers"][0]["postgres"]["key_settings"]["server_encoding"] == "SQL_ASCII"
+    assert run["servers"][0]["postgres"]["version"].startswith("PostgreSQL 17.")
     assert [rep["books"] for rep in run["repetitions"]] == ["balanced"]
 
 
@@ -149,7 +149,7 @@ def test_an_interrupted_run_stops_everything_and_keeps_what_was_measured(
     assert document["status"] == "interrupted"
     jobs = pd.read_csv(folder / "jobs.csv")
     assert set(jobs["repetition"]) == {1} and len(jobs) == 210
-    data_dir = document["metadata"]["provider"]["data_dir"]
+    data_dir = document["servers"][0]["provider"]["data_dir"]
     assert postgres_processes(data_dir) == []
     assert not Path(data_dir).exists()
     assert [pid for pid in workers if alive(pid)] == []

@@ -20,6 +20,7 @@ from harness.errors import ProviderUnavailable
 from harness.server import container as provider
 from harness.server.connections import connect
 from harness.server.container import LABEL, docker_engine_answers
+from harness.server.kinds import ServerOptions
 from harness.server.providers import choose_provider, open_server
 from tests.conftest import SHORT_NOISY, harness_cli
 
@@ -93,7 +94,7 @@ def harness(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_server_is_postgres_17_reached_by_the_containers_own_url() -> None:
-    with open_server(choose_provider("container", None, {}, False)) as server:
+    with open_server(choose_provider(ServerOptions(pg="container"), {})) as server:
         (container_id,) = ours()
         with connect(server.dsn) as conn:
             version = conn.info.server_version
@@ -125,9 +126,9 @@ def test_a_run_balances_its_books_and_leaves_no_container(tmp_path: Path) -> Non
     run = json.loads((tmp_path / "results" / "latest" / "run.json").read_text())
     assert run["status"] == "complete"
     assert [rep["books"] for rep in run["repetitions"]] == ["balanced"] * 4
-    assert run["metadata"]["postgres"]["server_version_num"] // 10000 == 17
-    assert run["metadata"]["provider"]["kind"] == "container"
-    assert run["metadata"]["provider"]["image"] == IMAGE
+    assert run["servers"][0]["postgres"]["server_version_num"] // 10000 == 17
+    assert run["servers"][0]["provider"]["kind"] == "container"
+    assert run["servers"][0]["provider"]["image"] == IMAGE
 
 
 def test_an_image_that_cannot_be_pulled_is_one_line_and_exit_2(tmp_path: Path) -> None:
@@ -155,7 +156,7 @@ def test_a_server_that_never_answers_is_one_line_and_removed(
     silent_image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(provider, "READY_TIMEOUT_S", 3)
-    choice = choose_provider("container", None, {}, False, image=silent_image)
+    choice = choose_provider(ServerOptions(image=silent_image), {})
     began = time.monotonic()
     with (
         pytest.raises(ProviderUnavailable, match="did not accept connections in 3 s: "),

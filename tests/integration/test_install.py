@@ -59,7 +59,8 @@ def test_the_wheel_carries_the_scenarios_baseline_and_sql(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     for name in shipped_scenarios():
         assert f"harness/shipped/scenarios/{name}.yaml" in names
-    assert "harness/shipped/baselines/dequeue.json" in names
+    assert "harness/shipped/baselines/dequeue-pg17.json" in names
+    assert "harness/server/postgres14/package-lock.json" in names
     assert "harness/queues/sql/strategies/round_robin.sql" in names
     assert not [name for name in names if name.startswith("tests/")]
 

@@ -44,9 +44,9 @@ def test_the_run_folder_holds_raw_data_provenance_and_plots(short_run) -> None:
     } <= names
     run = json.loads((folder / "run.json").read_text())
     assert (run["format_version"], run["status"]) == (RUN_FORMAT_VERSION, "complete")
-    assert run["metadata"]["postgres"]["server_version_num"] // 10000 == 17
+    assert run["servers"][0]["postgres"]["server_version_num"] // 10000 == 17
     # as SHOW writes it: 16384 blocks of 8kB are 128MB, never "163848kB"
-    assert run["metadata"]["postgres"]["key_settings"]["shared_buffers"] == "128MB"
+    assert run["servers"][0]["postgres"]["key_settings"]["shared_buffers"] == "128MB"
     assert len(run["repetitions"]) == 2
     assert all(entry["books"] == "balanced" for entry in run["repetitions"])
     assert (folder.parent.parent / "latest").resolve() == folder.resolve()

@@ -21,7 +21,7 @@ from psycopg import sql
 
 from harness.results.redaction import REDACTED
 from harness.server.connections import connect
-from harness.server.kinds import Server
+from harness.server.kinds import Server, ServerOptions
 from harness.server.providers import choose_provider, open_server
 from tests.integration.conftest import run_yaml
 from tests.integration.test_libraries import SMALL
@@ -30,7 +30,7 @@ from tests.integration.test_libraries import SMALL
 @pytest.fixture(scope="module")
 def listening() -> Iterator[Server]:
     """An embedded server of this module's own, also on loopback TCP (--listen)."""
-    choice = choose_provider("embedded", None, {}, False, listen="127.0.0.1:0")
+    choice = choose_provider(ServerOptions(pg="embedded", listen="127.0.0.1:0"), {})
     with open_server(choice) as server:
         yield server
 
@@ -174,7 +174,7 @@ def test_settings_that_suggest_a_secret_are_not_in_the_run_folder(
         with connect(listening.dsn) as conn:
             conn.execute("alter system reset all")
             conn.execute("select pg_reload_conf()")
-    recorded = outcome.document.metadata["postgres"]["non_default_settings"]
+    recorded = outcome.document.servers[0].postgres["non_default_settings"]
     for setting in ("restore_command", "primary_conninfo"):
         assert recorded[setting]["setting"] == REDACTED
         assert recorded[setting]["shown"] == REDACTED

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import replace
+from pathlib import Path
 from xml.etree import ElementTree
+
+import pytest
 
 from harness.analysis.plans import WALKS_GLOBAL_INDEX
 from harness.check.verdict import CheckSettings, Probe, compare, findings_rows, junit_xml
@@ -102,9 +105,12 @@ def test_tables_and_junit_name_the_regression() -> None:
     assert "shared buffers 400 -> 41,010 (102.53x)" in failure.get("message", "")
 
 
-def test_the_committed_baseline_matches_the_probes() -> None:
+@pytest.mark.parametrize(
+    "path", sorted((ROOT / "baselines").glob("dequeue-pg*.json")), ids=lambda path: path.name
+)
+def test_the_committed_baselines_match_the_probes(path: Path) -> None:
     probes = load_scenario(ROOT / "scenarios/dequeue-check.yaml", builtin_traits())
-    document = json.loads((ROOT / "baselines/dequeue.json").read_text())
+    document = json.loads(path.read_text())
     assert document["probes_sha256"] == probes.sha256
     measured = {(p["strategy"], p["variant"]) for p in document["probes"]}
     expected = {

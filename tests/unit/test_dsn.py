@@ -9,6 +9,7 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.server.dsn import check_dsn, redact, scrub
+from harness.server.kinds import ServerOptions
 from harness.server.providers import choose_provider
 from tests.conftest import SCENARIOS, harness_cli
 
@@ -49,9 +50,9 @@ def test_a_wellformed_dsn_passes() -> None:
 
 def test_every_provider_choice_checks_the_dsn_first() -> None:
     with pytest.raises(HarnessError, match="--dsn: the URL's password"):
-        choose_provider("external", MALFORMED, {}, True)
+        choose_provider(ServerOptions("external", MALFORMED, allow_version_mismatch=True), {})
     with pytest.raises(HarnessError, match="--dsn: the URL's password"):
-        choose_provider("embedded", MALFORMED, {}, False)
+        choose_provider(ServerOptions("embedded", MALFORMED), {})
 
 
 def test_scrub_takes_passwords_out_of_any_text() -> None:

@@ -51,17 +51,28 @@ def test_harness_report_renders_an_old_run_to_the_same_tables(tmp_path: Path, na
     for table in expected:
         if table == "ideal.csv":
             continue
-        assert (folder / table).read_text() == (FIXTURES / name / table).read_text(), table
+        assert on_its_server(folder / table) == (FIXTURES / name / table).read_text(), table
     # The zero-cost ideal is as it was; the costed one now runs at the run's calibration
     # (calibration.json, fitted from the raw files), where it charged the median claim_ms.
-    ideal, before = pd.read_csv(folder / "ideal.csv"), pd.read_csv(FIXTURES / name / "ideal.csv")
+    ideal = pd.read_csv(folder / "ideal.csv").drop(columns="pg_version")
+    before = pd.read_csv(FIXTURES / name / "ideal.csv")
     kept = [column for column in before.columns if not column.endswith("_costed")]
     pd.testing.assert_frame_equal(ideal[kept], before[kept])
     assert Calibration.from_dict(json.loads((folder / "calibration.json").read_text())).pairs
     assert _table_lines(folder / "summary.md") == _table_lines(FIXTURES / name / "summary.md")
     document = json.loads((folder / "run.json").read_text())
-    assert document["format_version"] == 2 and document["queues"] == {}  # migrated from 1
+    assert document["format_version"] == 3 and document["queues"] == {}  # migrated from 1
+    assert [server["pg_version"] for server in document["servers"]] == ["17.10"]
     assert (folder / "report.html").exists()
+
+
+def on_its_server(table: Path) -> str:
+    """A derived table of today, which names the server of each row first (format 3):
+    that of the old run's one server in every row, and then the table as it was."""
+    lines = table.read_text().splitlines(keepends=True)
+    assert lines[0].startswith("pg_version,")
+    assert all(line.startswith("17.10,") for line in lines[1:]), table.name
+    return "".join(line.split(",", 1)[1] for line in lines)
 
 
 def _table_lines(summary: Path) -> list[str]:

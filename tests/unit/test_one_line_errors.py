@@ -129,7 +129,7 @@ def test_claim_short_and_hold_are_still_taken(scenario: Path, tmp_path: Path) ->
     [
         (b'{"format_version": 1, "probes": \xff}', "not UTF-8 (byte 32); not a baseline"),
         (b"[]", "not a baseline: a JSON object with its format_version"),
-        (b'{"format_version": 1}', "probes_file: Field required; not a baseline this harness"),
+        (b'{"format_version": 1}', "pg_version: Field required; not a baseline this harness"),
     ],
 )
 def test_a_baseline_that_is_no_baseline_is_one_line_before_the_server_starts(

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.server.embedded import missing_wheel, unsupported
+from harness.server.builds import BUILDS, missing
+from harness.server.embedded import unsupported
 from tests.conftest import ROOT
 
 # Run before the harness: modules Windows lacks cannot be imported, os.getloadavg is gone,
@@ -75,7 +76,7 @@ def test_the_messages_name_the_platform_and_the_ways_out() -> None:
     assert unsupported("posix", "Darwin") is None
     refusal = unsupported("nt", "Windows")
     assert refusal is not None and "on Windows use --pg container" in refusal
-    assert "(Darwin arm64)" in missing_wheel("Darwin", "arm64")
+    assert "(Darwin arm64)" in missing(BUILDS[17], "Darwin", "arm64")
 
 
 @pytest.mark.skipif(sys.platform != "linux", reason="a parent-death signal is Linux's")

@@ -9,36 +9,39 @@ import pytest
 from harness.errors import HarnessError, ProviderUnavailable
 from harness.server.container import docker_engine_answers
 from harness.server.external import redact
+from harness.server.kinds import ServerOptions
 from harness.server.providers import choose_provider, open_server
 
 
 def test_embedded_is_the_default() -> None:
-    assert choose_provider(None, None, {}, False).kind == "embedded"
+    assert choose_provider(ServerOptions(), {}).kind == "embedded"
 
 
 def test_a_dsn_alone_means_external() -> None:
-    choice = choose_provider(None, "postgresql://u@h/db", {}, False)
+    choice = choose_provider(ServerOptions(dsn="postgresql://u@h/db"), {})
     assert (choice.kind, choice.dsn) == ("external", "postgresql://u@h/db")
 
 
 def test_external_may_come_from_pg_variables() -> None:
-    choice = choose_provider("external", None, {"PGHOST": "db.internal"}, True)
+    choice = choose_provider(
+        ServerOptions("external", allow_version_mismatch=True), {"PGHOST": "db.internal"}
+    )
     assert (choice.kind, choice.dsn, choice.allow_version_mismatch) == ("external", "", True)
 
 
 def test_external_without_any_server_is_refused() -> None:
     with pytest.raises(HarnessError, match="needs --dsn URL or the PG\\* variables"):
-        choose_provider("external", None, {}, False)
+        choose_provider(ServerOptions("external"), {})
 
 
 def test_a_dsn_with_another_provider_is_refused() -> None:
     with pytest.raises(HarnessError, match="--dsn goes with --pg external, not --pg embedded"):
-        choose_provider("embedded", "postgresql://h/db", {}, False)
+        choose_provider(ServerOptions("embedded", "postgresql://h/db"), {})
 
 
 def test_an_unknown_provider_lists_the_allowed_ones() -> None:
     with pytest.raises(HarnessError, match="allowed: embedded, container, external"):
-        choose_provider("docker", None, {}, False)
+        choose_provider(ServerOptions("docker"), {})
 
 
 def test_redact_drops_the_password() -> None:
@@ -51,21 +54,21 @@ def test_container_without_docker_is_one_clear_error(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/absent.sock")
-    choice = choose_provider("container", None, {}, False)
+    choice = choose_provider(ServerOptions("container"), {})
     with pytest.raises(ProviderUnavailable, match="no Docker engine answered"), open_server(choice):
         pass
 
 
 def test_an_image_means_the_container_provider() -> None:
-    choice = choose_provider(None, None, {}, False, image="postgres:17.10")
-    assert (choice.kind, choice.image) == ("container", "postgres:17.10")
-    assert choose_provider("container", None, {}, False).image == "postgres:17"
+    choice = choose_provider(ServerOptions(image="postgres:17.10"), {})
+    assert (choice.kind, choice.target.image) == ("container", "postgres:17.10")
+    assert choose_provider(ServerOptions("container"), {}).target.image == "postgres:17"
     with pytest.raises(HarnessError, match="--image goes with --pg container, not --pg embedded"):
-        choose_provider("embedded", None, {}, False, image="postgres:17")
+        choose_provider(ServerOptions("embedded", image="postgres:17"), {})
 
 
 def test_an_unreachable_external_server_is_one_clear_error() -> None:
-    choice = choose_provider(None, "host=/nonexistent-socket-dir port=1 dbname=x", {}, False)
+    choice = choose_provider(ServerOptions(dsn="host=/nonexistent-socket-dir port=1 dbname=x"), {})
     with (
         pytest.raises(ProviderUnavailable, match="cannot connect to the external server"),
         open_server(choice),

@@ -68,13 +68,15 @@ def test_redaction_keeps_the_source_and_the_other_settings() -> None:
 
 def test_an_older_run_json_shows_no_secret_in_the_report_or_a_comparison() -> None:
     """A run.json written before the rule holds the value: the page and compare hide it."""
-    metadata = {"postgres": {"non_default_settings": _settings()}}
-    document = RunDocument(
+    metadata = {"postgres": {"server_version_num": 170010, "non_default_settings": _settings()}}
+    older = RunDocument(
         run_id="r",
         started_at="2026-12-01T00:00:00+00:00",
         scenario=ScenarioRef(name="s", path="s.yaml", sha256="0", seed=1),
-        metadata=metadata,
-    )
+    ).document()
+    document = RunDocument.from_data(
+        {**older, "format_version": 2, "metadata": metadata}, "run.json"
+    )  # a format 2 document: its one server in `metadata`
     page = _provenance(document)
     assert SECRET not in page and "archive_command" in page and REDACTED in page
     differences = provenance_differences(metadata, {"postgres": {"non_default_settings": {}}})

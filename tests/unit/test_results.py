@@ -84,7 +84,10 @@ def test_a_format_1_document_is_migrated_on_reading(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "message"),
     [
-        ({"format_version": RUN_FORMAT_VERSION + 1}, "format_version 3; this harness reads 1, 2"),
+        (
+            {"format_version": RUN_FORMAT_VERSION + 1},
+            "format_version 4; this harness reads 1, 2, 3",
+        ),
         ({"format_version": 2, "run_id": "x"}, "started_at: Field required"),
         ("not json", "not JSON"),
     ],

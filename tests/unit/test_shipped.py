@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 import yaml
 
-from harness.commands.check import BASELINE, PROBES, check_paths
+from harness.commands.check import PROBES, baseline_file, check_paths
 from harness.commands.schema import scenario_schema
 from harness.errors import HarnessError
 from harness.shipped import scenario_file, shipped_dir, shipped_scenarios
@@ -58,6 +58,7 @@ def test_the_check_reads_the_current_folder_first_and_writes_there(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    BASELINE = baseline_file(17)  # noqa: N806
     shipped = (ROOT / BASELINE, ROOT / PROBES)
     assert check_paths(None, None, update_baseline=False) == shipped
     assert check_paths(None, None, update_baseline=True) == (BASELINE, ROOT / PROBES)

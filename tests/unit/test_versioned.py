@@ -19,7 +19,7 @@ from harness.results.versioned import UnreadableDocument, Versioned
 from tests.conftest import ROOT
 
 FIXTURE_RUN = ROOT / "tests" / "fixtures" / "runs-v1" / "legacy-mix"
-COMMITTED_BASELINE = ROOT / "baselines" / "dequeue.json"
+COMMITTED_BASELINES = sorted((ROOT / "baselines").glob("dequeue-pg*.json"))
 
 
 def documents() -> list[Versioned]:
@@ -32,6 +32,7 @@ def documents() -> list[Versioned]:
             scenario=ScenarioRef(name="demo", path="demo.yaml", sha256="0" * 64, seed=1),
         ),
         Baseline(
+            pg_version="17.10",
             probes_file="probes.yaml",
             probes_sha256="0" * 64,
             settings=CheckSettings(),
@@ -100,7 +101,7 @@ def test_a_run_json_of_version_1_is_migrated_on_reading() -> None:
     """The fixture runs were written by the harness of format 1, before `queues`."""
     assert json.loads((FIXTURE_RUN / "run.json").read_text())["format_version"] == 1
     document = load_document(FIXTURE_RUN)
-    assert (document.format_version, document.queues) == (2, {})
+    assert (document.format_version, document.queues) == (3, {})
 
 
 def test_an_isolation_json_of_version_1_is_migrated_on_reading(tmp_path: Path) -> None:
@@ -123,14 +124,16 @@ def test_an_isolation_json_of_version_1_is_migrated_on_reading(tmp_path: Path) -
     assert document.results == version_1["results"]
 
 
-def test_the_committed_baseline_reads_and_writes_back_the_same() -> None:
-    baseline = Baseline.read(COMMITTED_BASELINE)
+@pytest.mark.parametrize("path", COMMITTED_BASELINES, ids=lambda path: path.name)
+def test_the_committed_baselines_read_and_write_back_the_same(path: Path) -> None:
+    baseline = Baseline.read(path)
     assert baseline.probes and all(isinstance(probe, Probe) for probe in baseline.probes)
-    assert json.loads(baseline.dumps()) == json.loads(COMMITTED_BASELINE.read_text())
+    assert json.loads(baseline.dumps()) == json.loads(path.read_text())
+    assert path.name == f"dequeue-pg{baseline.major}.json"
 
 
 def test_a_migration_runs_for_each_version_a_format_still_reads() -> None:
-    assert RunDocument.reads() == (1, 2)
+    assert RunDocument.reads() == (1, 2, 3)
     assert IsolationDocument.reads() == (1, 2)
     for document in documents():
         assert set(type(document).MIGRATIONS) == set(type(document).reads()[:-1])

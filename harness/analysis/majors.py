@@ -1,0 +1,181 @@
+"""One run on several PostgreSQL majors (pure): each figure per major, side by side.
+
+The tables are each feature's own, derived per major and stacked with a `pg_version`
+column (harness/run/render.py); here they are turned so that the majors are columns:
+the reference figures, the dequeue plans (time, buffers, shape) and the waits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis.plans import SHORT_FLAGS, index_name
+from harness.report.cells import span, whole
+from harness.report.sections import Section, Table
+
+PG = "pg_version"
+MAJORS_INTRO = (
+    "The same scenario on a fresh server of each PostgreSQL major, one after the other, "
+    "in one run; each major's own tables follow. Ranges over repetitions (plans: over the "
+    "JSON executions)."
+)
+
+
+def stack(parts: list[tuple[str, pd.DataFrame | None]]) -> pd.DataFrame | None:
+    """Each major's table, one after the other, each row naming its major first."""
+    given = [(version, table) for version, table in parts if table is not None]
+    if not given:
+        return None
+    # An empty table (no row on one major) adds nothing: pandas warns of concatenating it.
+    frames = [table.assign(**{PG: version}) for version, table in given if len(table)]
+    stacked = pd.concat(frames, ignore_index=True) if frames else given[0][1].assign(**{PG: ""})
+    return stacked[[PG, *(column for column in stacked.columns if column != PG)]]
+
+
+def majors_section(
+    versions: list[str],
+    reference: pd.DataFrame | None,
+    runs: pd.DataFrame | None,
+    plans: pd.DataFrame | None,
+    summary: pd.DataFrame | None,
+) -> Section:
+    """The run's figures with a column per major: reference, plans, waits, as it has them."""
+    tables = []
+    if reference is not None and len(reference):
+        tables.append(reference_table(versions, reference))
+    if plans is not None and len(plans):
+        tables += plan_tables(versions, runs, plans)
+    if summary is not None and len(summary):
+        tables += wait_tables(versions, summary)
+    return Section(
+        "majors", "Across PostgreSQL majors", MAJORS_INTRO, tables=tables, console=tables
+    )
+
+
+def _headers(versions: list[str]) -> list[str]:
+    return [f"PostgreSQL {version}" for version in versions]
+
+
+def reference_table(versions: list[str], reference: pd.DataFrame) -> Table:
+    """The source's figures, and the measured range on each major."""
+    rows = []
+    for figure, group in reference.groupby("figure", sort=False):
+        first = group.iloc[0]
+        by_version = {record[PG]: record for record in group.to_dict("records")}
+        measured = [
+            span(by_version[v]["measured_low"], by_version[v]["measured_high"])
+            if v in by_version
+            else "-"
+            for v in versions
+        ]
+        reference_span = span(first["reference_low"], first["reference_high"])
+        rows.append([str(figure), reference_span, *measured, str(first["unit"])])
+    headers = ["figure", "reference", *_headers(versions), "unit"]
+    return Table(headers, rows, "Beside the reference, per major")
+
+
+def plan_tables(versions: list[str], runs: pd.DataFrame | None, plans: pd.DataFrame) -> list[Table]:
+    """Per capture: planning + execution ms and shared buffers (ranges over executions),
+    and the plan's shape (how each job is reached, how often, dangerous shapes)."""
+    keys = ["variant", "strategy"]
+    captures = plans.drop_duplicates(keys)[keys].to_dict("records")
+    executions = runs if runs is not None else pd.DataFrame(columns=[*keys, PG])
+    by_capture = {name: group for name, group in executions.groupby([*keys, PG], sort=False)}
+    shapes: dict[tuple[str, str, str], dict[str, Any]] = {
+        (r["variant"], r["strategy"], r[PG]): {str(k): v for k, v in r.items()}
+        for r in plans.to_dict("records")
+    }
+
+    def cells(cell: Callable[[pd.DataFrame | None, dict[str, Any] | None], str]) -> list[list[str]]:
+        return [
+            [
+                c["variant"],
+                c["strategy"],
+                *(
+                    cell(
+                        by_capture.get((c["variant"], c["strategy"], v)),
+                        shapes.get((c["variant"], c["strategy"], v)),
+                    )
+                    for v in versions
+                ),
+            ]
+            for c in captures
+        ]
+
+    headers = [*keys, *_headers(versions)]
+    return [
+        Table(headers, cells(_ms), "Dequeue, planning + execution (ms), per major"),
+        Table(headers, cells(_buffers), "Dequeue, shared buffers, per major"),
+        Table(
+            headers,
+            cells(_shape),
+            "Dequeue plan: jobs scan x loops, flags, per major",
+        ),
+    ]
+
+
+def _ms(executions: pd.DataFrame | None, shape: dict[str, Any] | None) -> str:
+    if executions is None or executions.empty:
+        return _skipped(shape)
+    return span(executions["total_ms"].min(), executions["total_ms"].max())
+
+
+def _buffers(executions: pd.DataFrame | None, shape: dict[str, Any] | None) -> str:
+    if executions is None or executions.empty:
+        return _skipped(shape)
+    low, high = executions["shared_buffers"].min(), executions["shared_buffers"].max()
+    return whole(low) if low == high else f"{whole(low)}-{whole(high)}"
+
+
+def _shape(executions: pd.DataFrame | None, shape: dict[str, Any] | None) -> str:
+    if shape is None or shape.get("skipped"):
+        return _skipped(shape)
+    loops = "" if pd.isna(shape["jobs_loops"]) else f" x{int(shape['jobs_loops'])}"
+    path = f"{index_name(shape['jobs_scan'])}{loops}"
+    flags = [SHORT_FLAGS.get(flag, flag) for flag in str(shape["flags"] or "").split("; ")]
+    return "; ".join([path, *filter(None, flags)])
+
+
+def _skipped(shape: dict[str, Any] | None) -> str:
+    if shape is None:
+        return "-"
+    reason = str(shape.get("skipped") or "")
+    return f"skipped ({reason.partition(':')[0]})" if reason else "-"
+
+
+def wait_tables(versions: list[str], summary: pd.DataFrame) -> list[Table]:
+    """Per strategy, workers and tenant class: the median wait and the last job done."""
+    keys = ["strategy", "workers", "tenant_class"]
+    groups = summary.groupby([*keys, PG], sort=False)
+    rows = summary.drop_duplicates(keys)[keys].to_dict("records")
+
+    def table(metric: str, title: str) -> Table:
+        cells = [
+            [
+                r["strategy"],
+                str(r["workers"]),
+                r["tenant_class"],
+                *(
+                    _range(groups, (r["strategy"], r["workers"], r["tenant_class"], v), metric)
+                    for v in versions
+                ),
+            ]
+            for r in rows
+        ]
+        return Table(["strategy", "workers", "tenants", *_headers(versions)], cells, title)
+
+    return [
+        table("wait_p50_s", "Median wait (s), per major"),
+        table("makespan_s", "Last job done (s), per major"),
+    ]
+
+
+def _range(groups: Any, key: tuple[Any, ...], metric: str) -> str:
+    try:
+        values = groups.get_group(key)[metric]
+    except KeyError:
+        return "-"
+    return span(values.min(), values.max())
