@@ -51,7 +51,12 @@ def majors_section(
     if summary is not None and len(summary):
         tables += wait_tables(versions, summary)
     return Section(
-        "majors", "Across PostgreSQL majors", MAJORS_INTRO, tables=tables, console=tables
+        "majors",
+        "Across PostgreSQL majors",
+        MAJORS_INTRO,
+        tables=tables,
+        console=tables,
+        titled=True,
     )
 
 
@@ -79,9 +84,12 @@ def reference_table(versions: list[str], reference: pd.DataFrame) -> Table:
 
 def plan_tables(versions: list[str], runs: pd.DataFrame | None, plans: pd.DataFrame) -> list[Table]:
     """Per capture: planning + execution ms and shared buffers (ranges over executions),
-    and the plan's shape (how each job is reached, how often, dangerous shapes)."""
+    and the plan's shape (how each job is reached, how often, dangerous shapes): the
+    first major's, and each other major's where it differs."""
     keys = ["variant", "strategy"]
-    captures = plans.drop_duplicates(keys)[keys].to_dict("records")
+    captures = [
+        (c["variant"], c["strategy"]) for c in plans.drop_duplicates(keys).to_dict("records")
+    ]
     executions = runs if runs is not None else pd.DataFrame(columns=[*keys, PG])
     by_capture = {name: group for name, group in executions.groupby([*keys, PG], sort=False)}
     shapes: dict[tuple[str, str, str], dict[str, Any]] = {
@@ -89,32 +97,44 @@ def plan_tables(versions: list[str], runs: pd.DataFrame | None, plans: pd.DataFr
         for r in plans.to_dict("records")
     }
 
-    def cells(cell: Callable[[pd.DataFrame | None, dict[str, Any] | None], str]) -> list[list[str]]:
+    def per_major(
+        cell: Callable[[pd.DataFrame | None, dict[str, Any] | None], str],
+    ) -> list[list[str]]:
         return [
-            [
-                c["variant"],
-                c["strategy"],
-                *(
-                    cell(
-                        by_capture.get((c["variant"], c["strategy"], v)),
-                        shapes.get((c["variant"], c["strategy"], v)),
-                    )
-                    for v in versions
-                ),
-            ]
-            for c in captures
+            [cell(by_capture.get((*c, v)), shapes.get((*c, v))) for v in versions] for c in captures
         ]
 
     headers = [*keys, *_headers(versions)]
+    first = f"plan on PostgreSQL {versions[0]}"
+    shown = [
+        [*c, shape[0], _other_majors(versions, shape)]
+        for c, shape in zip(captures, per_major(_shape), strict=True)
+    ]
     return [
-        Table(headers, cells(_ms), "Dequeue, planning + execution (ms), per major"),
-        Table(headers, cells(_buffers), "Dequeue, shared buffers, per major"),
         Table(
             headers,
-            cells(_shape),
-            "Dequeue plan: jobs scan x loops, flags, per major",
+            [[*c, *row] for c, row in zip(captures, per_major(_ms), strict=True)],
+            "Dequeue, planning + execution (ms), per major",
+        ),
+        Table(
+            headers,
+            [[*c, *row] for c, row in zip(captures, per_major(_buffers), strict=True)],
+            "Dequeue, shared buffers, per major",
+        ),
+        Table(
+            [*keys, first, "on the other majors"], shown, "Dequeue plan: jobs scan x loops, flags"
         ),
     ]
+
+
+def _other_majors(versions: list[str], shapes: list[str]) -> str:
+    """Where another major's plan differs from the first's: each such major's; else same."""
+    others = [
+        f"{v}: {shape}"
+        for v, shape in zip(versions[1:], shapes[1:], strict=True)
+        if shape != shapes[0]
+    ]
+    return "; ".join(others) if others else "the same"
 
 
 def _ms(executions: pd.DataFrame | None, shape: dict[str, Any] | None) -> str:

@@ -73,7 +73,10 @@ def _section(section: Section) -> str:
     parts += [f"<p class='warning'>Warning: {_e(warning)}</p>" for warning in section.warnings]
     if section.bullets:
         parts.append("<ul>" + "".join(f"<li>{_e(b)}</li>" for b in section.bullets) + "</ul>")
-    parts += [_table(table) for table in section.page_tables]
+    for table in section.page_tables:
+        if section.titled and table.title:
+            parts.append(f"<h3>{_e(table.title)}</h3>")
+        parts.append(_table(table))
     return "\n".join(parts)
 
 

@@ -34,6 +34,7 @@ class Section:
     console: list[Table] = field(default_factory=list)  # what the terminal shows of it
     html_tables: list[Table] | None = None  # where the page shows them otherwise
     warnings: list[str] = field(default_factory=list)  # shown first, on every medium
+    titled: bool = False  # documents show each table's title above it (several tables)
 
     @property
     def page_tables(self) -> list[Table]:
@@ -62,5 +63,6 @@ def _markdown_section(section: Section) -> list[str]:
     if section.bullets:
         parts.append("".join(f"- {bullet}\n" for bullet in section.bullets))
     for index, table in enumerate(section.tables):
-        parts += ([""] if index else []) + [markdown_table(table.headers, table.rows)]
+        title = [f"**{table.title}**\n"] if section.titled and table.title else []
+        parts += ([""] if index else []) + title + [markdown_table(table.headers, table.rows)]
     return parts
