@@ -8,6 +8,7 @@ the reference figures, the dequeue plans (time, buffers, shape) and the waits.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -82,47 +83,65 @@ def reference_table(versions: list[str], reference: pd.DataFrame) -> Table:
     return Table(headers, rows, "Beside the reference, per major")
 
 
+Cell = Callable[[pd.DataFrame | None, dict[str, Any] | None], str]
+
+
+@dataclass(frozen=True)
+class _Captures:
+    """Each capture (variant, strategy) with its executions and its shape, per major."""
+
+    versions: list[str]
+    keys: list[tuple[str, str]]
+    executions: dict[tuple[str, str, str], pd.DataFrame]
+    shapes: dict[tuple[str, str, str], dict[str, Any]]
+
+    @classmethod
+    def of(cls, versions: list[str], runs: pd.DataFrame | None, plans: pd.DataFrame) -> _Captures:
+        keys = ["variant", "strategy"]
+        executions = runs if runs is not None else pd.DataFrame(columns=[*keys, PG])
+        return cls(
+            versions,
+            [(c["variant"], c["strategy"]) for c in plans.drop_duplicates(keys).to_dict("records")],
+            {
+                (str(variant), str(strategy), str(version)): group
+                for (variant, strategy, version), group in executions.groupby(
+                    [*keys, PG], sort=False
+                )
+            },
+            {
+                (r["variant"], r["strategy"], r[PG]): {str(k): v for k, v in r.items()}
+                for r in plans.to_dict("records")
+            },
+        )
+
+    def cells(self, cell: Cell) -> list[list[str]]:
+        """A row per capture: its variant, strategy, and `cell` on each major."""
+        return [
+            [
+                *key,
+                *(
+                    cell(self.executions.get((*key, v)), self.shapes.get((*key, v)))
+                    for v in self.versions
+                ),
+            ]
+            for key in self.keys
+        ]
+
+
 def plan_tables(versions: list[str], runs: pd.DataFrame | None, plans: pd.DataFrame) -> list[Table]:
     """Per capture: planning + execution ms and shared buffers (ranges over executions),
     and the plan's shape (how each job is reached, how often, dangerous shapes): the
     first major's, and each other major's where it differs."""
-    keys = ["variant", "strategy"]
-    captures = [
-        (c["variant"], c["strategy"]) for c in plans.drop_duplicates(keys).to_dict("records")
-    ]
-    executions = runs if runs is not None else pd.DataFrame(columns=[*keys, PG])
-    by_capture = {name: group for name, group in executions.groupby([*keys, PG], sort=False)}
-    shapes: dict[tuple[str, str, str], dict[str, Any]] = {
-        (r["variant"], r["strategy"], r[PG]): {str(k): v for k, v in r.items()}
-        for r in plans.to_dict("records")
-    }
-
-    def per_major(
-        cell: Callable[[pd.DataFrame | None, dict[str, Any] | None], str],
-    ) -> list[list[str]]:
-        return [
-            [cell(by_capture.get((*c, v)), shapes.get((*c, v))) for v in versions] for c in captures
-        ]
-
-    headers = [*keys, *_headers(versions)]
-    first = f"plan on PostgreSQL {versions[0]}"
-    shown = [
-        [*c, shape[0], _other_majors(versions, shape)]
-        for c, shape in zip(captures, per_major(_shape), strict=True)
-    ]
+    captures = _Captures.of(versions, runs, plans)
+    headers = ["variant", "strategy", *_headers(versions)]
+    shapes = [[*row[:3], _other_majors(versions, row[2:])] for row in captures.cells(_shape)]
     return [
+        Table(headers, captures.cells(_ms), "Dequeue, planning + execution (ms), per major"),
+        Table(headers, captures.cells(_buffers), "Dequeue, shared buffers, per major"),
         Table(
-            headers,
-            [[*c, *row] for c, row in zip(captures, per_major(_ms), strict=True)],
-            "Dequeue, planning + execution (ms), per major",
-        ),
-        Table(
-            headers,
-            [[*c, *row] for c, row in zip(captures, per_major(_buffers), strict=True)],
-            "Dequeue, shared buffers, per major",
-        ),
-        Table(
-            [*keys, first, "on the other majors"], shown, "Dequeue plan: jobs scan x loops, flags"
+            ["variant", "strategy", f"plan on PostgreSQL {versions[0]}", "on the other majors"],
+            shapes,
+            "Dequeue plan: jobs scan x loops, flags",
         ),
     ]
 

@@ -73,26 +73,32 @@ def _kind(options: ServerOptions, env: Mapping[str, str]) -> ProviderKind:
 def _targets(kind: ProviderKind, options: ServerOptions) -> tuple[Target, ...]:
     """One server per major asked: the build of each (embedded), its image (container)."""
     if kind == "embedded":
-        _refuse_unsupported()
-    own = _own_builds(options.pg_bin) if kind == "embedded" else {}
-    majors = parse_majors(options.pg_version, own)
+        return _embedded_targets(options)
+    majors = parse_majors(options.pg_version, {})
     if kind == "external" and len(majors) > 1:
         raise HarnessError(
             "--pg-version: --pg external is one server of one major; give the one it runs"
         )
-    if kind == "container":
-        if options.image and len(majors) > 1:
-            raise HarnessError(
-                "--image names one image; with several --pg-version majors, "
-                "leave it out (postgres:<major> each)"
-            )
-        return tuple(Target(m, image=options.image or container_image(m)) for m in majors)
-    if kind == "embedded":
-        for major in majors:  # a table's major only: parse_majors allows these and own builds
-            if major not in own and major not in MAJORS:
-                raise HarnessError(_unknown_major(str(major), own))
-        return tuple(Target(m, install=own.get(m) or locate(m)) for m in majors)
-    return (Target(majors[0]),)
+    if kind == "external":
+        return (Target(majors[0]),)
+    if options.image and len(majors) > 1:
+        raise HarnessError(
+            "--image names one image; with several --pg-version majors, leave it out "
+            "(postgres:<major> each)"
+        )
+    return tuple(Target(m, image=options.image or container_image(m)) for m in majors)
+
+
+def _embedded_targets(options: ServerOptions) -> tuple[Target, ...]:
+    """Each major's build: the user's own (--pg-bin), else the table's. Every major is
+    checked before the first build is looked for (14's is installed on first use)."""
+    _refuse_unsupported()
+    own = _own_builds(options.pg_bin)
+    majors = parse_majors(options.pg_version, own)
+    unknown = [major for major in majors if major not in own and major not in MAJORS]
+    if unknown:
+        raise HarnessError(_unknown_major(str(unknown[0]), own))
+    return tuple(Target(m, install=own.get(m) or locate(m)) for m in majors)
 
 
 def _refuse_unsupported() -> None:

@@ -212,3 +212,19 @@ def test_a_run_json_of_version_2_names_its_one_server() -> None:
     assert "postgres" not in document.metadata and "provider" not in document.metadata
     assert {entry.pg_version for entry in document.plans} == {"17.10"}
     assert document.provenance()["postgres"]["server_version_num"] == 170010
+
+
+def test_a_baseline_of_another_major_is_one_line_before_any_server_starts() -> None:
+    baseline = "baselines/dequeue-pg17.json"
+    done = harness_cli("check", "--pg-version", "18", "--baseline", baseline, cwd=ROOT)
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(
+        f"error: {baseline}: a baseline of PostgreSQL 17.10, and the server is PostgreSQL 18; "
+        "give --baseline a baseline made on 18"
+    )
+    assert "harness check --update-baseline --pg-version 18" in done.stderr
+    assert "Starting PostgreSQL" not in done.stdout
+    several = harness_cli("check", "--pg-version", "17,18", "--baseline", baseline, cwd=ROOT)
+    assert several.returncode == 2
+    assert several.stderr.startswith("error: --baseline names one major's baseline")
