@@ -1,4 +1,5 @@
-"""The `integration` marker selects exactly the tests under tests/integration."""
+"""The `integration` marker selects exactly the tests under tests/integration, `majors`
+exactly those under tests/majors, which a plain pytest (make test) leaves out."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import sys
 from tests.conftest import ROOT
 
 
-def collected(marker: str) -> list[str]:
-    """Test ids pytest collects with `-m marker`, in a subprocess (no server starts)."""
+def collected(marker: str | None) -> list[str]:
+    """Test ids pytest collects with `-m marker` (None: as make test runs it), in a
+    subprocess (no server starts)."""
+    selection = ["-m", marker] if marker is not None else []
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", marker, "tests"],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", *selection, "tests"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -25,7 +28,7 @@ def collected(marker: str) -> list[str]:
 def test_not_integration_collects_no_integration_test() -> None:
     unit = collected("not integration")
     assert unit, "the unit tests are collected"
-    assert all(test.startswith("tests/unit/") for test in unit), unit
+    assert all(test.startswith(("tests/unit/", "tests/majors/")) for test in unit), unit
 
 
 def test_integration_collects_every_integration_test_and_nothing_else() -> None:
@@ -35,3 +38,9 @@ def test_integration_collects_every_integration_test_and_nothing_else() -> None:
         str(path.relative_to(ROOT)) for path in (ROOT / "tests/integration").glob("test_*.py")
     }
     assert files == expected
+
+
+def test_majors_collects_the_tests_of_every_major_and_make_test_none() -> None:
+    majors = collected("majors")
+    assert majors and all(test.startswith("tests/majors/") for test in majors), majors
+    assert not [test for test in collected(None) if test.startswith("tests/majors/")]
