@@ -60,7 +60,7 @@ ImageOption = Annotated[
     str | None,
     typer.Option(
         "--image",
-        help="The image --pg container runs (implies it) [default: postgres:17].",
+        help="The image --pg container runs (implies it; default postgres:<major>).",
         show_default=False,
     ),
 ]
@@ -75,8 +75,8 @@ PgVersionOption = Annotated[
     str | None,
     typer.Option(
         "--pg-version",
-        help="PostgreSQL major(s), comma-separated (e.g. 15,16,17,18): a fresh server of "
-        "each in turn, one run folder [default: 17].",
+        help="PostgreSQL major(s), comma-separated (e.g. 15,16,17,18; default 17): a "
+        "fresh server of each in turn, one run folder.",
         show_default=False,
     ),
 ]

@@ -12,7 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from harness.server.builds import CELERP
+from harness.server.builds import CELERP, Wheel
 from harness.server.embedded import reachable_install
 from harness.server.kinds import Server, ServerOptions
 from harness.server.providers import choose_provider, open_server
@@ -91,5 +91,35 @@ def test_binaries_out_of_nobodys_reach_are_copied_where_it_can_run_them() -> Non
             check=True,
         )
         assert "17.10" in version.stdout
+    finally:
+        shutil.rmtree(private)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root needs a copy nobody can reach")
+def test_a_wheels_build_is_copied_with_the_libraries_its_programs_load() -> None:
+    """The pgserver wheel (16) keeps libpq beside the package (pgserver.libs), where
+    initdb's rpath looks relative to its own folder. Out of nobody's reach, the copy
+    takes those libraries along and its programs run with LD_LIBRARY_PATH set to them:
+    without it, the copied initdb finds no libpq."""
+    wheel = Wheel("pgserver", "pgserver==0.1.4")
+    original = wheel.locate(16)
+    if original is None:
+        pytest.skip("the pgserver wheel is not installed (make installs the postgres-majors extra)")
+    assert original.libraries, "the wheel's libpq beside the package"
+    private = Path(tempfile.mkdtemp(prefix="tqb-private-"))  # 0700, root's
+    try:
+        shutil.copytree(original.bin.parent, private / "pginstall", symlinks=True)
+        shutil.copytree(original.libraries[0], private / "libs", symlinks=True)
+        hidden = replace(original, bin=private / "pginstall" / "bin", libraries=(private / "libs",))
+        usable = reachable_install(hidden)
+        assert not usable.bin.is_relative_to(private) and len(usable.libraries) == 1
+        initdb = [str(usable.program("initdb")), "--version"]
+        ran = subprocess.run(
+            initdb, user="nobody", capture_output=True, text=True, env=usable.environment()
+        )
+        assert ran.returncode == 0 and "16.2" in ran.stdout, ran.stderr
+        bare = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+        alone = subprocess.run(initdb, user="nobody", capture_output=True, text=True, env=bare)
+        assert alone.returncode != 0 and "libpq" in alone.stderr
     finally:
         shutil.rmtree(private)
