@@ -21,11 +21,11 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from harness.analysis.majors import PG, stack
+from harness.analysis.majors import stack
 from harness.analysis.plans import plan_runs
 from harness.analysis.waits import summarize, with_waits
 from harness.results.document import RunDocument, load_document
-from harness.results.jobs import load_jobs
+from harness.results.jobs import PG, load_jobs
 from harness.run.render import load_captures, on_server
 from harness.scenario.model import Scenario
 

@@ -16,8 +16,8 @@ import pandas as pd
 from harness.analysis.plans import SHORT_FLAGS, index_name
 from harness.report.cells import span, whole
 from harness.report.sections import Section, Table
+from harness.results.jobs import PG
 
-PG = "pg_version"
 MAJORS_INTRO = (
     "The same scenario on a fresh server of each PostgreSQL major, one after the other, "
     "in one run; each major's own tables follow. Ranges over repetitions (plans: over the "

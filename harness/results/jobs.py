@@ -8,6 +8,10 @@ from typing import Any
 
 import pandas as pd
 
+# The column that names the server a row was measured on, major.minor (format 3), in
+# jobs.csv, monitor.csv, bloat.csv and first in every derived table.
+PG = "pg_version"
+
 JOB_COLUMNS = [
     "scenario",
     "strategy",
@@ -24,7 +28,7 @@ JOB_COLUMNS = [
     "claim_ms",
     "host",  # the host the job's worker ran on
     "member",  # its fleet member: 0 for the coordinator's own workers (harness run --fleet)
-    "pg_version",  # the server it ran on, major.minor (format 3)
+    PG,  # the server it ran on
 ]
 
 
@@ -47,10 +51,10 @@ def load_jobs(run: Path) -> pd.DataFrame:
 
 def read_versioned_csv(path: Path) -> pd.DataFrame:
     """A raw CSV of a run folder whose rows may name their server (pg_version, as text)."""
-    frame = pd.read_csv(path, dtype={"pg_version": str})
-    if "pg_version" not in frame.columns:
-        frame["pg_version"] = ""
-    frame["pg_version"] = frame["pg_version"].fillna("")
+    frame = pd.read_csv(path, dtype={PG: str})
+    if PG not in frame.columns:
+        frame[PG] = ""
+    frame[PG] = frame[PG].fillna("")
     return frame
 
 

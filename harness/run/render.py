@@ -46,7 +46,7 @@ from harness.analysis.figures import (
     wait_ecdf,
 )
 from harness.analysis.ideal import ideal_section, ideal_summary, run_calibration, versus_ideal
-from harness.analysis.majors import PG, majors_section, stack
+from harness.analysis.majors import majors_section, stack
 from harness.analysis.plans import Capture, plan_runs, plans_section, plans_summary
 from harness.analysis.properties import (
     MONITOR_COLUMNS,
@@ -68,7 +68,7 @@ from harness.results.document import (
     unlike_the_scenario,
 )
 from harness.results.folder import RunFolder
-from harness.results.jobs import load_jobs, read_versioned_csv
+from harness.results.jobs import PG, load_jobs, read_versioned_csv
 from harness.scenario.model import Scenario
 from harness.scenario.workload import generate
 
@@ -292,16 +292,26 @@ def run_sections(
     return [
         across,
         *(
-            replace(
-                section,
-                key=f"{section.key}-pg{version.split('.')[0]}",
-                title=f"{section.title}: PostgreSQL {version}",
-                console=[],  # the terminal shows the majors side by side
-            )
+            _of_major(section, version)
             for version, part in parts
             for section in feature_sections(raw.of_version(version), part)
         ),
     ]
+
+
+# What the terminal shows side by side (majors_section) rather than major by major.
+_SIDE_BY_SIDE = frozenset({"reference", "waits", "plans"})
+
+
+def _of_major(section: Section, version: str) -> Section:
+    """A section of one major's measurements, titled with its version."""
+    console = [] if section.key in _SIDE_BY_SIDE else section.console
+    return replace(
+        section,
+        key=f"{section.key}-pg{version.split('.')[0]}",
+        title=f"{section.title}: PostgreSQL {version}",
+        console=[replace(table, title=f"{table.title}: PostgreSQL {version}") for table in console],
+    )
 
 
 def feature_sections(raw: RawRun, tables: RunTables) -> list[Section]:

@@ -27,7 +27,7 @@ from harness.results.document import (
     ServerEntry,
 )
 from harness.results.folder import RunFolder, point_latest
-from harness.results.jobs import jobs_csv
+from harness.results.jobs import PG, jobs_csv
 from harness.run.captures import CaptureObserver, capture_all, requests
 from harness.run.crew import LOCAL, Placement
 from harness.run.faults import refuse_restart
@@ -74,7 +74,6 @@ class Measured:
 
 
 Turn = Callable[[], contextlib.AbstractContextManager[Server]]
-PG = "pg_version"  # the column of jobs.csv, monitor.csv and bloat.csv naming the server
 
 
 @dataclass(frozen=True)
