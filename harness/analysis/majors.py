@@ -172,7 +172,8 @@ def _buffers(executions: pd.DataFrame | None, shape: dict[str, Any] | None) -> s
 def _shape(executions: pd.DataFrame | None, shape: dict[str, Any] | None) -> str:
     if shape is None or shape.get("skipped"):
         return _skipped(shape)
-    loops = "" if pd.isna(shape["jobs_loops"]) else f" x{int(shape['jobs_loops'])}"
+    counted = shape["jobs_scan"] != "-" and not pd.isna(shape["jobs_loops"])
+    loops = f" x{int(shape['jobs_loops'])}" if counted else ""  # '-': no jobs table (a library)
     path = f"{index_name(shape['jobs_scan'])}{loops}"
     flags = [SHORT_FLAGS.get(flag, flag) for flag in str(shape["flags"] or "").split("; ")]
     return "; ".join([path, *filter(None, flags)])

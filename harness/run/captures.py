@@ -102,12 +102,30 @@ def _why_not_captured(conn: psycopg.Connection[Any], queue: Queue) -> str | None
         return None
     row = conn.execute("select has_parameter_privilege('session_preload_libraries', 'SET')")
     allowed = row.fetchone()
-    if allowed is not None and allowed[0]:
-        return None
+    if allowed is None or not allowed[0]:
+        return (
+            "no superuser: its fetch is captured with auto_explain in its sessions, which "
+            "needs a superuser or SET granted on session_preload_libraries"
+        )
     return (
-        "no superuser: its fetch is captured with auto_explain in its sessions, which needs"
-        " a superuser or SET granted on session_preload_libraries"
+        None
+        if _has_auto_explain(conn)
+        else (
+            "no auto_explain: its fetch is captured with auto_explain in its sessions, and this "
+            "server's build has no such module (a build without contrib: the pgserver wheel's 16)"
+        )
     )
+
+
+def _has_auto_explain(conn: psycopg.Connection[Any]) -> bool:
+    """Can the server load auto_explain? Loaded in this session, which it leaves as it
+    is: auto_explain logs nothing until its settings ask it to."""
+    try:
+        with conn.transaction():
+            conn.execute("load 'auto_explain'")
+    except psycopg.Error:
+        return False
+    return True
 
 
 def capture(
