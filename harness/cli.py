@@ -286,8 +286,8 @@ def run(
     fleet_id: FleetIdOption = None,
     fleet_timeout: FleetTimeoutOption = 120.0,
 ) -> None:
-    """Run scenarios on one server: the timed workload, then the plan captures; print each
-    one's figures beside the reference."""
+    """Run scenarios on one server (or on each --pg-version major in turn): the timed
+    workload, then the plan captures; print each one's figures beside the reference."""
     from harness.run.scenario_run import RunOptions
 
     options = RunOptions(

@@ -14,7 +14,8 @@ from rich.console import Console
 from harness.commands.overhead import overhead_command
 from harness.experiments.overhead import Load, OverheadSettings, measure
 from harness.queues.sql.strategies import Strategy
-from harness.server.kinds import Server
+from harness.server.kinds import Server, ServerOptions
+from harness.server.providers import choose_provider
 from harness.server.schema import own_schema
 
 SCHEMA = "overhead_test"
@@ -71,7 +72,8 @@ def test_the_command_prints_the_table_and_writes_the_results(
 ) -> None:
     console = Console(record=True, width=160)
     settings = OverheadSettings(jobs=200, work_jobs=40, work_ms=5, clients=2, rounds=1)
-    code = overhead_command(settings, "external", server.dsn, False, tmp_path, None, False, console)
+    choice = choose_provider(ServerOptions(dsn=server.dsn), {})
+    code = overhead_command(settings, choice, tmp_path, None, False, console)
     assert code == 0  # a missed goal fails only with --strict
     shown = console.export_text()
     assert "harness / pgbench" in shown and "Results:" in shown
