@@ -191,3 +191,42 @@ def _reached(moment: str, run: subprocess.Popen[str]) -> bool:
         return bool(ours())
     assert run.stdout is not None
     return "short-noisy:" in run.stdout.readline()
+
+
+def _majors_missing(images: tuple[str, ...]) -> str | None:
+    for image in images:
+        done = subprocess.run(
+            ["docker", "image", "inspect", image], capture_output=True, check=False
+        )
+        if done.returncode != 0:
+            return f"no {image} image on the engine (.ci/postgres-image.sh {image} builds one)"
+    return None
+
+
+MAJOR_IMAGES = ("postgres:15", "postgres:18")
+
+
+@pytest.mark.skipif(
+    _majors_missing(MAJOR_IMAGES) is not None, reason=_majors_missing(MAJOR_IMAGES) or ""
+)
+def test_each_major_runs_in_its_own_image(tmp_path: Path) -> None:
+    """--pg container --pg-version 15,18: postgres:15, then postgres:18, one run folder."""
+    done = harness(
+        "explain",
+        "dequeue-check",
+        "--pg",
+        "container",
+        "--pg-version",
+        "15,18",
+        "--strategy",
+        "fifo",
+        "--variant",
+        "skewed",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    run = json.loads((tmp_path / "results" / "latest" / "run.json").read_text())
+    servers = run["servers"]
+    assert [server["provider"]["image"] for server in servers] == list(MAJOR_IMAGES)
+    assert [server["postgres"]["server_version_num"] // 10000 for server in servers] == [15, 18]
+    assert [entry["pg_version"] for entry in run["plans"]] == [s["pg_version"] for s in servers]
