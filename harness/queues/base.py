@@ -13,6 +13,9 @@ A repetition (harness/run/repetition.py) drives every kind of queue the same way
   4. `ledger(conn, reports)`: every job as the queue's own state records it, beside
      the claims the workers reported: what the books check and what jobs.csv holds.
 
+Optional sides are said, not guessed: `recovery()` and `explainer()` return the side
+(faults; a library's captured fetch) or None.
+
 Implementations: the built-in SQL strategies (harness/queues/sql/queue.py), real queue
 libraries driven through their own code, workers on other hosts. A program is a
 module-level function and a picklable spec, so the same program runs in a local process
@@ -184,6 +187,14 @@ class Queue(Protocol):
 
     def provenance(self) -> dict[str, Any]:
         """What run.json records of this queue: versions, effective settings."""
+
+    def recovery(self) -> Recovery | None:
+        """Its side of the fault features (the reaper, the retry scheduler, the test for
+        the end), or None for a queue that cannot take faults (its traits say why)."""
+
+    def explainer(self) -> FetchExplainer | None:
+        """Its own worker's fetch, captured, for a queue with no one dequeue statement to
+        EXPLAIN (`dequeue_sql()` is None); None otherwise."""
 
 
 @dataclass(frozen=True)

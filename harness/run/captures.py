@@ -15,13 +15,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import sql
 
 from harness.analysis.plans import Capture
-from harness.errors import RunFailed
+from harness.errors import HarnessError, RunFailed
 from harness.queues.base import ExplainedFetch, FetchExplainer, Queue, Site
 from harness.run.crew import Crew
 from harness.scenario.model import Scenario
@@ -129,7 +129,10 @@ def capture(
     )
     dequeue = queue.dequeue_sql()
     if dequeue is None:
-        return _captured_fetches(cast(FetchExplainer, queue), result, repeat, observer)
+        explainer = queue.explainer()
+        if explainer is None:  # validation refuses it before anything runs (the traits)
+            raise HarnessError(f"{queue.name} has no dequeue to explain: {queue.traits.explain}")
+        return _captured_fetches(explainer, result, repeat, observer)
     # The text form is the first execution, which also warms up: one execution of a trap
     # variant takes ten seconds, and the backlog has just been loaded, so caches are warm.
     result.text = explain(conn, dequeue, "text", params)

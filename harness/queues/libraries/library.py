@@ -9,7 +9,15 @@ from typing import Any
 
 import psycopg
 
-from harness.queues.base import ExplainedFetch, Ledger, Program, ProgramMain, Site, WorkerReport
+from harness.queues.base import (
+    ExplainedFetch,
+    FetchExplainer,
+    Ledger,
+    Program,
+    ProgramMain,
+    Site,
+    WorkerReport,
+)
 from harness.queues.libraries import captures, common
 from harness.scenario.arrivals import Arrivals
 from harness.scenario.inputs import RunInputs
@@ -57,7 +65,13 @@ class LibraryQueue:
         return common.ledger_of(common.library_rows(conn, self.ledger_block), reports)
 
     def dequeue_sql(self) -> str | None:
-        return None  # its fetch is captured from its own worker instead (FetchExplainer)
+        return None  # its fetch is captured from its own worker instead (explainer)
+
+    def explainer(self) -> FetchExplainer:
+        return self
+
+    def recovery(self) -> None:
+        return None  # crashes, leases and retries are the harness's own (LIBRARY_TRAITS)
 
     def monitor(self, conn: psycopg.Connection[Any]) -> tuple[int, float] | None:
         return None
