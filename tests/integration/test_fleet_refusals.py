@@ -45,7 +45,7 @@ def rows(server: Server, strategies: dict[str, Strategy]) -> dict[str, Row]:
     inputs = RunInputs.of(Scenario.model_validate(yaml.safe_load(SHORT_NOISY)))
     site = Site(server.dsn, "harness_hostile")
     library = ProcrastinateQueue("procrastinate", "one_queue", site, inputs)
-    node = node_queue.NodeSpec("graphile", "one_queue", site.dsn, site.schema, 10)
+    node = node_queue.NodeSpec("graphile", "one_queue", site, 10)
     return {
         "sql": program_to_wire(
             sql_queue(server, strategies["round_robin"], site.schema).workers(1)[0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from harness.queues.base import TaskRun, WorkerReport
+from harness.queues.base import Site, TaskRun, WorkerReport
 from harness.queues.libraries import common
 from harness.queues.libraries.node_queue import (
     NodeQueue,
@@ -133,8 +133,10 @@ def test_a_queue_set_up_unlike_the_scenario_says_so_beside_its_figures() -> None
     render puts above the waits (tests/unit/test_analysis.py)."""
     inputs = _inputs(1)
     assert inputs.scenario.poll_interval_ms < 500
-    pgboss = NodeSpec("pgboss", "one_queue", "", "s", NodeQueue.poll_interval_ms("pgboss", 10))
-    graphile = NodeSpec("graphile", "one_queue", "", "s", 10)
+    pgboss = NodeSpec(
+        "pgboss", "one_queue", Site("", "s"), NodeQueue.poll_interval_ms("pgboss", 10)
+    )
+    graphile = NodeSpec("graphile", "one_queue", Site("", "s"), 10)
     [said] = departures_from_scenario(pgboss, inputs)
     assert said.startswith("polls every 0.5 s, not every")
     assert departures_from_scenario(graphile, inputs) == []

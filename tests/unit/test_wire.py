@@ -52,7 +52,7 @@ def inputs() -> RunInputs:
 def every_kind(inputs: RunInputs) -> list[Program]:
     """A worker and an enqueuer of the SQL strategies and of each library."""
     sql = SqlQueue(load_strategies()["round_robin"], COORDINATOR, inputs)
-    node = node_queue.NodeSpec("pgboss", "one_queue", COORDINATOR.dsn, COORDINATOR.schema, 500)
+    node = node_queue.NodeSpec("pgboss", "one_queue", COORDINATOR, 500)
     libraries = [
         ProcrastinateQueue("procrastinate_lock_per_tenant", "lock_per_tenant", COORDINATOR, inputs),
         PgqueuerQueue("pgqueuer_concurrency_limit", "concurrency_limit", COORDINATOR, inputs),

@@ -114,8 +114,7 @@ class PythonSpec:
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # a field it does not have is refused
 
-    dsn: str
-    schema: SchemaName
+    site: Site  # where it connects: on a fleet member, the member's own way to the server
     mapping: str
     concurrency: Concurrency = 1
     poll_interval_s: PollInterval = 0.01
@@ -127,8 +126,7 @@ class PythonSpec:
     def of(cls, site: Site, inputs: RunInputs, mapping: str, **more: Any) -> Self:
         """The spec of a run's queue: its site, the scenario's poll, every tenant named."""
         return cls(
-            dsn=site.dsn,
-            schema=site.schema,
+            site=site,
             mapping=mapping,
             poll_interval_s=inputs.scenario.poll_interval_ms / 1000,
             tenants=tuple(tenant_ids(inputs, inputs.backlog)),
@@ -151,13 +149,21 @@ class LibrarySpec(Protocol):
     """What every library's spec has: where it connects, and a capture's plans file."""
 
     @property
-    def dsn(self) -> str: ...
+    def site(self) -> Site: ...
 
     @property
     def plans_file(self) -> str | None: ...
 
 
 SpecT = TypeVar("SpecT", bound=LibrarySpec)
+
+
+@dataclass(frozen=True)
+class _Schema:
+    schema: SchemaName  # the schema a spec travels with (its site's; the DSN never does)
+
+
+_SCHEMA = TypeAdapter(_Schema)
 ProgramEntry = Callable[[int, SpecT, Signals], None]
 
 
@@ -173,10 +179,13 @@ def register_programs(
         if program.plans_file is not None:
             raise ValueError("a plan capture runs on the coordinator's host only")
         data = adapter.dump_python(program, mode="json")
-        return {key: value for key, value in data.items() if key not in ("dsn", "plans_file")}
+        sent = {key: value for key, value in data.items() if key not in ("site", "plans_file")}
+        return {**sent, "schema": program.site.schema}
 
     def receive(data: Wire, local: Local) -> SpecT:
-        return adapter.validate_python({**data, "dsn": local.dsn})
+        fields = dict(data)
+        schema = _SCHEMA.validate_python({"schema": fields.pop("schema", None)}).schema
+        return adapter.validate_python({**fields, "site": Site(local.dsn, schema)})
 
     register(Registered(f"{library}.worker", "worker", worker, spec, send, receive))
     register(Registered(f"{library}.enqueuer", "enqueuer", enqueuer, spec, send, receive))

@@ -35,7 +35,7 @@ from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerRepor
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
-from harness.queues.programs import Concurrency, SchemaName, TenantCap
+from harness.queues.programs import Concurrency, TenantCap
 from harness.results.document import UNLIKE_THE_SCENARIO
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
@@ -144,8 +144,7 @@ class NodeSpec:
 
     library: Library
     mapping: Mapping
-    dsn: str
-    schema: SchemaName
+    site: Site  # where it connects: on a fleet member, the member's own way to the server
     poll_interval_ms: Annotated[float, Field(gt=0, le=10_000)]
     cap: TenantCap = 1
     concurrency: Concurrency = 1
@@ -157,8 +156,8 @@ class NodeSpec:
             "library": self.library,
             "role": role,
             "mapping": self.mapping,
-            "connection": connection_config(self.dsn),
-            "schema": self.schema,
+            "connection": connection_config(self.site.dsn),
+            "schema": self.site.schema,
             "concurrency": self.concurrency,
             "pollIntervalMs": self.poll_interval_ms,
             "cap": self.cap,
@@ -355,8 +354,7 @@ class NodeQueue(LibraryQueue):
         spec = NodeSpec(
             library=cast(Library, library),  # the names of harness/queues/libraries MAPPINGS
             mapping=cast(Mapping, mapping),
-            dsn=site.dsn,
-            schema=site.schema,
+            site=site,
             poll_interval_ms=self.poll_interval_ms(library, inputs.scenario.poll_interval_ms),
             cap=inputs.scenario.tenant_cap or 1,
         )

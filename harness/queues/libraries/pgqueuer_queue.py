@@ -64,13 +64,13 @@ class Spec(common.PythonSpec):
 def _settings(spec: Spec) -> Any:
     """Its names in the run's schema, its channel the run's own. The environment too: some
     of its modules read the process-wide settings rather than the ones passed in."""
-    os.environ["PGQUEUER_SCHEMA"] = spec.schema
-    os.environ["PGQUEUER_CHANNEL"] = f"{spec.schema}_pgqueuer"
+    os.environ["PGQUEUER_SCHEMA"] = spec.site.schema
+    os.environ["PGQUEUER_CHANNEL"] = f"{spec.site.schema}_pgqueuer"
     from pgqueuer.domain.settings import DBSettings, db_settings
     from pgqueuer.domain.types import Channel
 
     db_settings.cache_clear()
-    return DBSettings(db_schema=spec.schema, channel=Channel(f"{spec.schema}_pgqueuer"))
+    return DBSettings(db_schema=spec.site.schema, channel=Channel(f"{spec.site.schema}_pgqueuer"))
 
 
 async def _queries(spec: Spec) -> tuple[Any, Any]:
@@ -80,7 +80,7 @@ async def _queries(spec: Spec) -> tuple[Any, Any]:
     from pgqueuer.queries import Queries
 
     settings = _settings(spec)
-    arguments = asyncpg_arguments(spec.dsn)
+    arguments = asyncpg_arguments(spec.site.dsn)
     if spec.plans_file is not None:
         arguments["server_settings"] = captures.EXPLAIN_SETTINGS
     conn = await asyncpg.connect(**arguments)

@@ -44,12 +44,12 @@ class Spec(common.PythonSpec):
 def _app(spec: Spec, **pool: Any) -> Any:
     import procrastinate
 
-    options = f"-c search_path={spec.schema}"
+    options = f"-c search_path={spec.site.schema}"
     if spec.plans_file is not None:
         options += " " + captures.explain_options()
         pool["configure"] = _notices_to(spec.plans_file)
     connector = procrastinate.PsycopgConnector(
-        conninfo=spec.dsn, kwargs={"options": options}, **pool
+        conninfo=spec.site.dsn, kwargs={"options": options}, **pool
     )
     return procrastinate.App(connector=connector)
 
