@@ -14,7 +14,8 @@ import yaml
 
 from harness.analysis.plans import nodes
 from harness.queues import libraries
-from harness.queues.base import Site
+from harness.queues.base import QueueEntry, Site
+from harness.queues.libraries import node_queue
 from harness.run.repetition import Repetition, run_repetition
 from harness.run.scenario_run import RunOptions
 from harness.scenario.inputs import RunInputs
@@ -45,14 +46,14 @@ SMALL = {
         },
     ],
 }
-NODE = {"pgboss", "pgboss_group_concurrency", "graphile_worker", "graphile_worker_queue_per_tenant"}
+NODE = set(node_queue.MAPPINGS)
 NO_NPM = "pg-boss and graphile-worker need npm to install their Node runner"
 
 
 LIBRARY_OBJECTS = r"^(procrastinate_|pgqueuer|_private_job|job_common$|job$)"
 
 
-def _entry(name: str) -> libraries.QueueEntry:
+def _entry(name: str) -> QueueEntry:
     return next(entry for entry in libraries.entries() if entry.name == name)
 
 
@@ -75,7 +76,7 @@ def _library_objects(server: Server) -> list[str]:
     return [row[0] for row in rows]
 
 
-@pytest.mark.parametrize("name", sorted(libraries.MAPPINGS))
+@pytest.mark.parametrize("name", sorted(entry.name for entry in libraries.entries()))
 def test_library_runs_through_the_repetition_with_balanced_books(server: Server, name: str) -> None:
     """The repetition's own path (install, crew, ledger, books); nothing left afterwards."""
     if name in NODE and shutil.which("npm") is None:

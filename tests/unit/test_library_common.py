@@ -152,3 +152,27 @@ def test_a_queue_set_up_unlike_the_scenario_says_so_beside_its_figures() -> None
     assert unlike_the_scenario(document) == [
         f"pgboss {said}: compare its figures with that in mind"
     ]
+
+
+def test_each_library_declares_its_own_mappings_and_the_catalog_takes_them_all() -> None:
+    """Adding a library is a module of its own and a line: every mapping a module declares
+    is a queue a scenario may name, each once, none declared twice."""
+    from harness.queues import libraries
+    from harness.queues.libraries import node_queue, pgqueuer_queue, procrastinate_queue
+
+    names = [entry.name for entry in libraries.entries()]
+    declared = [*procrastinate_queue.MAPPINGS, *pgqueuer_queue.MAPPINGS, *node_queue.MAPPINGS]
+    assert sorted(names) == sorted(declared) and len(set(names)) == len(names)
+
+
+def test_a_library_queue_says_its_sides_a_sql_queue_the_others() -> None:
+    """Optional sides are said by the queue (recovery, explainer), not guessed from traits."""
+    from harness.queues.libraries.procrastinate_queue import ProcrastinateQueue
+    from harness.queues.sql.queue import SqlQueue
+    from harness.queues.sql.strategies import load_strategies
+
+    inputs, site = _inputs(1), Site("", "s")
+    library = ProcrastinateQueue("procrastinate", "one_queue", site, inputs)
+    assert library.recovery() is None and library.explainer() is library
+    sql = SqlQueue(load_strategies(None)["round_robin"], site, inputs)
+    assert sql.recovery() is sql and sql.explainer() is None

@@ -15,13 +15,23 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from multiprocessing.synchronize import Event
 from typing import Any, Protocol, Self, TypeVar
 
 import psycopg
 from pydantic import ConfigDict, TypeAdapter
 
-from harness.queues.base import JobRecord, Ledger, Signals, Site, TaskRun, WorkerReport
+from harness.queues.base import (
+    JobRecord,
+    Ledger,
+    Queue,
+    QueueEntry,
+    Signals,
+    Site,
+    TaskRun,
+    WorkerReport,
+)
 from harness.queues.programs import (
     Concurrency,
     Local,
@@ -49,6 +59,16 @@ LIBRARY_TRAITS = QueueTraits(
     long_transaction="its fetch runs inside the library; nothing for the holder to sample",
 )
 STOP_POLL_S = 0.01
+LibraryFactory = Callable[[str, str, Site, RunInputs], Queue]  # (name, mapping, site, inputs)
+
+
+def library_entries(mappings: dict[str, str], make: LibraryFactory) -> list[QueueEntry]:
+    """A library's mappings as queues a scenario may name: strategy name -> the mapping of
+    tenants onto its knobs, each made by `make`."""
+    return [
+        QueueEntry(name, LIBRARY_TRAITS, partial(make, name, mapping))
+        for name, mapping in mappings.items()
+    ]
 
 
 def sql(block: str) -> str:

@@ -22,16 +22,16 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 from pathlib import Path
-from typing import IO, Annotated, Any, Literal, cast
+from typing import IO, Annotated, Any, Literal
 
 import psycopg
 from pydantic import ConfigDict, Field
 
 from harness.errors import HarnessError
-from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerReport
+from harness.queues.base import ProgramMain, QueueEntry, Signals, Site, TaskRun, WorkerReport
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
@@ -133,6 +133,12 @@ def connection_config(dsn: str) -> dict[str, Any]:
 
 Library = Literal["pgboss", "graphile"]
 Mapping = Literal["one_queue", "group_concurrency", "queue_per_tenant"]
+MAPPINGS: dict[str, tuple[Library, Mapping]] = {  # strategy name -> library, mapping
+    "pgboss": ("pgboss", "one_queue"),
+    "pgboss_group_concurrency": ("pgboss", "group_concurrency"),
+    "graphile_worker": ("graphile", "one_queue"),
+    "graphile_worker_queue_per_tenant": ("graphile", "queue_per_tenant"),
+}
 
 
 @dataclass(frozen=True)
@@ -346,14 +352,14 @@ def enqueue(runner: Runner, jobs: list[common.Job]) -> None:
 
 class NodeQueue(LibraryQueue):
     def __init__(
-        self, name: str, library: str, mapping: str, site: Site, inputs: RunInputs
+        self, name: str, library: Library, mapping: Mapping, site: Site, inputs: RunInputs
     ) -> None:
         self.label, self.ledger_block = library, f"{library}_ledger"
         self.fetch_marker = FETCH_MARKERS[library]  # its fetch among a capture's statements
         runner_dir()  # installed before any process starts; refused here without npm
         spec = NodeSpec(
-            library=cast(Library, library),  # the names of harness/queues/libraries MAPPINGS
-            mapping=cast(Mapping, mapping),
+            library=library,
+            mapping=mapping,
             site=site,
             poll_interval_ms=self.poll_interval_ms(library, inputs.scenario.poll_interval_ms),
             cap=inputs.scenario.tenant_cap or 1,
@@ -432,3 +438,10 @@ def _settings(spec: NodeSpec, requested_ms: float) -> dict[str, Any]:
 
 
 common.register_programs("node", NodeSpec, worker_main, enqueuer_main)
+
+
+def entries() -> list[QueueEntry]:
+    return [
+        QueueEntry(name, common.LIBRARY_TRAITS, partial(NodeQueue, name, library, mapping))
+        for name, (library, mapping) in MAPPINGS.items()
+    ]

@@ -24,11 +24,11 @@ import json
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import psycopg
 
-from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerReport
+from harness.queues.base import ProgramMain, QueueEntry, Signals, Site, TaskRun, WorkerReport
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
@@ -37,7 +37,11 @@ from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
 
 Mapping = Literal["one_entrypoint", "entrypoint_per_tenant", "concurrency_limit"]
-MAPPINGS = get_args(Mapping)
+MAPPINGS: dict[str, Mapping] = {  # strategy name -> mapping
+    "pgqueuer": "one_entrypoint",
+    "pgqueuer_entrypoint_per_tenant": "entrypoint_per_tenant",
+    "pgqueuer_concurrency_limit": "concurrency_limit",
+}
 ENTRYPOINT = "harness"
 
 
@@ -236,3 +240,7 @@ class PgqueuerQueue(LibraryQueue):
 
 
 common.register_programs("pgqueuer", Spec, worker_main, enqueuer_main)
+
+
+def entries() -> list[QueueEntry]:
+    return common.library_entries(dict(MAPPINGS), PgqueuerQueue)

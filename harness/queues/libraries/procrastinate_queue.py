@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import psycopg
 
-from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerReport
+from harness.queues.base import ProgramMain, QueueEntry, Signals, Site, TaskRun, WorkerReport
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
@@ -29,7 +29,11 @@ from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
 
 Mapping = Literal["one_queue", "lock_per_tenant", "queue_per_tenant"]
-MAPPINGS = get_args(Mapping)
+MAPPINGS: dict[str, Mapping] = {  # strategy name -> mapping
+    "procrastinate": "one_queue",
+    "procrastinate_lock_per_tenant": "lock_per_tenant",
+    "procrastinate_queue_per_tenant": "queue_per_tenant",
+}
 TASK = "harness_job"
 QUEUE = "harness"
 
@@ -184,3 +188,7 @@ class ProcrastinateQueue(LibraryQueue):
 
 
 common.register_programs("procrastinate", Spec, worker_main, enqueuer_main)
+
+
+def entries() -> list[QueueEntry]:
+    return common.library_entries(dict(MAPPINGS), ProcrastinateQueue)
