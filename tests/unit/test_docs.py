@@ -235,3 +235,23 @@ def test_the_shipped_launchers_are_the_ones_the_fleet_page_shows() -> None:
     assert job["spec"]["parallelism"] == job["spec"]["completions"]
     compose = yaml.safe_load(shipped[1].read_text())
     assert compose["services"]["member"]["command"][:3] == ["harness", "worker", "--run"]
+
+
+ARTICLE = '"Job queues per tenant in PostgreSQL: the noisy neighbour"'
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*PAGES, *sorted((ROOT / "scenarios").glob("*.yaml"))],
+    ids=lambda path: path.name,
+)
+def test_the_article_is_cited_by_its_title_never_by_a_path_outside_the_package(
+    path: Path,
+) -> None:
+    """A file that ships (a scenario, a page) names the article where it is read: by its
+    title and date, not by a file of this workplace that ships nowhere."""
+    text = path.read_text()
+    assert "shared/seeds" not in text
+    if path.suffix == ".yaml" and (source := yaml.safe_load(text).get("reference")):
+        if "article" in source["source"]:
+            assert ARTICLE in source["source"] and "30 September 2026" in source["source"]
