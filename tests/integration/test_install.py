@@ -76,6 +76,29 @@ def test_the_installed_tool_runs_from_an_empty_folder(installed: Path, tmp_path:
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_tool_answers_to_its_project_name_too(installed: Path, tmp_path: Path) -> None:
+    second = installed.parent / "tenant-queue-bench"
+    shown = run([str(second), "--help"], tmp_path)
+    assert "Usage: tenant-queue-bench" in shown
+    assert run([str(second), "--version"], tmp_path) == run([str(installed), "--version"], tmp_path)
+
+
+def test_without_the_libraries_extra_real_queues_is_one_line_and_exit_2(
+    installed: Path, tmp_path: Path
+) -> None:
+    """The tool installed without `[libraries]`: the strategies of procrastinate and
+    pgqueuer are refused before any server starts, naming the extra."""
+    done = subprocess.run(
+        [str(installed), "run", "real-queues"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "need procrastinate, pgqueuer, asyncpg, not installed" in done.stderr
+    assert "pip install 'tenant-queue-bench[libraries]'" in done.stderr
+    assert "Starting PostgreSQL" not in done.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_without_the_postgres_wheel_it_installs_and_says_what_to_do(
     wheel: Path, tmp_path: Path
 ) -> None:

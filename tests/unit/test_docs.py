@@ -252,6 +252,6 @@ def test_the_article_is_cited_by_its_title_never_by_a_path_outside_the_package(
     title and date, not by a file of this workplace that ships nowhere."""
     text = path.read_text()
     assert "shared/seeds" not in text
-    if path.suffix == ".yaml" and (source := yaml.safe_load(text).get("reference")):
-        if "article" in source["source"]:
-            assert ARTICLE in source["source"] and "30 September 2026" in source["source"]
+    reference = yaml.safe_load(text).get("reference") if path.suffix == ".yaml" else None
+    if reference and "article" in reference["source"]:
+        assert ARTICLE in reference["source"] and "30 September 2026" in reference["source"]

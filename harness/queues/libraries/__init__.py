@@ -6,8 +6,9 @@ queue a scenario names in `strategies:` like a built-in SQL strategy.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from harness.queues.base import Queue, QueueEntry, Site
+from harness.queues.base import Missing, PythonPackages, Queue, QueueEntry, Requirement, Say, Site
 from harness.scenario.inputs import RunInputs
 
 # name -> (library, mapping); docs/real-queues.md says what each promises.
@@ -44,11 +45,44 @@ def make(name: str) -> Callable[[Site, RunInputs], Queue]:
     return factory
 
 
+@dataclass(frozen=True)
+class NodeRunner:
+    """pg-boss and graphile-worker run in a Node runner whose packages (Node 22 among them)
+    npm installs on first use: `npm` is needed until it is installed."""
+
+    def missing(self) -> Missing | None:
+        from harness.queues.libraries import node_queue
+
+        if node_queue.runner_installed() or node_queue.npm() is not None:
+            return None
+        return Missing(
+            "npm (it installs their Node runner once)",
+            "apt-get install npm (Debian), or Node.js with npm from nodejs.org",
+        )
+
+    def prepare(self, say: Say) -> None:
+        from harness.queues.libraries import node_queue
+
+        node_queue.install_runner(say)
+
+
+# What each library needs beyond the harness's own dependencies.
+REQUIRES: dict[str, tuple[Requirement, ...]] = {
+    "procrastinate": (PythonPackages(("procrastinate",), "libraries"),),
+    "pgqueuer": (PythonPackages(("pgqueuer", "asyncpg"), "libraries"),),
+    "pgboss": (NodeRunner(),),
+    "graphile": (NodeRunner(),),
+}
+
+
 def entries() -> list[QueueEntry]:
     """The library mappings, for the catalog of queues a scenario may name."""
     from harness.queues.libraries.common import LIBRARY_TRAITS
 
-    return [QueueEntry(name, LIBRARY_TRAITS, make(name)) for name in MAPPINGS]
+    return [
+        QueueEntry(name, LIBRARY_TRAITS, make(name), requires=REQUIRES[library])
+        for name, (library, _) in MAPPINGS.items()
+    ]
 
 
 def register_programs() -> None:
