@@ -453,6 +453,7 @@ def check(
             metavar="FILE", help="Also write JUnit XML, on every exit code.", show_default=False
         ),
     ] = None,
+    results_dir: ResultsOption = Path("results"),
     pg: PgOption = None,
     dsn: DsnOption = None,
     image: ImageOption = None,
@@ -462,16 +463,16 @@ def check(
 
     Exit 0 no regression, 1 regression, 2 could not run (nothing measured)."""
     from harness.check.verdict import CheckSettings
-    from harness.commands.check import CheckRequest, check_command, check_paths
+    from harness.commands.check import CheckRequest, check_command
 
-    baseline_path, probes_path = _guarded(lambda: check_paths(baseline, probes, update_baseline))
     request = CheckRequest(
-        baseline=baseline_path,
-        probes=probes_path,
+        baseline=baseline,
+        probes=probes,
         update_baseline=update_baseline,
         markdown=markdown,
         junit=junit,
         settings=CheckSettings(tolerance=tolerance, factor=factor, alpha=alpha, samples=samples),
+        results_dir=results_dir,
     )
     code = _guarded(
         lambda: check_command(
@@ -594,6 +595,39 @@ def compare_runs(
 
     target = out or Path("results") / "compare" / f"{first.name}-vs-{second.name}"
     _guarded(lambda: compare_command(first, second, target, factor, alpha, console))
+
+
+@app.command()
+def history(
+    results_dir: Annotated[
+        Path,
+        typer.Argument(
+            metavar="RESULTS_DIR", help="The folder the run folders are in (any depth)."
+        ),
+    ] = Path("results"),
+    figure: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--figure",
+            metavar="PATTERN",
+            help="Trend the figures whose names match this glob, e.g. '*small*median*' "
+            "(repeatable).",
+            show_default="those with a reference that two runs share",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="DIR",
+            help="Where history.csv and history.html go (never overwritten).",
+            show_default="RESULTS_DIR/history/<run id>",
+        ),
+    ] = None,
+) -> None:
+    """List runs and trend chosen figures across them (a table, and a plot in HTML)."""
+    from harness.commands.history import history_command
+
+    _guarded(lambda: history_command(results_dir, figure or [], out, console))
 
 
 @app.command(name="simulate")

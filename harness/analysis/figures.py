@@ -238,3 +238,46 @@ def _dead_versions(axis: Axes, sampled: pd.DataFrame, title: str) -> None:
 def _first_repetition(frame: pd.DataFrame, strategy: object, workers: object) -> pd.DataFrame:
     chosen = (frame["strategy"] == strategy) & (frame["workers"] == workers)
     return frame[chosen & (frame["repetition"] == 1)]
+
+
+def trend_chart(trends: pd.DataFrame) -> Figure:
+    """Each trended figure over the runs, oldest first: the value, its range as an error
+    bar, and the reference shaded where there is one (harness/analysis/history.py)."""
+    names = list(dict.fromkeys(trends["figure"]))
+    columns = 2 if len(names) > 1 else 1
+    rows = -(-len(names) // columns)
+    figure = Figure(figsize=(7 * columns, 3.2 * rows))
+    for index, name in enumerate(names):
+        axis = figure.add_subplot(rows, columns, index + 1)
+        mine = trends[trends["figure"] == name].reset_index(drop=True)
+        spots = range(len(mine))
+        values = mine["value"].to_numpy(float)
+        below = (values - mine["low"].to_numpy(float)).clip(min=0)
+        above = (mine["high"].to_numpy(float) - values).clip(min=0)
+        axis.errorbar(list(spots), values, yerr=[below, above], marker="o", capsize=3)
+        if mine["reference_low"].notna().any():
+            low = float(mine["reference_low"].dropna().iloc[-1])
+            high = float(mine["reference_high"].dropna().iloc[-1])
+            if low == high:
+                axis.axhline(low, color="0.5", linestyle="--", label="reference")
+            else:
+                axis.axhspan(low, high, color="0.85", label="reference")
+            axis.legend(loc="best", fontsize="x-small")
+        axis.set_xticks(
+            list(spots),
+            [_run_label(row) for _, row in mine.iterrows()],
+            rotation=30,
+            ha="right",
+            fontsize="x-small",
+        )
+        axis.set_ylabel(str(mine["unit"].iloc[0]))
+        axis.set_title(name, fontsize="small", wrap=True)
+        axis.grid(True, alpha=0.3)
+    figure.subplots_adjust(hspace=0.9, wspace=0.25)
+    return figure
+
+
+def _run_label(row: pd.Series) -> str:
+    """A run on the x axis: its id's date and time, and its commit where known."""
+    commit = row["commit"] if isinstance(row["commit"], str) else ""
+    return f"{str(row['run_id'])[:15]}\n{commit[:7]}".strip()

@@ -44,22 +44,38 @@ def measured_figure(
     return own / other if figure.compare == "ratio" else own - other
 
 
+def is_within(reference: tuple[float, float], tolerance: float, low: float, high: float) -> bool:
+    """The measured range [low, high] inside the reference's, each end of it widened by
+    `tolerance` of its size (a single figure, 4.5, becomes 4.05-4.95 at 0.10)."""
+    bottom = reference[0] - tolerance * abs(reference[0])
+    top = reference[1] + tolerance * abs(reference[1])
+    return bottom <= low and high <= top
+
+
 def reference_table(
-    figures: list[ReferenceFigure], summary: pd.DataFrame | None, plans: pd.DataFrame | None
+    figures: list[ReferenceFigure],
+    summary: pd.DataFrame | None,
+    plans: pd.DataFrame | None,
+    tolerance: float = 0.0,
 ) -> pd.DataFrame:
-    """The source's figures beside the measured range over repetitions."""
+    """The source's figures beside the measured range over repetitions, and whether that
+    range lies within the reference (widened by `tolerance`); None where nothing was
+    measured."""
     rows = []
     for figure in figures:
         measured = measured_figure(figure, summary, plans).dropna()
+        low = measured.min() if len(measured) else float("nan")
+        high = measured.max() if len(measured) else float("nan")
         rows.append(
             {
                 "figure": figure.label,
                 "unit": figure.unit,
                 "reference_low": figure.value[0],
                 "reference_high": figure.value[1],
-                "measured_low": measured.min() if len(measured) else float("nan"),
-                "measured_high": measured.max() if len(measured) else float("nan"),
+                "measured_low": low,
+                "measured_high": high,
                 "repetitions": len(measured),
+                "within": is_within(figure.value, tolerance, low, high) if len(measured) else None,
             }
         )
     return pd.DataFrame(rows)

@@ -58,10 +58,28 @@ def report_html(page: Page) -> str:
         f"(sha256 {page.document.scenario.sha256[:12]}…)</summary><pre>"
         f"{_e(page.scenario_yaml)}</pre></details>",
     ]
+    return _document(page.title, parts)
+
+
+def plain_html(
+    title: str, intro: str, sections: list[Section], plots: list[tuple[str, bytes]]
+) -> str:
+    """A self-contained page of sections and plots that belongs to no one run (harness
+    history): the title, a paragraph, the plots, then the sections."""
+    parts = [
+        f"<h1>{_e(title)}</h1>",
+        f"<p>{_e(intro)}</p>",
+        _plots(plots),
+        *map(_section, sections),
+    ]
+    return _document(title, parts)
+
+
+def _document(title: str, parts: list[str]) -> str:
     body = "\n".join(part for part in parts if part)
     return (
         f"<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{_e(page.title)}</title><style>{_STYLE}</style></head>\n<body>\n{body}\n"
+        f"<title>{_e(title)}</title><style>{_STYLE}</style></head>\n<body>\n{body}\n"
         "</body></html>\n"
     )
 

@@ -40,6 +40,7 @@ from harness.analysis.figures import (
     timeline,
     wait_ecdf,
 )
+from harness.analysis.headline import run_headline
 from harness.analysis.ideal import ideal_section, ideal_summary, run_calibration, versus_ideal
 from harness.analysis.plans import Capture, plan_runs, plans_section, plans_summary
 from harness.analysis.properties import (
@@ -56,6 +57,7 @@ from harness.report.sections import Section, markdown
 from harness.results.contract import listed
 from harness.results.document import RunDocument, load_document, unlike_the_scenario
 from harness.results.folder import RunFolder
+from harness.results.headline import Results, results_document
 from harness.results.jobs import load_jobs
 from harness.scenario.model import Scenario
 from harness.scenario.workload import generate
@@ -141,7 +143,8 @@ def render_run(folder: RunFolder) -> Rendered:
     write = _writer(folder, raw.document.files)
     for key, name, table in tables.files():
         if table is not None:
-            write(key, name, table.to_csv(index=False))
+            write(key, name, with_run_id(table, raw.document.run_id).to_csv(index=False))
+    write("results", Results.NAME, headline(raw, tables).dumps())
     if tables.calibration is not None:
         calibration = CalibrationDocument.of(tables.calibration)
         write("calibration", calibration.NAME, calibration.dumps())
@@ -153,6 +156,28 @@ def render_run(folder: RunFolder) -> Rendered:
     write("report", "report.html", report_html(_page(raw, sections, plots)))
     folder.write("run.json", raw.document.dumps(), replace=True)
     return Rendered(folder, raw.document, tables, sections)
+
+
+def with_run_id(table: pd.DataFrame, run_id: str) -> pd.DataFrame:
+    """A derived table as its CSV holds it: the run's id first, so that the tables of many
+    runs concatenated still say where each row came from."""
+    return pd.concat([pd.Series(run_id, index=table.index, name="run_id"), table], axis=1)
+
+
+def headline(raw: RawRun, tables: RunTables) -> Results:
+    """results.json: the run's headline figures, its id, commit and host."""
+    document = raw.document
+    return results_document(
+        run_id=document.run_id,
+        kind="run" if document.options.get("timed", True) and raw.scenario.timed else "explain",
+        name=raw.scenario.name,
+        status=document.status,
+        started_at=document.started_at,
+        metadata=document.metadata,
+        figures=run_headline(
+            raw.scenario.name, tables.summary, tables.runs, raw.scenario.reference
+        ),
+    )
 
 
 def read_raw(folder: RunFolder) -> RawRun:
@@ -294,7 +319,8 @@ def _reference(
 ) -> pd.DataFrame | None:
     if raw.scenario.reference is None:
         return None
-    return reference_table(raw.scenario.reference.figures, summary, runs)
+    reference = raw.scenario.reference
+    return reference_table(reference.figures, summary, runs, reference.tolerance)
 
 
 def _bloat_summary(raw: RawRun, jobs: pd.DataFrame | None) -> pd.DataFrame | None:

@@ -298,6 +298,9 @@ class ReferenceFigure(Model):
 class Reference(Model):
     source: str
     figures: list[ReferenceFigure] = Field(min_length=1)
+    # A measured range is within a figure when it lies inside the figure's range with each
+    # end widened by this share of it: a single figure is met within +-10 % by default.
+    tolerance: float = Field(default=0.10, ge=0, le=10)
 
 
 class Crash(Model):
