@@ -44,12 +44,23 @@ def measured_figure(
     return own / other if figure.compare == "ratio" else own - other
 
 
-def is_within(reference: tuple[float, float], tolerance: float, low: float, high: float) -> bool:
-    """The measured range [low, high] inside the reference's, each end of it widened by
-    `tolerance` of its size (a single figure, 4.5, becomes 4.05-4.95 at 0.10)."""
+def placement(reference: tuple[float, float], tolerance: float, low: float, high: float) -> str:
+    """Where the measured range [low, high] lies against the reference's, each end of it
+    widened by `tolerance` of its size (a single figure, 4.5, becomes 4.05-4.95 at 0.10):
+    within, above, below, or partly (some repetitions in, some out)."""
     bottom = reference[0] - tolerance * abs(reference[0])
     top = reference[1] + tolerance * abs(reference[1])
-    return bottom <= low and high <= top
+    if bottom <= low and high <= top:
+        return "within"
+    if low > top:
+        return "above"
+    if high < bottom:
+        return "below"
+    return "partly"
+
+
+def is_within(reference: tuple[float, float], tolerance: float, low: float, high: float) -> bool:
+    return placement(reference, tolerance, low, high) == "within"
 
 
 def reference_table(
@@ -75,14 +86,15 @@ def reference_table(
                 "measured_low": low,
                 "measured_high": high,
                 "repetitions": len(measured),
-                "within": is_within(figure.value, tolerance, low, high) if len(measured) else None,
+                "placement": placement(figure.value, tolerance, low, high) if len(measured) else "",
+                "headline": figure.versus is not None and figure.compare == "ratio",
             }
         )
     return pd.DataFrame(rows)
 
 
 def reference_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    headers = ["figure", "reference", "measured", "unit", "reps"]
+    headers = ["figure", "reference", "measured", "unit", "reps", "verdict"]
     rows = [
         [
             record["figure"],
@@ -90,13 +102,61 @@ def reference_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             span(record["measured_low"], record["measured_high"]),
             record["unit"],
             str(record["repetitions"]),
+            _VERDICTS.get(record["placement"], "not measured"),
         ]
         for record in table.to_dict("records")
     ]
     return headers, rows
 
 
-def reference_section(table: pd.DataFrame, source: str) -> Section:
-    rows = Table.of(reference_rows(table), f"Beside the reference ({source})")
-    intro = f"Reference: {source}. Measured: the range over repetitions."
-    return Section("reference", "Beside the reference", intro, tables=[rows], console=[rows])
+_VERDICTS = {
+    "within": "within",
+    "above": "ABOVE",
+    "below": "BELOW",
+    "partly": "PARTLY outside",
+}
+
+
+def headline(table: pd.DataFrame) -> str:
+    """The headline in one sentence: the first ratio of two strategies the reference gives
+    (else its first figure), measured against the reference."""
+    measured = table[table["repetitions"] > 0]
+    if measured.empty:
+        return "Nothing the reference gives was measured."
+    ratios = measured[measured["headline"]]
+    record = (ratios if len(ratios) else measured).iloc[0]
+    label = str(record["figure"])
+    got = _with_unit(span(record["measured_low"], record["measured_high"]), record["unit"])
+    wanted = _with_unit(span(record["reference_low"], record["reference_high"]), record["unit"])
+    reps = int(record["repetitions"])
+    return (
+        f"{label[:1].upper()}{label[1:]}: {got} measured over {reps} "
+        f"repetition{'s' if reps > 1 else ''}, against {wanted} in the reference: "
+        f"{_VERDICTS[record['placement']].lower()}."
+    )
+
+
+def _with_unit(value: str, unit: str) -> str:
+    return f"{value}x" if unit == "x" else f"{value} {unit}"
+
+
+def reference_section(
+    table: pd.DataFrame, source: str, tolerance: float, notes: list[str] | None = None
+) -> Section:
+    """The verdict: the headline sentence, then each figure against its reference;
+    `notes` are further sentences of the verdict (the claim latency)."""
+    within = int((table["placement"] == "within").sum())
+    rows = Table.of(reference_rows(table), f"Verdict: beside the reference ({source})")
+    intro = (
+        f"{within} of {len(table)} figures within the reference ({source}), each end "
+        f"widened by {tolerance:.0%}. Measured: the range over repetitions."
+    )
+    return Section(
+        "verdict",
+        "Verdict",
+        intro,
+        bullets=notes or [],
+        tables=[rows],
+        console=[rows],
+        headline=headline(table),
+    )

@@ -18,7 +18,16 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Literal
 
-PLOTS = ("waits", "timeline", "tenant_share", "scaling", "plans", "bloat")
+PLOTS = (
+    "waits_over_time",
+    "waits",
+    "claim_latency",
+    "timeline",
+    "tenant_share",
+    "scaling",
+    "plans",
+    "bloat",
+)
 _NAME = r"[a-z0-9][a-z0-9_-]{0,62}"  # the scenario's Name: strategies and variants
 NAME_PATTERN = f"^{_NAME}$"  # a <variant> or <strategy> in a file's path
 _PLACEHOLDERS = {"variant": _NAME, "strategy": _NAME, "plot": "|".join(PLOTS)}

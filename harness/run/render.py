@@ -34,11 +34,13 @@ from harness.analysis.faults import fault_table, faults_section, missed_faults
 from harness.analysis.figures import (
     PLOT_TITLES,
     bloat_over_time,
+    claim_latency,
     plans_chart,
     scaling,
     tenant_share,
     timeline,
     wait_ecdf,
+    waits_over_time,
 )
 from harness.analysis.headline import run_headline
 from harness.analysis.ideal import ideal_section, ideal_summary, run_calibration, versus_ideal
@@ -50,7 +52,15 @@ from harness.analysis.properties import (
     property_table,
 )
 from harness.analysis.reference import reference_section, reference_table
-from harness.analysis.waits import summarize, summary_section, with_waits
+from harness.analysis.waits import (
+    claim_note,
+    claims_over_time,
+    summarize,
+    summary_section,
+    waits_over_run,
+    waits_verdict,
+    with_waits,
+)
 from harness.report.html import Page, report_html
 from harness.report.plots import FORMATS, encode
 from harness.report.sections import Section, markdown
@@ -63,6 +73,8 @@ from harness.scenario.model import Scenario
 from harness.scenario.workload import generate
 
 BLOAT_BUCKET_S = 0.5
+# The plots of the report's first screen, in this order, under the verdict.
+LEAD_PLOTS = ("waits_over_time", "waits", "claim_latency")
 
 
 @dataclass(frozen=True)
@@ -228,9 +240,7 @@ def derive(raw: RawRun) -> RunTables:
 
 def run_sections(raw: RawRun, tables: RunTables) -> list[Section]:
     """The report's sections, in reading order; each feature writes its own."""
-    sections = []
-    if tables.reference is not None and len(tables.reference) and raw.scenario.reference:
-        sections.append(reference_section(tables.reference, raw.scenario.reference.source))
+    sections = _verdict(raw, tables)
     if tables.summary is not None:
         sections.append(summary_section(tables.summary, unlike_the_scenario(raw.document)))
         sections.append(fairness_section(tables.summary, tables.fairness))
@@ -247,11 +257,26 @@ def run_sections(raw: RawRun, tables: RunTables) -> list[Section]:
     return sections
 
 
+def _verdict(raw: RawRun, tables: RunTables) -> list[Section]:
+    """The answer first: each reference figure against its range, or without a reference
+    the median waits; the claim latency where the scenario is about it."""
+    reference, summary = raw.scenario.reference, tables.summary
+    notes = []
+    if raw.scenario.report.claim_latency and summary is not None:
+        notes.append(claim_note(summary))
+    if reference is not None and tables.reference is not None and len(tables.reference):
+        return [reference_section(tables.reference, reference.source, reference.tolerance, notes)]
+    return [waits_verdict(summary, notes)] if summary is not None else []
+
+
 def run_figures(raw: RawRun, tables: RunTables) -> dict[str, Figure]:
     plots = {}
     jobs = raw.jobs
     if jobs is not None and len(jobs):
+        plots["waits_over_time"] = waits_over_time(*waits_over_run(jobs))
         plots["waits"] = wait_ecdf(jobs)
+        if raw.scenario.report.claim_latency and jobs["claim_ms"].notna().any():
+            plots["claim_latency"] = claim_latency(claims_over_time(jobs))
         plots["timeline"] = timeline(jobs)
         plots["tenant_share"] = tenant_share(jobs)
     if tables.summary is not None and tables.summary["workers"].nunique() > 1:
@@ -278,9 +303,8 @@ def _page(raw: RawRun, sections: list[Section], plots: dict[str, Figure]) -> Pag
         description=raw.scenario.description,
         document=raw.document,
         sections=sections,
-        plots=[
-            (PLOT_TITLES.get(name, name), encode(figure, "png")) for name, figure in plots.items()
-        ],
+        lead_plots=[_png(name, plots[name]) for name in LEAD_PLOTS if name in plots],
+        plots=[_png(name, figure) for name, figure in plots.items() if name not in LEAD_PLOTS],
         folded=[
             (f"{capture.variant} / {capture.strategy}", capture.text)
             for capture in raw.captures
@@ -288,6 +312,10 @@ def _page(raw: RawRun, sections: list[Section], plots: dict[str, Figure]) -> Pag
         ],
         scenario_yaml=raw.scenario_yaml,
     )
+
+
+def _png(name: str, figure: Figure) -> tuple[str, bytes]:
+    return PLOT_TITLES.get(name, name), encode(figure, "png")
 
 
 def _versus_ideal(

@@ -346,6 +346,14 @@ class LongTransaction(Model):
     vacuum_after: bool = False
 
 
+class ReportOptions(Model):
+    """What the report shows beside what every run's shows."""
+
+    # Claim latency (the dequeue transaction as the workers timed it) over the run and in
+    # the verdict: for a scenario about a dequeue's cost (large-tenant-alone).
+    claim_latency: bool = False
+
+
 class Scenario(Model):
     name: Name
     description: str = ""
@@ -364,6 +372,7 @@ class Scenario(Model):
     reference: Reference | None = None
     faults: Faults | None = None
     long_transaction: LongTransaction | None = None
+    report: ReportOptions = Field(default_factory=ReportOptions)
 
     @field_validator(
         "workers", mode="before", json_schema_input_type=WorkerCount | list[WorkerCount]
