@@ -276,6 +276,21 @@ def check_markdown(
     return "\n".join(lines) + "\n"
 
 
+def baseline_markdown(findings: list[Finding], probes: int, baseline: str) -> str:
+    """The job summary of --update-baseline: what was written, and against the old
+    baseline, where there was one, what changed."""
+    lines = [
+        "## harness check: a new baseline (exit 0)\n",
+        f"{probes} probes measured and written to `{baseline}`: commit it to check against it."
+        + ("" if findings else " There was no baseline to compare with.")
+        + "\n",
+    ]
+    if findings:
+        lines.append("Against the old baseline:\n")
+        lines.append(markdown_table(*findings_rows(findings)))
+    return "\n".join(lines) + "\n"
+
+
 def not_run_markdown(error: str) -> str:
     """The job summary of a check that could not run (exit 2): why, and what to do."""
     return (

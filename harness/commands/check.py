@@ -26,6 +26,7 @@ from harness.check.verdict import (
     CheckSettings,
     Finding,
     Probe,
+    baseline_markdown,
     check_headline,
     check_markdown,
     compare,
@@ -140,6 +141,8 @@ def _check(
         baseline_path.parent.mkdir(parents=True, exist_ok=True)
         candidate.write(baseline_path, replace=True)  # a new baseline replaces the old
         console.print(f"Baseline written: {baseline_path}", highlight=False)
+        summary = baseline_markdown(findings, len(measured), str(baseline_path))
+        _write_report(request.markdown, summary.encode())
     return code
 
 
@@ -236,9 +239,9 @@ def _show_findings(
     if folder is not None:
         console.print(f"Results: {folder}", highlight=False)
     where = str(folder) if folder is not None else None
-    _write_report(
-        request.markdown, check_markdown(findings, code, seconds, baseline, where).encode()
-    )
+    if not request.update_baseline:
+        summary = check_markdown(findings, code, seconds, baseline, where)
+        _write_report(request.markdown, summary.encode())
     _write_report(request.junit, junit_xml(findings))
 
 

@@ -42,11 +42,10 @@ def test_every_option_with_a_default_shows_it(command: str) -> None:
     for param in click_command.params:
         valued = param.default not in (None, False, ()) and not getattr(param, "is_flag", False)
         if valued and param.name != "help":
-            row = next(
-                line for line in shown.splitlines() if line.startswith(f"│ {param.opts[0]} ")
-            )
-            after = shown[shown.index(row) :].split("\n│ -", 1)[0]
-            assert "[default:" in after, f"{command} {param.opts[0]}"
+            label = param.metavar if param.param_type_name == "argument" else param.opts[0]
+            row = next(line for line in shown.splitlines() if line.split()[1:2] == [label])
+            after = shown[shown.index(row) :].split("\n│ -", 1)[0].split("╰", 1)[0]
+            assert "[default:" in after, f"{command} {label}"
 
 
 def test_every_command_has_a_one_line_summary_in_the_list() -> None:

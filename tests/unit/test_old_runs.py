@@ -76,12 +76,20 @@ def _without_run_id(table: Path, run_id: str) -> str:
 
 def _table_lines(summary: Path) -> list[str]:
     """The tables of summary.md (their prose names today's module paths), the ideal's
-    without its two costed columns."""
-    lines, costed = [], False
+    without its two costed columns. The verdict came later: its reference table is the
+    old one with a `verdict` column, left out here; without a reference, its table of
+    median waits is new and left out."""
+    lines, cut, verdict = [], 0, False
     for line in summary.read_text().splitlines():
+        verdict = line == "## Verdict" or (verdict and not line.startswith("## "))
         if not line.startswith("|"):
-            costed = False
+            cut = 0
             continue
-        costed = costed or "ideal, costed" in line
-        lines.append("|".join(line.split("|")[:-3]) if costed else line)
+        if verdict and line.startswith("| figure | reference |"):
+            cut = 1  # the verdict column
+        elif "ideal, costed" in line:
+            cut = 2  # the two costed columns
+        elif verdict and not cut:
+            continue
+        lines.append("|".join(line.split("|")[: -1 - cut]) + "|" if cut else line)
     return lines
