@@ -273,7 +273,7 @@ def test_the_workflow_snippet_runs_in_another_repository(wheel: Path, runner: Ru
         if line.startswith("- REGRESSION")
     )
     # The samples, uploaded: one folder of the baseline's making, one of this check.
-    made_then, checked_now = sorted((runner.repo / "results" / "check").iterdir())
+    _made_then, checked_now = sorted((runner.repo / "results" / "check").iterdir())
     assert {path.name for path in checked_now.iterdir()} == {"probes.json", "results.json"}
 
     fresh(runner)  # a broken baseline: nothing measured, and the summary says why
