@@ -122,6 +122,7 @@ def test_the_notebook_runs_top_to_bottom(
     assert len(images) == 3  # waits, timeline, tenant share
     text = "".join(o.get("text", "") for o in outputs)
     assert f"{short_run.folder.path.resolve()}" in text and "status: complete" in text
+    assert "runs of short-noisy" in text  # open_runs over every run of the scenario
 
 
 NOTEBOOK_OVER_REPORT = 4.0
