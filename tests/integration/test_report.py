@@ -146,7 +146,9 @@ def timed_notebook(kernel_dir: Path) -> tuple[nbformat.NotebookNode, float]:
     return notebook, time.monotonic() - began
 
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM = next(
+    filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None
+)
 SCREEN = (1400, 900)
 # Where the verdict and the first plot are, measured by the browser once the page loaded.
 LAYOUT_PROBE = """<script>window.addEventListener("load", () => {
@@ -172,6 +174,7 @@ def chromium(*args: str, user_data: Path) -> subprocess.CompletedProcess[str]:
         "--disable-sync",
         f"--user-data-dir={user_data}",
         f"--window-size={SCREEN[0]},{SCREEN[1]}",
+        "--virtual-time-budget=5000",  # the page's images decoded before the shot
     ]
     return subprocess.run(
         [CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120, check=False
