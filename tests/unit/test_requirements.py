@@ -121,3 +121,24 @@ def test_without_the_libraries_extra_real_queues_is_one_line_before_any_server(
     assert "tenant-queue-bench[libraries]" in done.stderr
     assert "Starting PostgreSQL" not in done.stdout
     assert list(tmp_path.iterdir()) == []  # no run folder: nothing was measured
+
+
+def test_npm_ci_shows_its_downloads_as_it_goes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A stand-in npm that downloads three packages: each progress line counts them, and
+    the last says what npm added."""
+    npm = tmp_path / "npm"
+    npm.write_text(
+        "#!/bin/sh\n"
+        'test "$1" = ci || exit 9\n'
+        'for p in a b c; do echo "npm http fetch GET 200 https://registry/$p 5ms" >&2; done\n'
+        "echo 'added 3 packages in 1s'\n"
+    )
+    npm.chmod(0o755)
+    monkeypatch.setattr(node_queue, "NPM_PROGRESS_S", 0.0)
+    said: list[str] = []
+    code, _ = node_queue._npm_ci(str(npm), tmp_path, said.append)
+    assert code == 0
+    assert said[:3] == [f"npm ci: {n} downloads, 0 s" for n in (1, 2, 3)]
+    assert said[-1] == "npm ci: added 3 packages in 1s (3 downloads)"
