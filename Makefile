@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 # compile pandas anew: about 1.4 s each here, against 13 s once at install.
 UV_VERSION := 0.13.9
 
-.PHONY: bench test check lint format venv lock clean
+.PHONY: bench test test-slow check lint format venv lock clean
 
 bench: $(STAMP)
 	$(BIN)/harness run scenarios/noisy-neighbour.yaml scenarios/large-tenant-alone.yaml scenarios/skewed-backlog.yaml
@@ -20,7 +20,13 @@ test: $(STAMP)
 	$(BIN)/ruff check harness tests hatch_build.py
 	$(BIN)/ruff format --check harness tests hatch_build.py
 	$(BIN)/mypy
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not slow"
+
+# The tests marked slow (a built wheel installed into fresh environments: the tool as
+# people install it, the CI recipe of docs/ci-check.md in another folder); CI runs them
+# after make test.
+test-slow: $(STAMP)
+	$(BIN)/pytest -m slow
 
 # Dequeue cost against the committed baseline: exit 1 on a regression.
 check: $(STAMP)
@@ -40,7 +46,7 @@ $(STAMP): pyproject.toml uv.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --locked --compile-bytecode --extra dev --extra libraries --python $(BIN)/python
+	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --locked --compile-bytecode --group dev --extra libraries --python $(BIN)/python
 	@touch $(STAMP)
 
 # After changing a dependency in pyproject.toml: resolve again and commit uv.lock.

@@ -26,6 +26,7 @@ tables as data, on another host.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -235,15 +236,60 @@ class Recovery(Protocol):
 
 
 QueueFactory = Callable[[Site, "RunInputs"], Queue]
+Say = Callable[[str], None]  # one line of progress for the user
+
+
+@dataclass(frozen=True)
+class Missing:
+    """What a queue needs and this installation lacks: `what` it is, and how to `install`
+    it. Queues whose needs share an install line are named in one sentence."""
+
+    what: str
+    install: str
+
+
+class Requirement(Protocol):
+    """Something a queue needs beyond the harness's own dependencies (a Python package of
+    an extra, a runtime on the PATH), asked before any server starts."""
+
+    def missing(self) -> Missing | None:
+        """None when it is there."""
+
+    def prepare(self, say: Say) -> None:
+        """Made ready before any server starts (an install of its own, showing its
+        progress); only called when nothing is missing."""
+
+
+@dataclass(frozen=True)
+class PythonPackages:
+    """Modules a queue imports that come with one of the package's extras."""
+
+    modules: tuple[str, ...]
+    extra: str
+
+    def missing(self) -> Missing | None:
+        absent = [module for module in self.modules if importlib.util.find_spec(module) is None]
+        if not absent:
+            return None
+        return Missing(
+            ", ".join(absent),
+            f"install the harness with its extra `{self.extra}`: pip install "
+            f"'tenant-queue-bench[{self.extra}]' (from a checkout: pipx install --force "
+            f"'.[{self.extra}]', or make venv)",
+        )
+
+    def prepare(self, say: Say) -> None:
+        return None
 
 
 @dataclass(frozen=True)
 class QueueEntry:
     """A queue a scenario can name in `strategies`: what it can take, how to make it for
-    a run, and what `harness sql NAME` shows of it."""
+    a run, what `harness sql NAME` shows of it, and what it needs installed."""
 
     name: str
     traits: QueueTraits
     make: QueueFactory
     simulate_as: str | None = None  # the simulator's policy for its order, if it has one
     shown: Callable[[], str] | None = None  # the SQL it runs, as `harness sql` prints it
+    requires: tuple[Requirement, ...] = ()  # checked before any server starts

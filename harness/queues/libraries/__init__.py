@@ -4,7 +4,7 @@ queue a scenario names in `strategies:` like a built-in SQL strategy.
 
 Each library is a module of its own that declares its mappings (`entries()`) and
 registers its programs as it is imported; adding a library is a new module and a line in
-`_LIBRARIES`. A module imports its library only inside the functions that use it, so the
+`_libraries()`. A module imports its library only inside the functions that use it, so the
 catalog lists every mapping whether or not the library is installed.
 """
 

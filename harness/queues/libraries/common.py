@@ -27,6 +27,7 @@ from harness.queues.base import (
     Ledger,
     Queue,
     QueueEntry,
+    Requirement,
     Signals,
     Site,
     TaskRun,
@@ -62,11 +63,13 @@ STOP_POLL_S = 0.01
 LibraryFactory = Callable[[str, str, Site, RunInputs], Queue]  # (name, mapping, site, inputs)
 
 
-def library_entries(mappings: dict[str, str], make: LibraryFactory) -> list[QueueEntry]:
+def library_entries(
+    mappings: dict[str, str], make: LibraryFactory, requires: tuple[Requirement, ...]
+) -> list[QueueEntry]:
     """A library's mappings as queues a scenario may name: strategy name -> the mapping of
-    tenants onto its knobs, each made by `make`."""
+    tenants onto its knobs, each made by `make`; `requires`, what it needs installed."""
     return [
-        QueueEntry(name, LIBRARY_TRAITS, partial(make, name, mapping))
+        QueueEntry(name, LIBRARY_TRAITS, partial(make, name, mapping), requires=requires)
         for name, mapping in mappings.items()
     ]
 

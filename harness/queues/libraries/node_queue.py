@@ -31,7 +31,16 @@ import psycopg
 from pydantic import ConfigDict, Field
 
 from harness.errors import HarnessError
-from harness.queues.base import ProgramMain, QueueEntry, Signals, Site, TaskRun, WorkerReport
+from harness.queues.base import (
+    Missing,
+    ProgramMain,
+    QueueEntry,
+    Say,
+    Signals,
+    Site,
+    TaskRun,
+    WorkerReport,
+)
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
@@ -66,44 +75,87 @@ def _sources() -> dict[str, bytes]:
     return {name: folder.joinpath(name).read_bytes() for name in RUNNER_FILES}
 
 
+def _target(sources: dict[str, bytes]) -> Path:
+    digest = hashlib.sha256(b"".join(sources[name] for name in RUNNER_FILES)).hexdigest()[:16]
+    return cache_root() / f"node-runner-{digest}"
+
+
+def runner_installed() -> bool:
+    return (_target(_sources()) / ".installed").exists()
+
+
+def npm() -> str | None:
+    return shutil.which("npm")
+
+
 @cache
 def runner_dir() -> Path:
-    """The runner with its packages installed (`npm ci`, once per version of its files)."""
+    """The runner with its packages installed (`npm ci`, once per version of its files;
+    the commands install it before a server starts, showing its progress)."""
+    return install_runner(lambda line: None)
+
+
+def install_runner(say: Say) -> Path:
+    """The runner's folder, installed first if it is not yet, saying how npm ci goes."""
     sources = _sources()
-    digest = hashlib.sha256(b"".join(sources[name] for name in RUNNER_FILES)).hexdigest()[:16]
-    target = cache_root() / f"node-runner-{digest}"
+    target = _target(sources)
     if (target / ".installed").exists():
         return target
-    npm = shutil.which("npm")
-    if npm is None:
+    found = npm()
+    if found is None:
         raise HarnessError(
             "pg-boss and graphile-worker run in Node: `npm` is needed to install their "
             "runner (Debian: apt-get install npm); the other strategies run without it"
         )
-    _install_runner(npm, sources, target)
+    say(
+        f"Installing the Node runner of pg-boss and graphile-worker (npm ci, Node 22 "
+        f"included; first use only) into {target}"
+    )
+    _install_runner(found, sources, target, say)
     return target
 
 
-def _install_runner(npm: str, sources: dict[str, bytes], target: Path) -> None:
+def _install_runner(npm: str, sources: dict[str, bytes], target: Path, say: Say) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="node-runner-", dir=target.parent))
     for name, data in sources.items():
         (staging / name).write_bytes(data)
-    done = subprocess.run(
-        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
-        cwd=staging,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
+    code, last = _npm_ci(npm, staging, say)
+    if code != 0:
         shutil.rmtree(staging, ignore_errors=True)
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise HarnessError(f"npm ci of the Node runner failed in {staging}: {last}")
     (staging / ".installed").touch()
     with contextlib.suppress(OSError):  # another process may have installed it meanwhile
         staging.rename(target)
     shutil.rmtree(staging, ignore_errors=True)
+
+
+NPM_PROGRESS_S = 2.0  # how often npm ci's progress is shown
+
+
+def _npm_ci(npm: str, folder: Path, say: Say) -> tuple[int, str]:
+    """npm ci in `folder`, its downloads counted and shown every few seconds (npm shows
+    no progress where its output is no terminal); its exit code and last line."""
+    began = shown = time.monotonic()
+    fetched, last, added = 0, "no output", ""
+    with subprocess.Popen(
+        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=http"],
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            fetched += line.startswith("npm http fetch")
+            last = line.strip() or last
+            added = last if last.startswith("added ") else added
+            if time.monotonic() - shown >= NPM_PROGRESS_S:
+                shown = time.monotonic()
+                say(f"npm ci: {fetched} downloads, {shown - began:.0f} s")
+    if process.returncode == 0:
+        say(f"npm ci: {added or 'done'} ({fetched} downloads)")
+    return process.returncode, last
 
 
 def node_binary(folder: Path) -> Path:
@@ -440,8 +492,30 @@ def _settings(spec: NodeSpec, requested_ms: float) -> dict[str, Any]:
 common.register_programs("node", NodeSpec, worker_main, enqueuer_main)
 
 
+@dataclass(frozen=True)
+class NodeRunner:
+    """pg-boss and graphile-worker run in a Node runner whose packages (Node 22 among them)
+    npm installs on first use: `npm` is needed until it is installed."""
+
+    def missing(self) -> Missing | None:
+        if runner_installed() or npm() is not None:
+            return None
+        return Missing(
+            "npm (it installs their Node runner once)",
+            "apt-get install npm (Debian), or Node.js with npm from nodejs.org",
+        )
+
+    def prepare(self, say: Say) -> None:
+        install_runner(say)
+
+
 def entries() -> list[QueueEntry]:
     return [
-        QueueEntry(name, common.LIBRARY_TRAITS, partial(NodeQueue, name, library, mapping))
+        QueueEntry(
+            name,
+            common.LIBRARY_TRAITS,
+            partial(NodeQueue, name, library, mapping),
+            requires=(NodeRunner(),),
+        )
         for name, (library, mapping) in MAPPINGS.items()
     ]

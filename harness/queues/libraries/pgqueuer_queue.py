@@ -28,7 +28,15 @@ from typing import Any, Literal
 
 import psycopg
 
-from harness.queues.base import ProgramMain, QueueEntry, Signals, Site, TaskRun, WorkerReport
+from harness.queues.base import (
+    ProgramMain,
+    PythonPackages,
+    QueueEntry,
+    Signals,
+    Site,
+    TaskRun,
+    WorkerReport,
+)
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
@@ -243,4 +251,6 @@ common.register_programs("pgqueuer", Spec, worker_main, enqueuer_main)
 
 
 def entries() -> list[QueueEntry]:
-    return common.library_entries(dict(MAPPINGS), PgqueuerQueue)
+    return common.library_entries(
+        dict(MAPPINGS), PgqueuerQueue, (PythonPackages(("pgqueuer", "asyncpg"), "libraries"),)
+    )

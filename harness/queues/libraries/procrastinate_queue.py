@@ -21,7 +21,15 @@ from typing import Any, Literal
 
 import psycopg
 
-from harness.queues.base import ProgramMain, QueueEntry, Signals, Site, TaskRun, WorkerReport
+from harness.queues.base import (
+    ProgramMain,
+    PythonPackages,
+    QueueEntry,
+    Signals,
+    Site,
+    TaskRun,
+    WorkerReport,
+)
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
@@ -191,4 +199,6 @@ common.register_programs("procrastinate", Spec, worker_main, enqueuer_main)
 
 
 def entries() -> list[QueueEntry]:
-    return common.library_entries(dict(MAPPINGS), ProcrastinateQueue)
+    return common.library_entries(
+        dict(MAPPINGS), ProcrastinateQueue, (PythonPackages(("procrastinate",), "libraries"),)
+    )
