@@ -156,7 +156,9 @@ def test_the_trap_fails_naming_the_strategy_figure_and_factor(
     factor = float(line.split("(")[1].split("x)")[0])
     assert factor > 10, line
     flagged = [line for line in output.splitlines() if line.startswith(("REGRESSION", "::error"))]
-    assert not [line for line in flagged if "fifo dequeue" in line]
+    # fifo's plan and buffers are the same text as the baseline's: never flagged. Its claim
+    # latency is a timing, which a loaded machine can push past the threshold; not judged.
+    assert not [line for line in flagged if "fifo dequeue" in line and "claim latency" not in line]
     suite = ElementTree.parse(junit).getroot()
     assert int(suite.get("failures", "0")) >= 2
     assert "REGRESSION: round_robin dequeue on skewed: shared buffers" in markdown.read_text()
