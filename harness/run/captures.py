@@ -121,7 +121,7 @@ def capture(
 ) -> Capture:
     """Build the schema, load the backlog, EXPLAIN the dequeue: text once, JSON `repeat`."""
     began = time.perf_counter()
-    recreate(conn, queue.site.schema)
+    recreate(conn, queue.site.schema, queue.outside_schemas())
     queue.install(conn)
     queue.load_backlog(conn, rows)
     result = Capture(

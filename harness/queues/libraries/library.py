@@ -64,6 +64,9 @@ class LibraryQueue:
     def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
         return common.ledger_of(common.library_rows(conn, self.ledger_block), reports)
 
+    def outside_schemas(self) -> tuple[str, ...]:
+        return ()  # everything in the run's schema, but for a library that says otherwise
+
     def dequeue_sql(self) -> str | None:
         return None  # its fetch is captured from its own worker instead (explainer)
 
