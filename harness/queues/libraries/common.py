@@ -12,6 +12,7 @@ job, and jobs.csv joins up with the workload whatever ids the library chose.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -22,6 +23,7 @@ from typing import Any, Protocol, Self, TypeVar
 import psycopg
 from pydantic import ConfigDict, TypeAdapter
 
+from harness.errors import HarnessError
 from harness.queues.base import (
     JobRecord,
     Ledger,
@@ -60,6 +62,12 @@ LIBRARY_TRAITS = QueueTraits(
 )
 STOP_POLL_S = 0.01
 LibraryFactory = Callable[[str, str, Site, RunInputs], Queue]  # (name, mapping, site, inputs)
+
+
+def require(module: str, missing: str) -> None:
+    """A library's module importable, or the one line that says how to install it."""
+    if importlib.util.find_spec(module) is None:
+        raise HarnessError(missing)
 
 
 def library_entries(mappings: dict[str, str], make: LibraryFactory) -> list[QueueEntry]:
@@ -252,13 +260,18 @@ class LibraryRow:
     finished_at: datetime | None
 
 
-def analyze(conn: psycopg.Connection[Any]) -> None:
-    for (statement,) in conn.execute(sql("analyze_tables")).fetchall():  # type: ignore[arg-type]
+def analyze(conn: psycopg.Connection[Any], schema: str | None = None) -> None:
+    """Every table of the run's schema analyzed, or of `schema` (a library's own)."""
+    statements = conn.execute(sql("analyze_tables"), {"schema": schema}).fetchall()  # type: ignore[arg-type]
+    for (statement,) in statements:
         conn.execute(statement)
 
 
-def library_rows(conn: psycopg.Connection[Any], block: str) -> list[LibraryRow]:
-    return [LibraryRow(*row) for row in conn.execute(sql(block))]  # type: ignore[call-overload]
+def library_rows(
+    conn: psycopg.Connection[Any], block: str, params: dict[str, Any] | None = None
+) -> list[LibraryRow]:
+    found = conn.execute(sql(block), params or {})  # type: ignore[call-overload]
+    return [LibraryRow(*row) for row in found]
 
 
 def ledger_of(rows: list[LibraryRow], reports: list[WorkerReport]) -> Ledger:
