@@ -226,6 +226,11 @@ class FetchExplainer(Protocol):
     def explained(self, plans_file: str) -> list[ExplainedFetch]:
         """The fetches among the plans the capture's worker wrote, in order."""
 
+    def capture_refused(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> str | None:
+        """Why its worker cannot run on this backlog on this server (awa's queue per
+        tenant holds a connection per queue), said in plans.csv as the capture's skip
+        reason; None where it can."""
+
 
 class Recovery(Protocol):
     """The runner's side of the fault features, for a queue that can take them (its

@@ -252,3 +252,27 @@ def test_the_relay_copies_a_session_and_hands_over_its_notices(server: Server) -
         relay.close()
     assert got == ["relayed 42"]
     assert not Path(relay.folder).exists()
+
+
+def test_a_queue_per_tenant_beyond_the_servers_connections_is_skipped_saying_why(
+    server: Server, tmp_path: Path
+) -> None:
+    """awa's runtime holds a connection per queue: 200 idle tenants' queues cannot run on
+    a server of 100 connections, so that capture is skipped with the reason (the others
+    are captured); nothing of awa is made."""
+    skip_unless_installed("awa_weighted_queues")
+    scenario = {**PLANS, "strategies": ["fifo", "awa_weighted_queues"], "explain": {"repeat": 1}}
+    scenario["backlog"] = {
+        "groups": [
+            *PLANS["backlog"]["groups"][:2],
+            {"name": "idle", "tenants": 200, "jobs_per_tenant": 0},
+        ]
+    }
+    outcome = run_yaml(server, tmp_path, yaml.safe_dump(scenario), RunOptions(timed=False))
+    plans = outcome.tables.plans
+    assert plans is not None
+    by_strategy = plans.set_index("strategy")
+    assert by_strategy.loc["fifo", "skipped"] == ""
+    skipped = str(by_strategy.loc["awa_weighted_queues", "skipped"])
+    assert "a queue per tenant, 204 of them, needs about 220 connections" in skipped
+    assert _schemas_like(server, "awa") == []

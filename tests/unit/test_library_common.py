@@ -239,3 +239,19 @@ def test_a_relayed_notice_is_read_from_its_fields() -> None:
     body = b"SNOTICE\x00C00000\x00Mduration: 1.5 ms  plan: {}\x00Fexplain.c\x00\x00"
     assert notice_message(body) == "duration: 1.5 ms  plan: {}"
     assert notice_message(b"SNOTICE\x00\x00") == ""
+
+
+def test_awa_says_when_a_queue_per_tenant_needs_more_connections_than_the_server_has() -> None:
+    """Each of awa's dispatchers holds a connection for its LISTEN: 1,000 tenants' queues
+    cannot run on a server with 100 connections, one queue can; the capture of such a
+    backlog is skipped with this reason rather than left to time out."""
+    from harness.queues.libraries.awa_queue import Spec
+
+    tenants = tuple(range(1, 1001))
+    weighted = Spec(Site("", "s"), "weighted_queues", tenants=tenants, weights=(1,) * 1000)
+    refused = weighted.refused(97)
+    assert refused is not None
+    assert "1000 of them, needs about 1016 connections" in refused
+    assert "its docs size the pool at 4020" in refused and "97 left" in refused
+    assert Spec(Site("", "s"), "one_queue", tenants=tenants).refused(97) is None
+    assert Spec(Site("", "s"), "weighted_queues", tenants=tenants[:11]).refused(97) is None

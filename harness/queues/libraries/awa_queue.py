@@ -16,11 +16,15 @@ Mappings of tenants onto its knobs:
                    awa's weighted mode (`global_max_workers` = the scenario's workers,
                    `min_workers` 0): workers shared by weighted fair share among the
                    queues with work
+Each at the harness's settings (its poll every `poll_interval_ms` of the scenario) and,
+as `_tuned`, at its maintainers' (docs/real-queues.md): awa's own poll, 200 ms, and a
+pool of `num_queues * 4 + 20` connections.
 
-Its worker runtime runs a dispatcher per queue, woken by LISTEN/NOTIFY on `awa:<queue>`
-and polling every `poll_interval_ms` (200 ms by default, here the scenario's poll). The
-queues are paused at install (`pause_queue`) and resumed at the start signal, so the
-runtime starts before the clock and claims nothing before it.
+Its worker runtime runs a dispatcher per queue, woken by LISTEN/NOTIFY on `awa:<queue>`,
+by a slot its queue frees, and by its poll. Each dispatcher holds a connection of its own
+for its LISTEN: a queue per tenant needs a connection per tenant. The queues are paused at
+install (`pause_queue`) and resumed at the start signal, so the runtime starts before the
+clock and claims nothing before it.
 """
 
 from __future__ import annotations
@@ -34,11 +38,13 @@ from urllib.parse import quote, urlencode
 import psycopg
 from pydantic import Field
 
+from harness.errors import HarnessError
 from harness.queues.base import ProgramMain, QueueEntry, Signals, Site, TaskRun, WorkerReport
 from harness.queues.libraries import captures, common, notices
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
 from harness.queues.programs import TenantWeight
+from harness.results.document import UNLIKE_THE_SCENARIO
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows, tenant_ranges
 from harness.server.connections import session_name
@@ -48,11 +54,19 @@ Mapping = Literal["one_queue", "weighted_queues"]
 MAPPINGS: dict[str, Mapping] = {  # strategy name -> mapping
     "awa": "one_queue",
     "awa_weighted_queues": "weighted_queues",
+    "awa_tuned": "one_queue",
+    "awa_weighted_queues_tuned": "weighted_queues",
 }
+TUNED = {"awa_tuned", "awa_weighted_queues_tuned"}  # at its maintainers' settings
 SCHEMA = "awa"  # fixed by awa's migrations
 KIND = "harness_job"
 QUEUE = "harness"
 DEFAULT_POOL = 10  # AsyncClient's max_connections
+DEFAULT_POLL_S = 0.2  # its dispatchers' poll_interval_ms: its own, the tuned mappings'
+# Connections its runtime holds beyond one per queue (each dispatcher's LISTEN), measured:
+# 25 with 11 queues, 65 with 50 (a pool of 80; with 100 queues no pool the server allows
+# sufficed and its start took 90 s).
+RUNTIME_CONNECTIONS = 16
 DEFAULT_ROTATE_MS = 1000  # awa's queue ring rotation (queue_storage_queue_rotate_interval_ms)
 ROTATE_MARGIN_S = 60
 # Its claim, `SELECT ... FROM awa.claim_ready_runtime($1, $2, $3, $4)`: a plpgsql function
@@ -81,6 +95,7 @@ class Spec(common.PythonSpec):
     # awa prunes finished jobs with its queue ring (a rotation a second, 16 slots): the
     # worker rotates it more slowly than the run lasts, so the ledger finds every job.
     rotate_ms: RotateMs = DEFAULT_ROTATE_MS
+    tuned: bool = False  # its maintainers' pool (and its own poll: poll_interval_s)
 
     @property
     def queues(self) -> list[str]:
@@ -93,12 +108,24 @@ class Spec(common.PythonSpec):
 
     @property
     def pool_size(self) -> int:
-        """awa's default pool for one queue; its docs' rule, `num_queues * 4 + 20`, for a
-        queue per tenant (with the default 10 the dispatchers' listeners hold every
-        connection of 11 queues' pool, and an enqueue times out)."""
-        if self.mapping == "one_queue":
+        """awa's default pool for one queue; its docs' rule, `num_queues * 4 + 20`, tuned,
+        and for a queue per tenant (with the default 10 the dispatchers' listeners hold
+        every connection of 11 queues' pool, and an enqueue times out)."""
+        if self.mapping == "one_queue" and not self.tuned:
             return DEFAULT_POOL
         return len(self.queues) * 4 + 20
+
+    def refused(self, free_connections: int) -> str | None:
+        """Why its runtime cannot run on a server with that many connections left."""
+        needed = len(self.queues) + RUNTIME_CONNECTIONS
+        if needed <= free_connections:
+            return None
+        return (
+            f"awa's runtime holds a connection per queue (each dispatcher's LISTEN): a queue "
+            f"per tenant, {len(self.queues)} of them, needs about {needed} connections "
+            f"(its docs size the pool at {len(self.queues) * 4 + 20}), and the server has "
+            f"{free_connections} left (max_connections)"
+        )
 
 
 def queue_of(tenant: int) -> str:
@@ -246,6 +273,11 @@ def weighed(spec: Spec, inputs: RunInputs, rows: BacklogRows | None = None) -> S
     return replace(spec, weights=tuple(weights[t] for t in spec.tenants))
 
 
+def free_connections(conn: psycopg.Connection[Any]) -> int:
+    found = conn.execute(common.sql("free_connections")).fetchone()  # type: ignore[arg-type]
+    return int(found[0]) if found else 0
+
+
 class AwaQueue(LibraryQueue):
     label = "awa"
     ledger_block = "awa_ledger"
@@ -256,7 +288,10 @@ class AwaQueue(LibraryQueue):
     def __init__(self, name: str, mapping: str, site: Site, inputs: RunInputs) -> None:
         common.require("awa", NOT_INSTALLED)
         run_s = inputs.scenario.timeout_s + ROTATE_MARGIN_S
-        spec = Spec.of(site, inputs, mapping, rotate_ms=max(DEFAULT_ROTATE_MS, round(run_s * 1000)))
+        rotate_ms = max(DEFAULT_ROTATE_MS, round(run_s * 1000))
+        spec = Spec.of(site, inputs, mapping, rotate_ms=rotate_ms, tuned=name in TUNED)
+        if spec.tuned:
+            spec = replace(spec, poll_interval_s=DEFAULT_POLL_S)
         super().__init__(name, site, inputs, weighed(spec, inputs))
 
     def mains(self) -> tuple[ProgramMain, ProgramMain]:
@@ -266,7 +301,13 @@ class AwaQueue(LibraryQueue):
         return (SCHEMA,)
 
     def install(self, conn: psycopg.Connection[Any]) -> None:
+        refused = self.spec.refused(free_connections(conn))
+        if refused is not None:
+            raise HarnessError(f"{self.name} cannot run here: {refused}")
         asyncio.run(_install(self.spec, conn))
+
+    def capture_refused(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> str | None:
+        return self.spec.serving(self.inputs, rows).refused(free_connections(conn))
 
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
         self.spec = weighed(self.spec.serving(self.inputs, rows), self.inputs, rows)
@@ -295,7 +336,19 @@ class AwaQueue(LibraryQueue):
                 "max_connections": self.spec.pool_size,
                 "queue_storage_queue_rotate_interval_ms": self.spec.rotate_ms,
             },
+            UNLIKE_THE_SCENARIO: self.departures(),
         }
+
+    def departures(self) -> list[str]:
+        """A tuned mapping polls at awa's own interval, whatever the scenario asks."""
+        asked_ms = self.inputs.scenario.poll_interval_ms
+        if not self.spec.tuned or asked_ms >= DEFAULT_POLL_S * 1000:
+            return []
+        return [
+            f"polls every {DEFAULT_POLL_S:g} s, not every {asked_ms:g} ms as the scenario asks "
+            "(awa's own poll, as its maintainers run it: a NOTIFY on every enqueue and a "
+            "slot its queue frees wake its dispatchers)"
+        ]
 
 
 common.register_programs("awa", Spec, worker_main, enqueuer_main)

@@ -96,6 +96,13 @@ select workflow_uuid,
 -- would do it as it starts, and an enqueue before that is refused).
 select awa.storage_auto_finalize_if_fresh('awa')
 
+-- name: free_connections
+-- The connections the server still accepts: max_connections, less those kept for
+-- superusers and those open now.
+select current_setting('max_connections')::int
+     - current_setting('superuser_reserved_connections')::int
+     - (select count(*) from pg_stat_activity where backend_type = 'client backend')
+
 -- name: awa_ledger
 -- awa keeps its jobs in its own schema, awa (never the run's), and shows them through
 -- its compatibility view awa.jobs: created_at (now() of the enqueue's COPY),

@@ -21,6 +21,7 @@ from harness.queues.base import (
 from harness.queues.libraries import captures, common
 from harness.scenario.arrivals import Arrivals
 from harness.scenario.inputs import RunInputs
+from harness.scenario.workload import BacklogRows
 
 
 class LibraryQueue:
@@ -57,6 +58,9 @@ class LibraryQueue:
 
     def explained(self, plans_file: str) -> list[ExplainedFetch]:
         return captures.explained(plans_file, self.fetch_marker, self.fetch_locks, self.fetch_rows)
+
+    def capture_refused(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> str | None:
+        return None
 
     def enqueuers(self, schedules: list[Arrivals]) -> list[Program]:
         numbered = common.numbered_schedules(self.inputs, schedules)
