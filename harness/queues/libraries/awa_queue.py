@@ -39,7 +39,15 @@ import psycopg
 from pydantic import Field
 
 from harness.errors import HarnessError
-from harness.queues.base import ProgramMain, QueueEntry, Signals, Site, TaskRun, WorkerReport
+from harness.queues.base import (
+    Ledger,
+    ProgramMain,
+    QueueEntry,
+    Signals,
+    Site,
+    TaskRun,
+    WorkerReport,
+)
 from harness.queues.libraries import captures, common, notices
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
@@ -313,6 +321,13 @@ class AwaQueue(LibraryQueue):
         self.spec = weighed(self.spec.serving(self.inputs, rows), self.inputs, rows)
         asyncio.run(_load(self.spec, common.backlog_jobs(self.inputs, rows)))
         common.analyze(conn, SCHEMA)
+
+    def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
+        """Its tables analyzed first, as autovacuum would in time: its view of every job
+        over its partitions took 30-45 s for 20,000 jobs in four queues on tables without
+        statistics, 0.5 s with them."""
+        common.analyze(conn, SCHEMA)
+        return super().ledger(conn, reports)
 
     def ledger_params(self) -> dict[str, Any]:
         return {"kind": KIND}

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import os
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -235,6 +237,9 @@ def _config(spec: Spec) -> Any:
         "name": APPLICATION,
         "system_database_engine": _engine(spec),
         "dbos_system_schema": spec.site.schema,
+        # "must be set to a unique value for each process" without its Conductor (its
+        # queue tutorial): a fleet's members each run a worker process.
+        "executor_id": f"{APPLICATION}-{socket.gethostname()}-{os.getpid()}",
         # Its INFO lines are per launch (executor, version, queues), none per workflow.
         "log_level": "WARNING",
     }
