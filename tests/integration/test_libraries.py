@@ -234,11 +234,13 @@ def test_without_a_superuser_a_library_capture_is_skipped_saying_why(
     assert not (outcome.folder.path / "explain" / "backlog" / "pgqueuer.json").exists()
 
 
-def test_the_relay_copies_a_session_and_hands_over_its_notices(server: Server) -> None:
+def test_the_relay_copies_a_session_and_hands_over_its_notices(
+    server: Server, tmp_path: Path
+) -> None:
     """A driver that keeps notices to itself (awa's) is given the relay as its server: the
     session goes through unchanged, and every notice's message reaches the harness."""
     got: list[str] = []
-    relay = notices.Relay(server.dsn, got.append)
+    relay = notices.Relay(server.dsn, got.append, str(tmp_path / "relay"))
     relay.start()
     try:
         through = psycopg.conninfo.make_conninfo(

@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlencode
 
@@ -218,18 +219,24 @@ def worker_main(index: int, spec: Spec, signals: Signals) -> None:
 
 
 async def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) -> None:
-    relay = None
-    if spec.plans_file is not None:
-        path = spec.plans_file
-        relay = notices.Relay(spec.site.dsn, lambda text: captures.append_notice(path, text))
-        relay.start()
-    client = _client(awa_url(spec.site.dsn, relay.folder if relay else None), spec.pool_size)
+    relay = _relay(spec.site.dsn, spec.plans_file) if spec.plans_file is not None else None
     try:
-        await _serve(index, spec, signals, report, client)
+        client = _client(awa_url(spec.site.dsn, relay.folder if relay else None), spec.pool_size)
+        try:
+            await _serve(index, spec, signals, report, client)
+        finally:
+            await client.close()
     finally:
-        await client.close()
         if relay is not None:
             relay.close()
+
+
+def _relay(dsn: str, plans_file: str) -> notices.Relay:
+    """A plan capture's relay, its socket beside the plans file."""
+    folder = str(Path(plans_file).with_name("relay"))
+    relay = notices.Relay(dsn, lambda text: captures.append_notice(plans_file, text), folder)
+    relay.start()
+    return relay
 
 
 async def _serve(

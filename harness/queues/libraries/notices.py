@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import shutil
 import struct
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,18 +34,20 @@ MESSAGE_FIELD = ord("M")
 class Relay:
     """Serving, on a thread and event loop of its own (a library may connect from the
     thread that runs the caller's loop, and block it until it has), from `start()` until
-    `close()`; `folder` is the libpq-style host to give the library (a directory that
-    holds the socket)."""
+    `close()`; `folder` is the libpq-style host to give the library: a directory it makes
+    for the socket, and removes (a capture's sits in the capture's own temporary folder,
+    which the harness removes even where the worker was killed)."""
 
     dsn: str
     on_notice: Callable[[str], None]
-    folder: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="tqb-relay-"))
+    folder: str
     _loop: asyncio.AbstractEventLoop = field(default_factory=asyncio.new_event_loop)
     _thread: threading.Thread | None = None
     _server: asyncio.AbstractServer | None = None
     _writers: set[asyncio.StreamWriter] = field(default_factory=set)
 
     def start(self) -> None:
+        Path(self.folder).mkdir(mode=0o700)
         path = str(Path(self.folder) / f".s.PGSQL.{PORT}")
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._thread.start()
