@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from harness.queues.base import Site, TaskRun, WorkerReport
 from harness.queues.libraries import common
 from harness.queues.libraries.awa_queue import awa_url
@@ -255,3 +257,21 @@ def test_awa_says_when_a_queue_per_tenant_needs_more_connections_than_the_server
     assert "its docs size the pool at 4020" in refused and "97 left" in refused
     assert Spec(Site("", "s"), "one_queue", tenants=tenants).refused(97) is None
     assert Spec(Site("", "s"), "weighted_queues", tenants=tenants[:11]).refused(97) is None
+
+
+def test_a_library_that_is_not_installed_refuses_in_one_line_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its queue refuses before anything runs (exit 2), in the line that names the extra."""
+    import importlib.util
+
+    from harness.errors import HarnessError
+    from harness.queues.libraries.awa_queue import AwaQueue
+    from harness.queues.libraries.dbos_queue import DbosQueue
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    for queue, library in ((DbosQueue, "dbos"), (AwaQueue, "awa")):
+        with pytest.raises(HarnessError) as refused:
+            queue(library, "one_queue", Site("", "s"), _inputs(1))
+        assert str(refused.value).startswith(f"{library} is not installed: pip install ")
+        assert "'tenant-queue-bench[libraries]'" in str(refused.value)
