@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 # compile pandas anew: about 1.4 s each here, against 13 s once at install.
 UV_VERSION := 0.13.9
 
-.PHONY: bench test test-slow check lint format venv lock clean
+.PHONY: bench test test-slow test-libraries check lint format venv lock clean
 
 bench: $(STAMP)
 	$(BIN)/harness run scenarios/noisy-neighbour.yaml scenarios/large-tenant-alone.yaml scenarios/skewed-backlog.yaml
@@ -20,13 +20,18 @@ test: $(STAMP)
 	$(BIN)/ruff check harness tests hatch_build.py
 	$(BIN)/ruff format --check harness tests hatch_build.py
 	$(BIN)/mypy
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -m "not slow and not libraries"
 
 # The tests marked slow (a built wheel installed into fresh environments: the tool as
 # people install it, the CI recipe of docs/ci-check.md in another folder); CI runs them
 # after make test.
 test-slow: $(STAMP)
 	$(BIN)/pytest -m slow
+
+# Every queue library's every mapping through its own code, and its fetch's capture: a few
+# minutes, so apart from make test (which runs one mapping of each); CI runs both.
+test-libraries: $(STAMP)
+	$(BIN)/pytest -m libraries
 
 # Dequeue cost against the committed baseline: exit 1 on a regression.
 check: $(STAMP)

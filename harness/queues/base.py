@@ -3,7 +3,8 @@
 A repetition (harness/run/repetition.py) drives every kind of queue the same way:
 
   1. `install(conn)`: the queue's objects, fresh, in the run's own schema (the
-     connection's search_path is that schema);
+     connection's search_path is that schema), and in the schemas its library insists
+     on by name (`outside_schemas()`), which the harness makes afresh beside it;
   2. `load_backlog(conn, rows)`: the scenario's pre-loaded queue, if it has one, once
      every process is connected and just before the clock starts;
   3. `workers(count)` and `enqueuers(schedules)`: the programs of the repetition's
@@ -165,6 +166,12 @@ class Queue(Protocol):
     def install(self, conn: psycopg.Connection[Any]) -> None:
         """Fresh queue objects in the run's schema (the connection's search_path)."""
 
+    def outside_schemas(self) -> tuple[str, ...]:
+        """Schemas its library creates by a fixed name beside the run's (awa's `awa`): the
+        harness refuses a run if one exists that it did not make, makes them afresh with
+        the run's schema for every repetition, and drops them with it. () for a queue that
+        keeps everything in the run's schema."""
+
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
         """The pre-loaded queue, with statistics, before the clock starts."""
 
@@ -219,6 +226,11 @@ class FetchExplainer(Protocol):
 
     def explained(self, plans_file: str) -> list[ExplainedFetch]:
         """The fetches among the plans the capture's worker wrote, in order."""
+
+    def capture_refused(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> str | None:
+        """Why its worker cannot run on this backlog on this server (awa's queue per
+        tenant holds a connection per queue), said in plans.csv as the capture's skip
+        reason; None where it can."""
 
 
 class Recovery(Protocol):

@@ -46,6 +46,7 @@ SchemaName = Annotated[str, AfterValidator(_schema_name)]
 Concurrency = Annotated[int, Field(ge=1, le=MAX_WORKERS)]
 TenantCap = Annotated[int, Field(ge=1, le=MAX_TENANT_CAP)]
 TenantId = Annotated[int, Field(ge=0, le=2**31 - 1)]  # in the names of queues, entrypoints
+TenantWeight = Annotated[int, Field(ge=1, le=1000)]  # a tenant group's weight:
 PollInterval = Annotated[float, Field(gt=0, le=10)]  # seconds (a scenario's: at most 10)
 ProcessName = Annotated[str, Field(pattern=r"^[a-z0-9_-]{0,64}$")]
 

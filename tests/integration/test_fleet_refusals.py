@@ -77,6 +77,7 @@ HOSTILE = {
     "os.system": (
         _program("harness.run.member:os.system"),
         "'harness.run.member:os.system' is not a program of the harness; a member runs only "
+        "awa.enqueuer, awa.worker, dbos.enqueuer, dbos.worker, "
         "node.enqueuer, node.worker, pgqueuer.enqueuer, pgqueuer.worker, "
         "procrastinate.enqueuer, procrastinate.worker, sql.enqueuer, sql.worker",
     ),

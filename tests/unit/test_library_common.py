@@ -8,12 +8,15 @@ from datetime import UTC, datetime, timedelta
 
 from harness.queues.base import Site, TaskRun, WorkerReport
 from harness.queues.libraries import common
+from harness.queues.libraries.awa_queue import awa_url
+from harness.queues.libraries.dbos_queue import migration_url
 from harness.queues.libraries.node_queue import (
     NodeQueue,
     NodeSpec,
     connection_config,
     departures_from_scenario,
 )
+from harness.queues.libraries.notices import notice_message
 from harness.queues.libraries.pgqueuer_queue import asyncpg_arguments
 from harness.results.document import UNLIKE_THE_SCENARIO, RunDocument, unlike_the_scenario
 from harness.scenario.inputs import RunInputs
@@ -158,10 +161,22 @@ def test_each_library_declares_its_own_mappings_and_the_catalog_takes_them_all()
     """Adding a library is a module of its own and a line: every mapping a module declares
     is a queue a scenario may name, each once, none declared twice."""
     from harness.queues import libraries
-    from harness.queues.libraries import node_queue, pgqueuer_queue, procrastinate_queue
+    from harness.queues.libraries import (
+        awa_queue,
+        dbos_queue,
+        node_queue,
+        pgqueuer_queue,
+        procrastinate_queue,
+    )
 
     names = [entry.name for entry in libraries.entries()]
-    declared = [*procrastinate_queue.MAPPINGS, *pgqueuer_queue.MAPPINGS, *node_queue.MAPPINGS]
+    declared = [
+        *procrastinate_queue.MAPPINGS,
+        *pgqueuer_queue.MAPPINGS,
+        *node_queue.MAPPINGS,
+        *dbos_queue.MAPPINGS,
+        *awa_queue.MAPPINGS,
+    ]
     assert sorted(names) == sorted(declared) and len(set(names)) == len(names)
 
 
@@ -176,3 +191,67 @@ def test_a_library_queue_says_its_sides_a_sql_queue_the_others() -> None:
     assert library.recovery() is None and library.explainer() is library
     sql = SqlQueue(load_strategies(None)["round_robin"], site, inputs)
     assert sql.recovery() is sql and sql.explainer() is None
+
+
+def test_awa_connects_as_the_dsn_says_sockets_tls_and_passwords_included() -> None:
+    """awa's driver (sqlx) reads URLs: a socket directory goes as its host parameter, the
+    password libpq would send and the sslmode go with it; a capture's relay replaces the
+    server and adds auto_explain to the session's options."""
+    secret = "s3cr:t/x"
+    url = awa_url(
+        f"host=db.example.com port=6543 user=bench password='{secret}' dbname=q sslmode=require"
+    )
+    assert url.startswith("postgres://bench:s3cr%3At%2Fx@db.example.com:6543/q?")
+    assert "sslmode=require" in url and "application_name=tenant-queue-bench%20" in url
+    socket = awa_url("host=/tmp/socket port=5432 user=postgres dbname=bench")
+    assert socket.startswith("postgres://postgres@localhost/bench?")
+    assert "host=%2Ftmp%2Fsocket" in socket and "port=5432" in socket
+    relayed = awa_url("host=/tmp/socket user=postgres dbname=bench", relay="/tmp/relay")
+    assert "host=%2Ftmp%2Frelay" in relayed and "sslmode=disable" in relayed
+    assert "session_preload_libraries%3Dauto_explain" in relayed
+
+
+def test_dbos_migrates_through_a_url_of_the_dsn() -> None:
+    """DBOS.migrate takes a URL: the socket directory and the libpq keywords as query
+    parameters, the database where SQLAlchemy looks for it (DBOS creates a database of
+    that name if it finds none)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(migration_url("host=/tmp/socket port=5432 user=postgres dbname=bench"))
+    assert (url.drivername, url.database, url.username, url.port) == (
+        "postgresql+psycopg",
+        "bench",
+        "postgres",
+        5432,
+    )
+    assert url.host is None and url.query["host"] == "/tmp/socket"
+    tcp = make_url(migration_url("postgresql://u:p%40ss@db.example.com/q?sslmode=verify-full"))
+    assert (tcp.host, tcp.password, tcp.query["sslmode"]) == (
+        "db.example.com",
+        "p@ss",
+        "verify-full",
+    )
+
+
+def test_a_relayed_notice_is_read_from_its_fields() -> None:
+    """A NoticeResponse's body: a type byte and a null-terminated string per field, a zero
+    byte at the end; the message is field M."""
+    body = b"SNOTICE\x00C00000\x00Mduration: 1.5 ms  plan: {}\x00Fexplain.c\x00\x00"
+    assert notice_message(body) == "duration: 1.5 ms  plan: {}"
+    assert notice_message(b"SNOTICE\x00\x00") == ""
+
+
+def test_awa_says_when_a_queue_per_tenant_needs_more_connections_than_the_server_has() -> None:
+    """Each of awa's dispatchers holds a connection for its LISTEN: 1,000 tenants' queues
+    cannot run on a server with 100 connections, one queue can; the capture of such a
+    backlog is skipped with this reason rather than left to time out."""
+    from harness.queues.libraries.awa_queue import Spec
+
+    tenants = tuple(range(1, 1001))
+    weighted = Spec(Site("", "s"), "weighted_queues", tenants=tenants, weights=(1,) * 1000)
+    refused = weighted.refused(97)
+    assert refused is not None
+    assert "1000 of them, needs about 1016 connections" in refused
+    assert "its docs size the pool at 4020" in refused and "97 left" in refused
+    assert Spec(Site("", "s"), "one_queue", tenants=tenants).refused(97) is None
+    assert Spec(Site("", "s"), "weighted_queues", tenants=tenants[:11]).refused(97) is None

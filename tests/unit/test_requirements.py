@@ -12,7 +12,13 @@ import pytest
 from harness.errors import HarnessError
 from harness.queues.base import Missing, PythonPackages, QueueEntry
 from harness.queues.catalog import catalog, require, unmet
-from harness.queues.libraries import node_queue, pgqueuer_queue, procrastinate_queue
+from harness.queues.libraries import (
+    awa_queue,
+    dbos_queue,
+    node_queue,
+    pgqueuer_queue,
+    procrastinate_queue,
+)
 from harness.scenario.traits import QueueTraits
 from tests.conftest import ROOT
 
@@ -72,11 +78,17 @@ def test_what_is_met_is_made_ready_before_the_server() -> None:
 
 def test_every_library_mapping_declares_what_it_needs() -> None:
     entries = catalog()
-    python = {name: entries[name].requires for name in [*procrastinate_queue.MAPPINGS]}
-    python |= {name: entries[name].requires for name in [*pgqueuer_queue.MAPPINGS]}
-    for name, requires in python.items():
-        assert [type(r) for r in requires] == [PythonPackages], name
-        assert {r.extra for r in requires if isinstance(r, PythonPackages)} == {"libraries"}
+    modules = {
+        procrastinate_queue: "procrastinate",
+        pgqueuer_queue: "pgqueuer",
+        dbos_queue: "dbos",
+        awa_queue: "awa",
+    }
+    for module, imported in modules.items():
+        for name in module.MAPPINGS:
+            (requires,) = entries[name].requires
+            assert isinstance(requires, PythonPackages), name
+            assert requires.extra == "libraries" and imported in requires.modules, name
     for name in node_queue.MAPPINGS:
         assert entries[name].requires == (node_queue.NodeRunner(),), name
     assert all(not entries[name].requires for name in ("fifo", "round_robin"))

@@ -255,13 +255,18 @@ class LibraryRow:
     finished_at: datetime | None
 
 
-def analyze(conn: psycopg.Connection[Any]) -> None:
-    for (statement,) in conn.execute(sql("analyze_tables")).fetchall():  # type: ignore[arg-type]
+def analyze(conn: psycopg.Connection[Any], schema: str | None = None) -> None:
+    """Every table of the run's schema analyzed, or of `schema` (a library's own)."""
+    statements = conn.execute(sql("analyze_tables"), {"schema": schema}).fetchall()  # type: ignore[arg-type]
+    for (statement,) in statements:
         conn.execute(statement)
 
 
-def library_rows(conn: psycopg.Connection[Any], block: str) -> list[LibraryRow]:
-    return [LibraryRow(*row) for row in conn.execute(sql(block))]  # type: ignore[call-overload]
+def library_rows(
+    conn: psycopg.Connection[Any], block: str, params: dict[str, Any] | None = None
+) -> list[LibraryRow]:
+    found = conn.execute(sql(block), params or {})  # type: ignore[call-overload]
+    return [LibraryRow(*row) for row in found]
 
 
 def ledger_of(rows: list[LibraryRow], reports: list[WorkerReport]) -> Ledger:
