@@ -1,11 +1,11 @@
-"""The queue libraries through their own code, on a small noisy neighbour: the books
-balance from the library's tables and the task log, every job has the contract's times
-in order, and nothing of the library is left on the server afterwards."""
+"""The Python queue libraries through their own code, on a small noisy neighbour: the
+books balance from the library's tables and the task log, every job has the contract's
+times in order, and nothing of the library is left on the server afterwards. (The
+adapters of the contract, every language: tests/integration/test_adapters.py.)"""
 
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,7 +15,6 @@ import yaml
 from harness.analysis.plans import nodes
 from harness.queues import libraries
 from harness.queues.base import QueueEntry, Site
-from harness.queues.libraries import node_queue
 from harness.run.repetition import Repetition, run_repetition
 from harness.run.scenario_run import RunOptions
 from harness.scenario.inputs import RunInputs
@@ -46,11 +45,10 @@ SMALL = {
         },
     ],
 }
-NODE = set(node_queue.MAPPINGS)
-NO_NPM = "pg-boss and graphile-worker need npm to install their Node runner"
-
-
-LIBRARY_OBJECTS = r"^(procrastinate_|pgqueuer|_private_job|job_common$|job$)"
+LIBRARY_OBJECTS = (
+    r"^(procrastinate_|pgqueuer|_private_job|job_common$|job$|minion_|mojo_migrations$"
+    r"|delayed_jobs)"
+)
 
 
 def _entry(name: str) -> QueueEntry:
@@ -79,8 +77,6 @@ def _library_objects(server: Server) -> list[str]:
 @pytest.mark.parametrize("name", sorted(entry.name for entry in libraries.entries()))
 def test_library_runs_through_the_repetition_with_balanced_books(server: Server, name: str) -> None:
     """The repetition's own path (install, crew, ledger, books); nothing left afterwards."""
-    if name in NODE and shutil.which("npm") is None:
-        pytest.skip(NO_NPM)
     inputs = RunInputs.of(Scenario.model_validate({**SMALL, "strategies": [name]}))
     site = Site(server.dsn, f"lib_{name}")
     with own_schema(site.dsn, site.schema):
@@ -96,6 +92,14 @@ def test_library_runs_through_the_repetition_with_balanced_books(server: Server,
     assert _library_objects(server) == []
 
 
+LIBRARY_TABLES = {  # the table each library's fetch locks a row of
+    "procrastinate": "procrastinate_jobs",
+    "pgqueuer": "pgqueuer",
+    "pgboss": "job_common",
+    "graphile": "_private_jobs",
+    "minion": "minion_jobs",
+    "delayed_job": "delayed_jobs",
+}
 PLANS = {
     **SMALL,
     "name": "library-plans",
@@ -112,13 +116,7 @@ PLANS = {
 
 
 @pytest.mark.parametrize(
-    "name",
-    [
-        "procrastinate_lock_per_tenant",
-        "pgqueuer_entrypoint_per_tenant",
-        "pgboss_group_concurrency",
-        "graphile_worker_queue_per_tenant",
-    ],
+    "name", ["procrastinate_lock_per_tenant", "pgqueuer_entrypoint_per_tenant"]
 )
 def test_plan_capture_is_the_library_fetch_as_it_ran(
     server: Server, tmp_path: Path, name: str
@@ -126,21 +124,13 @@ def test_plan_capture_is_the_library_fetch_as_it_ran(
     """`harness explain` on a library: auto_explain's plans of its own fetch, from its own
     worker; each locks a row of the library's table, the later ones with the earlier
     jobs still held; nothing of the library left behind."""
-    if name in NODE and shutil.which("npm") is None:
-        pytest.skip(NO_NPM)
     text = yaml.safe_dump({**PLANS, "strategies": [name]})
     outcome = run_yaml(server, tmp_path, text, RunOptions(timed=False))
     plans = outcome.tables.runs
     assert plans is not None and len(plans) == 2  # repeat 2: the fetches after the first
     assert (plans["registered_tenants"] == 24).all() and (plans["queued_jobs"] == 203).all()
     assert (plans["shared_buffers"] > 0).all() and plans["planning_ms"].isna().all()
-    tables = {
-        "procrastinate": "procrastinate_jobs",
-        "pgqueuer": "pgqueuer",
-        "pgboss": "job_common",
-        "graphile": "_private_jobs",
-    }
-    table = next(table for library, table in tables.items() if name.startswith(library))
+    table = next(table for library, table in LIBRARY_TABLES.items() if name.startswith(library))
     saved = json.loads((outcome.folder.path / "explain" / "backlog" / f"{name}.json").read_text())
     scans = {
         node.get("Relation Name") for plan in saved["plans"] for node in nodes(plan[0]["Plan"])
