@@ -92,6 +92,15 @@ StrategiesDirOption = Annotated[
         show_default=False,
     ),
 ]
+AdaptersDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--adapters-dir",
+        help="Extra queue adapters (docs/adapters.md): a folder per adapter, each with its "
+        "manifest; one replaces a shipped adapter of its name.",
+        show_default=False,
+    ),
+]
 
 
 FleetOption = Annotated[
@@ -213,6 +222,7 @@ def run(
     fleet_id: FleetIdOption = None,
     fleet_timeout: FleetTimeoutOption = 120.0,
     listen: ListenOption = None,
+    adapters_dir: AdaptersDirOption = None,
 ) -> None:
     """Run scenarios on one server: the timed workload, then the plan captures; print each
     one's figures beside the reference."""
@@ -226,6 +236,7 @@ def run(
         local_workers=local_workers,
         fleet_id=fleet_id,
         fleet_timeout_s=fleet_timeout,
+        adapters_dir=adapters_dir,
     )
     _run(
         scenarios,
@@ -272,6 +283,7 @@ def explain(
     strategies_dir: StrategiesDirOption = None,
     schema: SchemaOption = None,
     reuse_schema: ReuseOption = False,
+    adapters_dir: AdaptersDirOption = None,
 ) -> None:
     """Capture dequeue plans (EXPLAIN ANALYZE, BUFFERS) on the scenario's backlog, without
     the timed workload."""
@@ -285,6 +297,7 @@ def explain(
         repeat=repeat,
         schema=schema,
         reuse_schema=reuse_schema,
+        adapters_dir=adapters_dir,
     )
     _run(scenarios, pg, dsn, image, allow_version_mismatch, results_dir, strategies_dir, options)
 
@@ -319,11 +332,15 @@ def _run(
 
 
 @app.command()
-def validate(scenarios: ScenarioFiles, strategies_dir: StrategiesDirOption = None) -> None:
+def validate(
+    scenarios: ScenarioFiles,
+    strategies_dir: StrategiesDirOption = None,
+    adapters_dir: AdaptersDirOption = None,
+) -> None:
     """Check scenario files without running anything."""
     from harness.commands.validate import validate_command
 
-    _guarded(lambda: validate_command(scenarios, strategies_dir, console))
+    _guarded(lambda: validate_command(scenarios, strategies_dir, console, adapters_dir))
 
 
 @app.command()
@@ -614,12 +631,13 @@ def worker(
         ),
     ] = None,
     strategies_dir: StrategiesDirOption = None,
+    adapters_dir: AdaptersDirOption = None,
 ) -> None:
     """Join a fleet run as one of its members: run its share of every repetition's workers
     on this host, until the run ends (exit 0), fails (1) or refuses this member (2)."""
     from harness.commands.worker import worker_command
 
-    _guarded(lambda: worker_command(dsn, run_id, strategies_dir, console))
+    _guarded(lambda: worker_command(dsn, run_id, strategies_dir, console, adapters_dir))
 
 
 @app.command()
@@ -642,11 +660,35 @@ def schema() -> None:
 def show_sql(
     strategy: Annotated[str, typer.Argument(help="Strategy name, e.g. fifo or round_robin.")],
     strategies_dir: StrategiesDirOption = None,
+    adapters_dir: AdaptersDirOption = None,
 ) -> None:
     """Print a strategy's SQL exactly as the workers run it."""
     from harness.commands.sql import sql_command
 
-    _guarded(lambda: sql_command(strategy, strategies_dir))
+    _guarded(lambda: sql_command(strategy, strategies_dir, adapters_dir))
+
+
+@app.command(name="adapter-test")
+def adapter_test(
+    adapter: Annotated[
+        str, typer.Argument(help="A declared adapter's name, e.g. minion.", show_default=False)
+    ],
+    adapters_dir: AdaptersDirOption = None,
+    pg: PgOption = None,
+    dsn: DsnOption = None,
+    image: ImageOption = None,
+    allow_version_mismatch: MismatchOption = False,
+) -> None:
+    """Run a queue adapter through the conformance kit (docs/adapters.md): exit 0 if every
+    check passes, 1 with a line per failed check."""
+    from harness.commands.adapter_test import adapter_test_command
+
+    code = _guarded(
+        lambda: adapter_test_command(
+            adapter, adapters_dir, pg, dsn, image, allow_version_mismatch, console
+        )
+    )
+    raise typer.Exit(code)
 
 
 def main() -> None:
