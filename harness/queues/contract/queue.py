@@ -345,8 +345,6 @@ register(Registered("adapter.enqueuer", "enqueuer", enqueuer_main, ContractSpec,
 class ContractQueue(LibraryQueue):
     """A declared adapter's mapping as a queue of the seam."""
 
-    ledger_block = ""  # its ledger comes from its `ledger` role, not from harness SQL
-
     def __init__(
         self, name: str, adapter: Adapter, mapping: str, site: Site, inputs: RunInputs
     ) -> None:
@@ -420,14 +418,16 @@ def ledger_of(records: list[Record], reports: list[WorkerReport]) -> Ledger:
 
 def _record(job: int, seen: tuple[int, TaskRun] | None, record: Record | None) -> JobRecord:
     if seen is None:
-        assert record is not None
+        assert record is not None  # a job only the library's tables hold: never reported run
         return JobRecord(job, record.tenant, "not finished", record.enqueued_at, None, None)
     worker, run = seen
-    finished = record is None or record.state == "done"
+    status = "done"
+    if record is not None and record.state != "done":  # the library has it otherwise
+        status = f"not finished ({record.state})"
     return JobRecord(
         job_id=job,
         tenant_id=run.tenant,
-        status="done" if finished else f"not finished ({record.state})",  # type: ignore[union-attr]
+        status=status,
         enqueued_at=_moment(run.enqueued_at),
         started_at=run.started_at,
         finished_at=run.finished_at,
