@@ -4,7 +4,7 @@
 //   group_concurrency  each job's group is its tenant; work() takes groupConcurrency = cap
 //
 // Each job's moments are pg-boss's own (created_on, started_on: now() of its insert and its
-// fetch), read by the task with the server's clock at the end of its work, in one statement.
+// fetch), read with the server's clock as its work ends, in one statement.
 
 import { PgBoss } from "pg-boss";
 import { deferred, forwardPlans, pgConfig, record, version, work } from "./common.mjs";
@@ -85,8 +85,10 @@ export async function worker(config, emit) {
   const boss = await started(config, config.explain_options ? emit : null);
   const stopping = deferred();
   const times = timesQuery(config.schema);
-  const handler = async ([job]) => {
-    await work(job.data, config.hold ? stopping.promise : null);
+  const reading = new Set();
+  // The moments are read once the work is done, without holding up pg-boss's completion
+  // of the job (the handler returns at once): its pace is its own, as without us.
+  const report = async (job) => {
     const { rows } = await boss.getDb().executeSql(times, [QUEUE, job.id]);
     const [enqueuedAt, startedAt, finishedAt] = Object.values(rows[0]);
     emit({
@@ -98,6 +100,15 @@ export async function worker(config, emit) {
       started_at: startedAt,
       finished_at: finishedAt,
     });
+  };
+  const handler = async ([job]) => {
+    await work(job.data, config.hold ? stopping.promise : null);
+    const read = report(job).catch((error) => {
+      emit({ event: "error", message: `reading job ${job.id}: ${error}` });
+      process.exit(1);
+    });
+    reading.add(read);
+    read.finally(() => reading.delete(read));
   };
   const workOptions = {
     localConcurrency: config.concurrency,
@@ -115,7 +126,9 @@ export async function worker(config, emit) {
     },
     stop: async () => {
       stopping.resolve();
-      await boss.stop({ graceful: true, wait: true, timeout: 30000 });
+      await boss.stop({ graceful: true, wait: true, timeout: 30000, close: false });
+      await Promise.all(reading);
+      await boss.stop({ graceful: true, wait: true });
     },
   };
 }
