@@ -16,6 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -37,6 +38,7 @@ from harness.server.kinds import Server
 from harness.server.schema import own_schema
 from tests.conftest import ROOT, harness_cli
 from tests.integration.conftest import Quiet, run_yaml
+from tests.integration.test_fleet import FLEET, coordinator, members
 from tests.integration.test_libraries import (
     LIBRARY_TABLES,
     PLANS,
@@ -244,3 +246,23 @@ def test_the_node_adapters_connect_as_the_config_says_tls_included(server: Serve
     assert verified["ssl"] == {"rejectUnauthorized": True}
     assert required["database"] == parts.dbname and required["max"] == 5
     assert "dbname" not in required and "sslmode" not in required
+
+
+@slow
+def test_fleet_members_run_an_adapters_workers(tmp_path: Path) -> None:
+    """`harness run --fleet 2` on Minion: each member runs its share of the workers
+    through its own install's adapter (sent by name and digest), and the books balance."""
+    shipped("minion")
+    text = FLEET.replace("workers: 6", "workers: 4").replace(
+        "strategies: [fifo, round_robin]", "strategies: [minion]"
+    )
+    run, line = coordinator(tmp_path, text, "--fleet", "2")
+    workers = members(line, 2)
+    _, stderr = run.communicate(timeout=300)
+    assert run.returncode == 0, stderr
+    for worker in workers:
+        _, err = worker.communicate(timeout=60)
+        assert worker.returncode == 0, err
+    jobs = pd.read_csv(tmp_path / "results" / "latest" / "jobs.csv")
+    assert sorted(jobs["job_id"]) == list(range(1, 311))
+    assert set(jobs["member"]) == {1, 2}
