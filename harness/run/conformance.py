@@ -54,12 +54,13 @@ CHECKS = ("protocol", "books", "timestamps", "schema", "stop", "error")
 STOP_BOUND_S = 10.0  # a stop honoured within this
 DONE_BOUND_S = 60.0  # every job reported within this of the last enqueue
 ERROR_BOUND_S = 30.0  # an unreachable database said within this
+POLL_MS = 10.0
 SCENARIO = {
     "name": "adapter-test",
     "workers": 2,
     "strategies": ["fifo"],
     "repetitions": 1,
-    "poll_interval_ms": 10,
+    "poll_interval_ms": POLL_MS,
     "tenant_cap": 1,
     "tenant_groups": [
         {"name": "large", "tenants": 1, "jobs_per_tenant": 10, "duration_ms": 5},
@@ -119,7 +120,7 @@ def _mapping(verdict: Verdict, adapter: Adapter, mapping: str, dsn: str, inputs:
         adapter=adapter,
         mapping=mapping,
         site=site,
-        poll_interval_ms=float(SCENARIO["poll_interval_ms"]),  # type: ignore[arg-type]
+        poll_interval_ms=POLL_MS,
         cap=1,
         concurrency=2,
         tenants=tuple(common.tenant_ids(inputs)),
@@ -263,7 +264,7 @@ def _compare(verdict: Verdict, what: str, before: set[str], after: set[str]) -> 
 def _error_probe(verdict: Verdict, adapter: Adapter, dsn: str) -> None:
     """Its worker given a database that does not exist: an `error` event, then an exit."""
     mapping = adapter.manifest.mappings[0].mapping
-    spec = ContractSpec(adapter, mapping, Site(dsn, "tqb_kit_no_database"), 10.0)
+    spec = ContractSpec(adapter, mapping, Site(dsn, "tqb_kit_no_database"), POLL_MS)
     parts = connection_of(dsn).model_copy(update={"dbname": f"tqb_kit_missing_{RUN_TOKEN}"})
     worker = AdapterProcess(adapter, spec.config("worker", parts))
     outcome: list[Any] = []
