@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 # compile pandas anew: about 1.4 s each here, against 13 s once at install.
 UV_VERSION := 0.13.9
 
-.PHONY: bench test test-slow test-libraries check lint format venv lock clean
+.PHONY: bench test test-matrix test-slow test-libraries test-adapters check lint format venv lock clean
 
 bench: $(STAMP)
 	$(BIN)/harness run scenarios/noisy-neighbour.yaml scenarios/large-tenant-alone.yaml scenarios/skewed-backlog.yaml
@@ -20,18 +20,27 @@ test: $(STAMP)
 	$(BIN)/ruff check harness tests hatch_build.py
 	$(BIN)/ruff format --check harness tests hatch_build.py
 	$(BIN)/mypy
-	$(BIN)/pytest -m "not slow and not libraries"
+	$(BIN)/pytest -m "not slow and not libraries and not adapters"
+
+# The matrix, apart from make test (which runs one mapping of each library and one adapter
+# smoke test): everything below in one pytest session. CI runs it after make test.
+test-matrix: $(STAMP)
+	$(BIN)/pytest -m "slow or libraries or adapters"
 
 # The tests marked slow (a built wheel installed into fresh environments: the tool as
-# people install it, the CI recipe of docs/ci-check.md in another folder); CI runs them
-# after make test.
+# people install it, the CI recipe of docs/ci-check.md in another folder).
 test-slow: $(STAMP)
 	$(BIN)/pytest -m slow
 
-# Every queue library's every mapping through its own code, and its fetch's capture: a few
-# minutes, so apart from make test (which runs one mapping of each); CI runs both.
+# Every queue library's every mapping through its own code, and its fetch's capture.
 test-libraries: $(STAMP)
 	$(BIN)/pytest -m libraries
+
+# Every queue adapter in every language (Node, Perl, Ruby: docs/adapters.md): the
+# conformance kit on each, each mapping through a repetition, their plan captures. Tests
+# whose runtime is missing skip, saying what to install.
+test-adapters: $(STAMP)
+	$(BIN)/pytest -m adapters
 
 # Dequeue cost against the committed baseline: exit 1 on a regression.
 check: $(STAMP)

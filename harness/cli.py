@@ -134,6 +134,16 @@ StrategiesDirOption = Annotated[
         show_default=False,
     ),
 ]
+AdaptersDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--adapters-dir",
+        metavar="DIR",
+        help="Extra queue adapters (docs/adapters.md): a folder per adapter, each with its "
+        "manifest; one replaces a shipped adapter of its name.",
+        show_default=False,
+    ),
+]
 
 
 FleetOption = Annotated[
@@ -264,6 +274,7 @@ def run(
     fleet_id: FleetIdOption = None,
     fleet_timeout: FleetTimeoutOption = 120.0,
     listen: ListenOption = None,
+    adapters_dir: AdaptersDirOption = None,
 ) -> None:
     """Run scenarios: timed workload, plan captures, report.
 
@@ -279,6 +290,7 @@ def run(
         local_workers=local_workers,
         fleet_id=fleet_id,
         fleet_timeout_s=fleet_timeout,
+        adapters_dir=adapters_dir,
     )
     _run(
         scenarios,
@@ -335,6 +347,7 @@ def explain(
     strategies_dir: StrategiesDirOption = None,
     schema: SchemaOption = None,
     reuse_schema: ReuseOption = False,
+    adapters_dir: AdaptersDirOption = None,
 ) -> None:
     """Capture dequeue plans only (EXPLAIN ANALYZE, BUFFERS), no timed run.
 
@@ -349,6 +362,7 @@ def explain(
         repeat=repeat,
         schema=schema,
         reuse_schema=reuse_schema,
+        adapters_dir=adapters_dir,
     )
     _run(scenarios, pg, dsn, image, allow_version_mismatch, results_dir, strategies_dir, options)
 
@@ -383,11 +397,15 @@ def _run(
 
 
 @app.command()
-def validate(scenarios: ScenarioFiles, strategies_dir: StrategiesDirOption = None) -> None:
+def validate(
+    scenarios: ScenarioFiles,
+    strategies_dir: StrategiesDirOption = None,
+    adapters_dir: AdaptersDirOption = None,
+) -> None:
     """Check scenario files without running anything."""
     from harness.commands.validate import validate_command
 
-    _guarded(lambda: validate_command(scenarios, strategies_dir, console))
+    _guarded(lambda: validate_command(scenarios, strategies_dir, console, adapters_dir))
 
 
 @app.command()
@@ -789,6 +807,7 @@ def worker(
         ),
     ] = None,
     strategies_dir: StrategiesDirOption = None,
+    adapters_dir: AdaptersDirOption = None,
 ) -> None:
     """Join a fleet run as a member, running its share of the workers here.
 
@@ -796,7 +815,7 @@ def worker(
     fails (1) or refuses this member (2)."""
     from harness.commands.worker import worker_command
 
-    _guarded(lambda: worker_command(dsn, run_id, strategies_dir, console))
+    _guarded(lambda: worker_command(dsn, run_id, strategies_dir, console, adapters_dir))
 
 
 @app.command()
@@ -827,11 +846,39 @@ def show_sql(
         ),
     ],
     strategies_dir: StrategiesDirOption = None,
+    adapters_dir: AdaptersDirOption = None,
 ) -> None:
     """Print a strategy's SQL exactly as the workers run it."""
     from harness.commands.sql import sql_command
 
-    _guarded(lambda: sql_command(strategy, strategies_dir))
+    _guarded(lambda: sql_command(strategy, strategies_dir, adapters_dir))
+
+
+@app.command(name="adapter-test")
+def adapter_test(
+    adapter: Annotated[
+        str,
+        typer.Argument(
+            metavar="ADAPTER", help="A declared adapter's name, e.g. minion.", show_default=False
+        ),
+    ],
+    adapters_dir: AdaptersDirOption = None,
+    pg: PgOption = None,
+    dsn: DsnOption = None,
+    image: ImageOption = None,
+    allow_version_mismatch: MismatchOption = False,
+) -> None:
+    """Check a queue adapter with the conformance kit (docs/adapters.md).
+
+    Exit 0 if every check passes, 1 with a line per failed check."""
+    from harness.commands.adapter_test import adapter_test_command
+
+    code = _guarded(
+        lambda: adapter_test_command(
+            adapter, adapters_dir, pg, dsn, image, allow_version_mismatch, console
+        )
+    )
+    raise typer.Exit(code)
 
 
 def main() -> None:

@@ -42,7 +42,7 @@ def run_command(
     listen: str | None = None,
     image: str | None = None,
 ) -> list[Rendered]:
-    entries = catalog(strategies_dir)
+    entries = catalog(strategies_dir, options.adapters_dir)
     scenarios = load_all(paths, entries)
     for loaded in scenarios:
         _check_selection(loaded, options)

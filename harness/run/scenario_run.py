@@ -54,6 +54,7 @@ class RunOptions:
     local_workers: int = 0  # with a fleet: of each repetition's workers, those run here
     fleet_id: str | None = None  # what the members are given (--run); default: random
     fleet_timeout_s: float = 120.0  # how long the members may take to join
+    adapters_dir: Path | None = None  # more adapters (docs/adapters.md): --adapters-dir
 
 
 @dataclass

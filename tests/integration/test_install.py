@@ -67,6 +67,16 @@ def test_the_wheel_carries_the_scenarios_baseline_and_sql(wheel: Path) -> None:
         assert f"harness/shipped/scenarios/{name}.yaml" in names
     assert "harness/shipped/baselines/dequeue.json" in names
     assert "harness/queues/sql/strategies/round_robin.sql" in names
+    for adapter in (
+        "node/pgboss.toml",
+        "node/runner.mjs",
+        "node/package-lock.json",
+        "minion/minion.toml",
+        "minion/minion.pl",
+        "delayed_job/delayed_job.toml",
+        "delayed_job/delayed_job.rb",
+    ):
+        assert f"harness/queues/adapters/{adapter}" in names  # the shipped adapters
     assert not [name for name in names if name.startswith("tests/")]
 
 

@@ -1,12 +1,12 @@
-"""The queue libraries through their own code, on a small noisy neighbour: the books
-balance from the library's tables and the task log, every job has the contract's times
-in order, and nothing of the library is left on the server afterwards."""
+"""The Python queue libraries through their own code, on a small noisy neighbour: the
+books balance from the library's tables and the task log, every job has the contract's
+times in order, and nothing of the library is left on the server afterwards. (The
+adapters of the contract, every language: tests/integration/test_adapters.py.)"""
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ import yaml
 from harness.analysis.plans import nodes
 from harness.queues import libraries
 from harness.queues.base import QueueEntry, Site
-from harness.queues.libraries import awa_queue, dbos_queue, node_queue, notices
+from harness.queues.libraries import awa_queue, dbos_queue, notices
 from harness.run.repetition import Repetition, run_repetition
 from harness.run.scenario_run import RunOptions
 from harness.scenario.inputs import RunInputs
@@ -49,8 +49,6 @@ SMALL = {
         },
     ],
 }
-NODE = set(node_queue.MAPPINGS)
-NO_NPM = "pg-boss and graphile-worker need npm to install their Node runner"
 AWA = set(awa_queue.MAPPINGS)
 NO_AWA = (
     "awa-pg ships wheels only (Linux x86_64/aarch64 with glibc, macOS) and none is "
@@ -59,7 +57,8 @@ NO_AWA = (
 
 
 LIBRARY_OBJECTS = (
-    r"^(procrastinate_|pgqueuer|_private_job|job_common$|job$"  # the four before
+    r"^(procrastinate_|pgqueuer|_private_job|job_common$|job$|minion_|mojo_migrations$"
+    r"|delayed_jobs"  # the four before, and the adapters' (tests/integration/test_adapters.py)
     r"|workflow_status$|dbos_migrations$"  # DBOS, in the run's schema
     r"|ready_entries|queue_claim_heads$|jobs_hot$)"  # awa, in its schema awa
 )
@@ -79,9 +78,7 @@ def marked(names: list[str]) -> list[Any]:
 
 
 def skip_unless_installed(name: str) -> None:
-    """pg-boss and graphile-worker need npm; awa needs its wheel."""
-    if name in NODE and shutil.which("npm") is None:
-        pytest.skip(NO_NPM)
+    """awa needs its wheel."""
     if name in AWA and importlib.util.find_spec("awa") is None:
         pytest.skip(NO_AWA)
 
@@ -150,8 +147,6 @@ PLANS = {
         [
             "procrastinate_lock_per_tenant",
             "pgqueuer_entrypoint_per_tenant",
-            "pgboss_group_concurrency",
-            "graphile_worker_queue_per_tenant",
             *sorted(DBOS),
             *sorted(AWA),
         ]
@@ -174,8 +169,6 @@ def test_plan_capture_is_the_library_fetch_as_it_ran(
     read = {
         "procrastinate": "procrastinate_jobs",
         "pgqueuer": "pgqueuer",
-        "pgboss": "job_common",
-        "graphile": "_private_jobs",
         "dbos": "workflow_status",
         "awa": "claim_ready_runtime",
     }

@@ -10,12 +10,6 @@ from harness.queues.base import Site, TaskRun, WorkerReport
 from harness.queues.libraries import common
 from harness.queues.libraries.awa_queue import awa_url
 from harness.queues.libraries.dbos_queue import migration_url
-from harness.queues.libraries.node_queue import (
-    NodeQueue,
-    NodeSpec,
-    connection_config,
-    departures_from_scenario,
-)
 from harness.queues.libraries.notices import notice_message
 from harness.queues.libraries.pgqueuer_queue import asyncpg_arguments
 from harness.results.document import UNLIKE_THE_SCENARIO, RunDocument, unlike_the_scenario
@@ -102,23 +96,6 @@ def test_a_job_run_twice_is_two_claims() -> None:
     assert ledger.claims == [5, 5]
 
 
-def test_the_node_runner_connects_as_the_dsn_says_tls_included() -> None:
-    """node-postgres reads no libpq DSN: the harness hands it the DSN's parts, and the
-    sslmode a managed server needs as node-postgres's ssl."""
-    url = "postgresql://bench:secret@db.example.com:6543/queue?sslmode=require"
-    assert connection_config(url) == {
-        "host": "db.example.com",
-        "port": 6543,
-        "user": "bench",
-        "password": "secret",
-        "database": "queue",
-        "ssl": {"rejectUnauthorized": False},
-    }
-    verified = connection_config("host=db.example.com dbname=queue sslmode=verify-full")
-    assert verified["ssl"] == {"rejectUnauthorized": True}
-    assert "ssl" not in connection_config("host=/tmp/socket port=5432 dbname=bench")
-
-
 def test_asyncpg_connects_as_the_dsn_says_tls_included() -> None:
     """pgqueuer's asyncpg takes keywords, and libpq's sslmode names as its ssl."""
     arguments = asyncpg_arguments("host=db.example.com port=6543 dbname=queue sslmode=require")
@@ -132,17 +109,11 @@ def test_asyncpg_connects_as_the_dsn_says_tls_included() -> None:
 
 
 def test_a_queue_set_up_unlike_the_scenario_says_so_beside_its_figures() -> None:
-    """pg-boss cannot poll every 10 ms: its run.json entry says so, in a sentence that the
-    render puts above the waits (tests/unit/test_analysis.py)."""
-    inputs = _inputs(1)
-    assert inputs.scenario.poll_interval_ms < 500
-    pgboss = NodeSpec(
-        "pgboss", "one_queue", Site("", "s"), NodeQueue.poll_interval_ms("pgboss", 10)
-    )
-    graphile = NodeSpec("graphile", "one_queue", Site("", "s"), 10)
-    [said] = departures_from_scenario(pgboss, inputs)
-    assert said.startswith("polls every 0.5 s, not every")
-    assert departures_from_scenario(graphile, inputs) == []
+    """What an adapter says it could not do as the scenario asks (its `versions` event's
+    unlike_the_scenario: pg-boss cannot poll every 10 ms) is put above the waits
+    (tests/unit/test_analysis.py); the adapter's own saying is tested with it
+    (tests/integration/test_adapters.py)."""
+    said = "polls every 0.5 s, not every 10 ms as the scenario asks"
     document = RunDocument.model_validate(
         {
             "run_id": "r",
@@ -158,24 +129,26 @@ def test_a_queue_set_up_unlike_the_scenario_says_so_beside_its_figures() -> None
 
 
 def test_each_library_declares_its_own_mappings_and_the_catalog_takes_them_all() -> None:
-    """Adding a library is a module of its own and a line: every mapping a module declares
-    is a queue a scenario may name, each once, none declared twice."""
-    from harness.queues import libraries
+    """Adding a Python library is a module of its own and a line, an adapter a manifest:
+    every mapping declared is a queue a scenario may name, each once, none twice."""
+    from harness.queues.catalog import catalog
+    from harness.queues.contract.manifest import load_adapters
     from harness.queues.libraries import (
         awa_queue,
         dbos_queue,
-        node_queue,
         pgqueuer_queue,
         procrastinate_queue,
     )
+    from harness.queues.sql.strategies import load_strategies
 
-    names = [entry.name for entry in libraries.entries()]
+    names = [name for name in catalog() if name not in load_strategies()]
+    adapters = [m.strategy for a in load_adapters().values() for m in a.manifest.mappings]
     declared = [
         *procrastinate_queue.MAPPINGS,
         *pgqueuer_queue.MAPPINGS,
-        *node_queue.MAPPINGS,
         *dbos_queue.MAPPINGS,
         *awa_queue.MAPPINGS,
+        *adapters,
     ]
     assert sorted(names) == sorted(declared) and len(set(names)) == len(names)
 

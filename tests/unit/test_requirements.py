@@ -12,10 +12,11 @@ import pytest
 from harness.errors import HarnessError
 from harness.queues.base import Missing, PythonPackages, QueueEntry
 from harness.queues.catalog import catalog, require, unmet
+from harness.queues.contract import runtime
+from harness.queues.contract.manifest import load_adapters
 from harness.queues.libraries import (
     awa_queue,
     dbos_queue,
-    node_queue,
     pgqueuer_queue,
     procrastinate_queue,
 )
@@ -89,23 +90,21 @@ def test_every_library_mapping_declares_what_it_needs() -> None:
             (requires,) = entries[name].requires
             assert isinstance(requires, PythonPackages), name
             assert requires.extra == "libraries" and imported in requires.modules, name
-    for name in node_queue.MAPPINGS:
-        assert entries[name].requires == (node_queue.NodeRunner(),), name
+    for adapter in load_adapters().values():
+        for declared in adapter.manifest.mappings:
+            requires = entries[declared.strategy].requires
+            assert requires == (runtime.AdapterRuntime(adapter),), declared.strategy
     assert all(not entries[name].requires for name in ("fifo", "round_robin"))
 
 
-def test_without_npm_and_no_runner_installed_the_node_queues_say_so(
+def test_an_adapter_whose_runtime_is_absent_says_what_to_install(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no runner installed there
-    monkeypatch.setenv("PATH", str(tmp_path))  # and no npm
-    absent = node_queue.NodeRunner().missing()
-    assert absent is not None and absent.what.startswith("npm")
-    assert "apt-get install npm" in absent.install
-    installed = node_queue.cache_root() / node_queue._target(node_queue._sources()).name
-    (installed / ".installed").parent.mkdir(parents=True)
-    (installed / ".installed").touch()
-    assert node_queue.NodeRunner().missing() is None  # installed once: npm no longer needed
+    monkeypatch.setenv("PATH", str(tmp_path))  # no node, perl or ruby on it
+    for adapter in load_adapters().values():
+        absent = runtime.AdapterRuntime(adapter).missing()
+        assert absent is not None, adapter.name
+        assert absent.what.endswith("fails here") and absent.install, adapter.name
 
 
 # The libraries' modules made unimportable, as in an install without the `libraries` extra.
@@ -139,11 +138,11 @@ def test_without_the_libraries_extra_real_queues_is_one_line_before_any_server(
     assert list(tmp_path.iterdir()) == []  # no run folder: nothing was measured
 
 
-def test_npm_ci_shows_its_downloads_as_it_goes(
+def test_an_adapters_preparation_shows_its_progress_as_it_goes(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    """A stand-in npm that downloads three packages: each progress line counts them, and
-    the last says what npm added."""
+    """A stand-in npm that downloads three packages: each progress line counts its output
+    so far, and the last says how it ended."""
     npm = tmp_path / "npm"
     npm.write_text(
         "#!/bin/sh\n"
@@ -152,9 +151,16 @@ def test_npm_ci_shows_its_downloads_as_it_goes(
         "echo 'added 3 packages in 1s'\n"
     )
     npm.chmod(0o755)
-    monkeypatch.setattr(node_queue, "NPM_PROGRESS_S", 0.0)
+    monkeypatch.setattr(runtime, "PROGRESS_S", 0.0)
     said: list[str] = []
-    code, _ = node_queue._npm_ci(str(npm), tmp_path, said.append)
-    assert code == 0
-    assert said[:3] == [f"npm ci: {n} downloads, 0 s" for n in (1, 2, 3)]
-    assert said[-1] == "npm ci: added 3 packages in 1s (3 downloads)"
+    code, last = runtime._run_showing_progress([str(npm), "ci"], tmp_path, "npm", said.append)
+    assert (code, last) == (0, "added 3 packages in 1s")
+    assert said[:3] == [f"npm: {n} lines of output, 0 s" for n in (1, 2, 3)]
+    assert said[-1].startswith("npm: done in ") and said[-1].endswith("(added 3 packages in 1s)")
+    failing = tmp_path / "fails"
+    failing.write_text("#!/bin/sh\necho 'ERR! no network'\nexit 3\n")
+    failing.chmod(0o755)
+    assert runtime._run_showing_progress([str(failing)], tmp_path, "npm", said.append) == (
+        3,
+        "ERR! no network",
+    )

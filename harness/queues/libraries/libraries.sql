@@ -34,32 +34,6 @@ select log.job_id::text,
   left join pgqueuer as queue on queue.id = log.job_id
  group by log.job_id, queue.payload
 
--- name: pgboss_ledger
--- pg-boss keeps completed jobs (until its retention deletes them, days later), with
--- created_on, started_on and completed_on, each job_now() (now()) of its statement.
-select id::text,
-       (data ->> 'n')::bigint,
-       (data ->> 't')::int,
-       state = 'completed',
-       created_on,
-       started_on,
-       completed_on
-  from job
- where name = 'harness'
-
--- name: graphile_ledger
--- graphile-worker deletes a job when its task succeeds: what is left is unfinished. The
--- finished ones are in the task log, their times read by the task (created_at, locked_at
--- and clock_timestamp() at the end of the work) before it returned.
-select id::text,
-       (payload ->> 'n')::bigint,
-       (payload ->> 't')::int,
-       false,
-       created_at,
-       locked_at,
-       null::timestamptz
-  from _private_jobs
-
 -- name: dbos_enqueue
 -- A batch through DBOS's own SQL enqueue (`enqueue_workflow`, the function its system
 -- schema ships for enqueueing from SQL), one call per job in one statement: created_at
