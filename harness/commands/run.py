@@ -14,7 +14,7 @@ from harness.commands.outcome import show_outcome
 from harness.commands.progress import ProgressBars
 from harness.commands.validate import load_all
 from harness.errors import HarnessError
-from harness.queues.catalog import catalog
+from harness.queues.catalog import catalog, require
 from harness.results.folder import check_results_dir
 from harness.run.captures import requests
 from harness.run.crew import LOCAL, Placement
@@ -22,7 +22,7 @@ from harness.run.faults import refuse_restart
 from harness.run.fleet import Fleet, check_fleet_id, faults_refused, open_fleet
 from harness.run.render import Rendered
 from harness.run.repetition import plan
-from harness.run.scenario_run import RunOptions, Servers, run_scenario
+from harness.run.scenario_run import RunOptions, Servers, named_queues, run_scenario
 from harness.scenario.loader import LoadedScenario
 from harness.server.kinds import ProviderChoice, Server
 from harness.server.providers import open_server
@@ -38,7 +38,7 @@ def run_command(
     console: Console,
 ) -> list[Rendered]:
     """Each scenario in its run folder, on each server of `choice` in turn."""
-    entries = catalog(strategies_dir)
+    entries = catalog(strategies_dir, options.adapters_dir)
     scenarios = load_all(paths, entries)
     for loaded in scenarios:
         _check_selection(loaded, options)
@@ -48,6 +48,9 @@ def run_command(
     check_results_dir(results_dir, [loaded.scenario.name for loaded in scenarios], latest=True)
     for loaded in scenarios:
         refuse_restart(loaded, choice.kind)
+    say = partial(console.print, highlight=False, markup=False)
+    for loaded in scenarios:  # a library or runtime missing: one line, before any server
+        require(entries, named_queues(loaded.scenario), str(loaded.path), say)
     outcomes = []
     with _servers(choice, options, console) as (servers, placement):
         for loaded in scenarios:

@@ -15,7 +15,11 @@ from harness.server.providers import choose_provider
 
 
 def worker_command(
-    dsn: str | None, fleet_id: str, strategies_dir: Path | None, console: Console
+    dsn: str | None,
+    fleet_id: str,
+    strategies_dir: Path | None,
+    console: Console,
+    adapters_dir: Path | None = None,
 ) -> None:
     """Work the fleet run's repetitions until it ends; its failure is ours (exit 1)."""
     options = ServerOptions(pg="external", dsn=dsn, allow_version_mismatch=True)
@@ -29,4 +33,5 @@ def worker_command(
         fleet_id,
         lambda line: console.print(line, markup=False, highlight=False),
         strategies_dir,
+        adapters_dir,
     )

@@ -15,13 +15,13 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import psycopg
 from psycopg import sql
 
 from harness.analysis.plans import Capture
-from harness.errors import RunFailed
+from harness.errors import HarnessError, RunFailed
 from harness.queues.base import ExplainedFetch, FetchExplainer, Queue, Site
 from harness.run.crew import Crew
 from harness.scenario.model import Scenario
@@ -76,7 +76,7 @@ def capture_all(
         for request in chosen:
             rows = backlog_rows(scenario, scenario.variant_backlog(request.variant))
             queue = queues[request.strategy]
-            skipped = _skip_reason(conn, request, queue, include_slow)
+            skipped = _skip_reason(conn, request, queue, include_slow, rows)
             if skipped is not None:
                 yield Capture(request.variant, queue.name, _backlog_shape(rows), skipped=skipped)
                 continue
@@ -85,11 +85,17 @@ def capture_all(
 
 
 def _skip_reason(
-    conn: psycopg.Connection[Any], request: CaptureRequest, queue: Queue, include_slow: bool
+    conn: psycopg.Connection[Any],
+    request: CaptureRequest,
+    queue: Queue,
+    include_slow: bool,
+    rows: BacklogRows,
 ) -> str | None:
     if request.slow and not include_slow:
         return "slow: pass --include-slow to capture it"
-    return _why_not_captured(conn, queue)
+    explainer = queue.explainer() if queue.dequeue_sql() is None else None
+    refused = explainer.capture_refused(conn, rows) if explainer is not None else None
+    return _why_not_captured(conn, queue) or refused
 
 
 def _why_not_captured(conn: psycopg.Connection[Any], queue: Queue) -> str | None:
@@ -139,7 +145,7 @@ def capture(
 ) -> Capture:
     """Build the schema, load the backlog, EXPLAIN the dequeue: text once, JSON `repeat`."""
     began = time.perf_counter()
-    recreate(conn, queue.site.schema)
+    recreate(conn, queue.site.schema, queue.outside_schemas())
     queue.install(conn)
     queue.load_backlog(conn, rows)
     result = Capture(
@@ -147,7 +153,10 @@ def capture(
     )
     dequeue = queue.dequeue_sql()
     if dequeue is None:
-        return _captured_fetches(cast(FetchExplainer, queue), result, repeat, observer)
+        explainer = queue.explainer()
+        if explainer is None:  # validation refuses it before anything runs (the traits)
+            raise HarnessError(f"{queue.name} has no dequeue to explain: {queue.traits.explain}")
+        return _captured_fetches(explainer, result, repeat, observer)
     # The text form is the first execution, which also warms up: one execution of a trap
     # variant takes ten seconds, and the backlog has just been loaded, so caches are warm.
     result.text = explain(conn, dequeue, "text", params)

@@ -39,12 +39,15 @@ from harness.analysis.faults import fault_table, faults_section, missed_faults
 from harness.analysis.figures import (
     PLOT_TITLES,
     bloat_over_time,
+    claim_latency,
     plans_chart,
     scaling,
     tenant_share,
     timeline,
     wait_ecdf,
+    waits_over_time,
 )
+from harness.analysis.headline import run_headline
 from harness.analysis.ideal import ideal_section, ideal_summary, run_calibration, versus_ideal
 from harness.analysis.majors import majors_section, stack
 from harness.analysis.plans import Capture, plan_runs, plans_section, plans_summary
@@ -55,8 +58,16 @@ from harness.analysis.properties import (
     property_table,
 )
 from harness.analysis.reference import reference_section, reference_table
-from harness.analysis.waits import summarize, summary_section, with_waits
-from harness.report.html import Page, report_html
+from harness.analysis.waits import (
+    claim_note,
+    claims_over_time,
+    summarize,
+    summary_section,
+    waits_over_run,
+    waits_verdict,
+    with_waits,
+)
+from harness.report.html import VERDICT, Page, report_html
 from harness.report.plots import FORMATS, encode
 from harness.report.sections import Section, markdown
 from harness.results.contract import listed
@@ -68,11 +79,14 @@ from harness.results.document import (
     unlike_the_scenario,
 )
 from harness.results.folder import RunFolder
+from harness.results.headline import Results, results_document
 from harness.results.jobs import PG, load_jobs, read_versioned_csv
 from harness.scenario.model import Scenario
 from harness.scenario.workload import generate
 
 BLOAT_BUCKET_S = 0.5
+# The plots of the report's first screen, in this order, under the verdict.
+LEAD_PLOTS = ("waits_over_time", "waits", "claim_latency")
 
 
 @dataclass(frozen=True)
@@ -196,7 +210,8 @@ def render_run(folder: RunFolder) -> Rendered:
     write = _writer(folder, raw.document.files)
     for key, name, table in tables.files():
         if table is not None:
-            write(key, name, table.to_csv(index=False))
+            write(key, name, with_run_id(table, raw.document.run_id).to_csv(index=False))
+    write("results", Results.NAME, headline(raw, parts).dumps())
     if tables.calibration is not None:
         calibration = CalibrationDocument.of(tables.calibration)
         write("calibration", calibration.NAME, calibration.dumps())
@@ -217,6 +232,40 @@ def render_run(folder: RunFolder) -> Rendered:
 def _plot_name(name: str, version: str, majors: int) -> str:
     """A plot's name; in a run of several majors, one per major: waits-pg15."""
     return f"{name}-pg{version.split('.')[0]}" if majors > 1 else name
+
+
+def with_run_id(table: pd.DataFrame, run_id: str) -> pd.DataFrame:
+    """A derived table as its CSV holds it: the run's id first, so that the tables of many
+    runs concatenated still say where each row came from."""
+    return pd.concat([pd.Series(run_id, index=table.index, name="run_id"), table], axis=1)
+
+
+def headline(raw: RawRun, parts: list[tuple[str, RunTables]]) -> Results:
+    """results.json: the run's headline figures, its id, commit and host; in a run of
+    several majors, each major's figures, named with its version."""
+    document = raw.document
+    return results_document(
+        run_id=document.run_id,
+        kind="run" if document.options.get("timed", True) and raw.scenario.timed else "explain",
+        name=raw.scenario.name,
+        status=document.status,
+        started_at=document.started_at,
+        metadata=document.metadata,
+        figures=[
+            figure
+            for version, part in parts
+            for figure in run_headline(
+                _on_major(raw.scenario.name, version, len(parts)),
+                part.summary,
+                part.runs,
+                raw.scenario.reference,
+            )
+        ],
+    )
+
+
+def _on_major(name: str, version: str, majors: int) -> str:
+    return f"{name} on PostgreSQL {version}" if majors > 1 else name
 
 
 def read_raw(folder: RunFolder) -> RawRun:
@@ -289,6 +338,7 @@ def run_sections(
         tables.plans,
         tables.summary,
     )
+    across = replace(across, key=VERDICT)  # the page opens with it
     return [
         across,
         *(
@@ -299,8 +349,9 @@ def run_sections(
     ]
 
 
-# What the terminal shows side by side (majors_section) rather than major by major.
-_SIDE_BY_SIDE = frozenset({"reference", "waits", "plans"})
+# What the terminal shows side by side (majors_section) rather than major by major; each
+# major's verdict stays, since the side-by-side reference figures carry no verdict.
+_SIDE_BY_SIDE = frozenset({"waits", "plans"})
 
 
 def _of_major(section: Section, version: str) -> Section:
@@ -316,9 +367,7 @@ def _of_major(section: Section, version: str) -> Section:
 
 def feature_sections(raw: RawRun, tables: RunTables) -> list[Section]:
     """The sections of a run on one server, in reading order; each feature writes its own."""
-    sections = []
-    if tables.reference is not None and len(tables.reference) and raw.scenario.reference:
-        sections.append(reference_section(tables.reference, raw.scenario.reference.source))
+    sections = _verdict(raw, tables)
     if tables.summary is not None:
         sections.append(summary_section(tables.summary, unlike_the_scenario(raw.document)))
         sections.append(fairness_section(tables.summary, tables.fairness))
@@ -335,11 +384,26 @@ def feature_sections(raw: RawRun, tables: RunTables) -> list[Section]:
     return sections
 
 
+def _verdict(raw: RawRun, tables: RunTables) -> list[Section]:
+    """The answer first: each reference figure against its range, or without a reference
+    the median waits; the claim latency where the scenario is about it."""
+    reference, summary = raw.scenario.reference, tables.summary
+    notes = []
+    if raw.scenario.report.claim_latency and summary is not None:
+        notes.append(claim_note(summary))
+    if reference is not None and tables.reference is not None and len(tables.reference):
+        return [reference_section(tables.reference, reference.source, reference.tolerance, notes)]
+    return [waits_verdict(summary, notes)] if summary is not None else []
+
+
 def run_figures(raw: RawRun, tables: RunTables) -> dict[str, Figure]:
     plots = {}
     jobs = raw.jobs
     if jobs is not None and len(jobs):
+        plots["waits_over_time"] = waits_over_time(*waits_over_run(jobs))
         plots["waits"] = wait_ecdf(jobs)
+        if raw.scenario.report.claim_latency and jobs["claim_ms"].notna().any():
+            plots["claim_latency"] = claim_latency(claims_over_time(jobs))
         plots["timeline"] = timeline(jobs)
         plots["tenant_share"] = tenant_share(jobs)
     if tables.summary is not None and tables.summary["workers"].nunique() > 1:
@@ -366,7 +430,8 @@ def _page(raw: RawRun, sections: list[Section], plots: dict[str, Figure]) -> Pag
         description=raw.scenario.description,
         document=raw.document,
         sections=sections,
-        plots=[(_plot_title(name), encode(figure, "png")) for name, figure in plots.items()],
+        lead_plots=[_png(name, plots[name]) for name in _lead(plots)],
+        plots=[_png(name, figure) for name, figure in plots.items() if name not in _lead(plots)],
         folded=[
             (_capture_label(capture, len(raw.versions)), capture.text)
             for capture in raw.captures
@@ -381,6 +446,16 @@ def _plot_title(name: str) -> str:
     plot, _, major = name.partition("-pg")
     title = PLOT_TITLES.get(plot, plot)
     return f"{title}: PostgreSQL {major}" if major else title
+
+
+def _png(name: str, figure: Figure) -> tuple[str, bytes]:
+    return _plot_title(name), encode(figure, "png")
+
+
+def _lead(plots: dict[str, Figure]) -> list[str]:
+    """The first screen's plots in LEAD_PLOTS's order; in a run of several majors, each
+    of them on every major (waits_over_time-pg15, waits_over_time-pg18, waits-pg15, ...)."""
+    return [name for lead in LEAD_PLOTS for name in plots if name.partition("-pg")[0] == lead]
 
 
 def _capture_label(capture: Capture, majors: int) -> str:
@@ -417,7 +492,8 @@ def _reference(
 ) -> pd.DataFrame | None:
     if raw.scenario.reference is None:
         return None
-    return reference_table(raw.scenario.reference.figures, summary, runs)
+    reference = raw.scenario.reference
+    return reference_table(reference.figures, summary, runs, reference.tolerance)
 
 
 def _bloat_summary(raw: RawRun, jobs: pd.DataFrame | None) -> pd.DataFrame | None:

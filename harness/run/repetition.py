@@ -15,12 +15,12 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 import psycopg
 
 from harness.errors import HarnessError, RunFailed
-from harness.queues.base import JobRecord, Queue, Recovery, Site, WorkerReport
+from harness.queues.base import JobRecord, Queue, Site, WorkerReport
 from harness.run.books import FINISHED, check_books
 from harness.run.crew import LOCAL, Crew, Placement
 from harness.run.faults import Driver, FaultDriver, NullDriver, tenant_class
@@ -103,7 +103,7 @@ def run_repetition(
     """`restart` stops and starts the server (embedded only): a fault scenario's restart;
     `placement` is where the programs run (here, or over a fleet)."""
     with connect(site.dsn, schema=site.schema, utc=True) as conn:
-        recreate(conn, site.schema)
+        recreate(conn, site.schema, queue.outside_schemas())
         queue.install(conn)
         observer.repetition_started(repetition, inputs.total_jobs)
         started_at = _now(conn)
@@ -191,10 +191,11 @@ def _driver(
 ) -> Driver:
     if inputs.faults is None:
         return NullDriver(conn)
-    if queue.traits.faults is not None:  # validation refuses it before anything runs
-        raise HarnessError(queue.traits.faults)
+    recovery = queue.recovery()
+    if recovery is None:  # validation refuses it before anything runs (the queue's traits)
+        raise HarnessError(f"{queue.name} cannot take faults: {queue.traits.faults}")
     own = connect(site.dsn, schema=site.schema, utc=True)
-    return FaultDriver(inputs.faults, cast(Recovery, queue), site, own, restart)
+    return FaultDriver(inputs.faults, recovery, site, own, restart)
 
 
 def _holder(queue: Queue, inputs: RunInputs, crew: Crew) -> AbstractContextManager[Holder | None]:

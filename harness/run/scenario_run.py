@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,6 +61,7 @@ class RunOptions:
     local_workers: int = 0  # with a fleet: of each repetition's workers, those run here
     fleet_id: str | None = None  # what the members are given (--run); default: random
     fleet_timeout_s: float = 120.0  # how long the members may take to join
+    adapters_dir: Path | None = None  # more adapters (docs/adapters.md): --adapters-dir
 
 
 @dataclass
@@ -154,7 +155,8 @@ def _measure_on(
     }
     document.queues = document.queues or {name: q.provenance() for name, q in queues.items()}
     _write(sitting.folder, "run.json", document.dumps(), replace=True)
-    with own_schema(server.dsn, site.schema, options.reuse_schema) as owned:
+    outside = outside_schemas(queues.values())
+    with own_schema(server.dsn, site.schema, options.reuse_schema, outside) as owned:
         if options.timed and scenario.timed:
             timed = Timed(queues, site, sitting.inputs, server.restart, placement, version)
             _run_timed(timed, observer, document, measured)
@@ -173,6 +175,11 @@ def _record_server(document: RunDocument, server: Server) -> str:
 
 def server_provider(server: Server) -> dict[str, Any]:
     return {"kind": server.provider, **server.details}
+
+
+def outside_schemas(queues: Iterable[Queue]) -> tuple[str, ...]:
+    """The schemas the run's queues' libraries insist on by name, each once."""
+    return tuple(dict.fromkeys(name for queue in queues for name in queue.outside_schemas()))
 
 
 def named_queues(scenario: Scenario) -> list[str]:

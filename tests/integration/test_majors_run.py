@@ -1,7 +1,7 @@
 """One `harness run` on two PostgreSQL majors (17 and 18, the wheels make installs): one
 run folder, a fresh server per major, every row naming its server, the majors side by
 side first. The fast cross-major check of make test; every major's trap and fix are
-tests/majors (make test-matrix)."""
+tests/majors (make test-majors, make test-matrix)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def test_one_folder_holds_both_majors_each_row_naming_its_server(folder: Path) -
     ]
     for table in ("summary.csv", "tenants.csv", "fairness.csv", "plans.csv"):
         derived = pd.read_csv(folder / table, dtype={"pg_version": str})
-        assert derived.columns[0] == "pg_version", table
+        assert list(derived.columns[:2]) == ["run_id", "pg_version"], table
         assert list(dict.fromkeys(derived["pg_version"])) == versions, table
 
 
@@ -101,13 +101,25 @@ def test_the_report_puts_the_majors_side_by_side_first(folder: Path) -> None:
     headings = [line for line in summary.splitlines() if line.startswith("## ")]
     assert headings[0] == "## Across PostgreSQL majors"
     versions = [s["pg_version"] for s in json.loads((folder / "run.json").read_text())["servers"]]
-    assert headings[1] == f"## Waits and makespan: PostgreSQL {versions[0]}"
+    assert headings[1] == f"## Verdict: PostgreSQL {versions[0]}"
+    assert headings[2] == f"## Waits and makespan: PostgreSQL {versions[0]}"
     assert f"## Dequeue plans: PostgreSQL {versions[1]}" in headings
     for title in ("Median wait (s), per major", "Dequeue, shared buffers, per major"):
         assert title in summary
     assert f"| strategy | workers | tenants | PostgreSQL {versions[0]} |" in summary
     assert (folder / "waits-pg17.png").exists() and (folder / "waits-pg18.png").exists()
     assert not (folder / "calibration.json").exists()  # each major costs differently
+    page = (folder / "report.html").read_text()
+    assert page.index("Across PostgreSQL majors") < page.index("id='contents'")
+
+
+def test_the_headline_figures_name_their_major(folder: Path) -> None:
+    figures = json.loads((folder / "results.json").read_text())["figures"]
+    versions = [s["pg_version"] for s in json.loads((folder / "run.json").read_text())["servers"]]
+    for version in versions:
+        mine = [f for f in figures if f"on PostgreSQL {version}:" in f["name"]]
+        assert mine, version
+    assert all(any(f"on PostgreSQL {v}:" in f["name"] for v in versions) for f in figures)
 
 
 def test_a_comparison_takes_runs_of_one_major(folder: Path, tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
-"""The tests of every PostgreSQL major (`make test-matrix`, `pytest -m majors`): each
-runs on a real embedded server of each major installed, and skips a major that is not,
-with the line that says how to get it."""
+"""The tests of every PostgreSQL major (`make test-majors`, `make test-matrix`, `pytest -m
+majors`): each runs on a real embedded server of each major installed, and skips a major
+that is not, with the line that says how to get it."""
 
 from __future__ import annotations
 

@@ -1,20 +1,19 @@
 """The `integration` marker selects exactly the tests under tests/integration, `majors`
-exactly those under tests/majors, which a plain pytest (make test) leaves out."""
+exactly those under tests/majors, which make test leaves out and make test-matrix runs."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
 from tests.conftest import ROOT
 
 
-def collected(marker: str | None) -> list[str]:
-    """Test ids pytest collects with `-m marker` (None: as make test runs it), in a
-    subprocess (no server starts)."""
-    selection = ["-m", marker] if marker is not None else []
+def collected(marker: str) -> list[str]:
+    """Test ids pytest collects with `-m marker`, in a subprocess (no server starts)."""
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", *selection, "tests"],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", marker, "tests"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -40,7 +39,19 @@ def test_integration_collects_every_integration_test_and_nothing_else() -> None:
     assert files == expected
 
 
-def test_majors_collects_the_tests_of_every_major_and_make_test_none() -> None:
+def make_selection(target: str) -> str:
+    """The -m expression of a Makefile target's pytest."""
+    makefile = (ROOT / "Makefile").read_text()
+    found = re.search(
+        rf"^{target}:.*\n(?:\t.*\n)*?\t\$\(BIN\)/pytest -m \"([^\"]+)\"", makefile, re.M
+    )
+    assert found, target
+    return found.group(1)
+
+
+def test_majors_collects_the_tests_of_every_major_make_test_none_make_test_matrix_all() -> None:
     majors = collected("majors")
     assert majors and all(test.startswith("tests/majors/") for test in majors), majors
-    assert not [test for test in collected(None) if test.startswith("tests/majors/")]
+    in_make_test = collected(make_selection("test"))
+    assert in_make_test and not [t for t in in_make_test if t.startswith("tests/majors/")]
+    assert set(majors) <= set(collected(make_selection("test-matrix")))

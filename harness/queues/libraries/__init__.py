@@ -1,61 +1,43 @@
-"""Queue libraries measured through their own code: procrastinate and pgqueuer (Python),
-pg-boss and graphile-worker (Node). Each mapping of tenants onto a library's knobs is a
-queue a scenario names in `strategies:` like a built-in SQL strategy.
+"""Queue libraries measured through their own code, in the harness's own processes:
+procrastinate, pgqueuer, DBOS and awa (Python). Each mapping of tenants onto a library's
+knobs is a queue a scenario names in `strategies:` like a built-in SQL strategy. (A queue
+in any other language is an adapter of the contract, harness/queues/contract/: pg-boss
+and graphile-worker in Node, Minion in Perl, Delayed::Job in Ruby; docs/adapters.md.)
+
+Each Python library is a module of its own that declares its mappings (`entries()`) and
+registers its programs as it is imported; adding one is a new module and a line in
+`_libraries()`. A queue in another language is an adapter: a folder with its manifest, no
+line of the harness (docs/adapters.md). A module imports its library only inside the
+functions that use it, so the catalog lists every mapping whether or not the library is
+installed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from harness.queues.base import Queue, QueueEntry, Site
-from harness.scenario.inputs import RunInputs
-
-# name -> (library, mapping); docs/real-queues.md says what each promises.
-MAPPINGS: dict[str, tuple[str, str]] = {
-    "procrastinate": ("procrastinate", "one_queue"),
-    "procrastinate_lock_per_tenant": ("procrastinate", "lock_per_tenant"),
-    "procrastinate_queue_per_tenant": ("procrastinate", "queue_per_tenant"),
-    "pgqueuer": ("pgqueuer", "one_entrypoint"),
-    "pgqueuer_entrypoint_per_tenant": ("pgqueuer", "entrypoint_per_tenant"),
-    "pgqueuer_concurrency_limit": ("pgqueuer", "concurrency_limit"),
-    "pgboss": ("pgboss", "one_queue"),
-    "pgboss_group_concurrency": ("pgboss", "group_concurrency"),
-    "graphile_worker": ("graphile", "one_queue"),
-    "graphile_worker_queue_per_tenant": ("graphile", "queue_per_tenant"),
-}
+from harness.queues.base import QueueEntry
 
 
-def make(name: str) -> Callable[[Site, RunInputs], Queue]:
-    library, mapping = MAPPINGS[name]
+def _libraries() -> list[Callable[[], list[QueueEntry]]]:
+    """Each Python library's entries, one line per library."""
+    from harness.queues.libraries import awa_queue, dbos_queue, pgqueuer_queue, procrastinate_queue
 
-    def factory(site: Site, inputs: RunInputs) -> Queue:
-        if library == "procrastinate":
-            from harness.queues.libraries.procrastinate_queue import ProcrastinateQueue
-
-            return ProcrastinateQueue(name, mapping, site, inputs)
-        if library == "pgqueuer":
-            from harness.queues.libraries.pgqueuer_queue import PgqueuerQueue
-
-            return PgqueuerQueue(name, mapping, site, inputs)
-        from harness.queues.libraries.node_queue import NodeQueue
-
-        return NodeQueue(name, library, mapping, site, inputs)
-
-    return factory
+    return [
+        procrastinate_queue.entries,
+        pgqueuer_queue.entries,
+        dbos_queue.entries,
+        awa_queue.entries,
+    ]
 
 
 def entries() -> list[QueueEntry]:
-    """The library mappings, for the catalog of queues a scenario may name."""
-    from harness.queues.libraries.common import LIBRARY_TRAITS
-
-    return [QueueEntry(name, LIBRARY_TRAITS, make(name)) for name in MAPPINGS]
+    """The library mappings, for the catalog of queues a scenario may name;
+    docs/real-queues.md says what each promises."""
+    return [entry for library in _libraries() for entry in library()]
 
 
 def register_programs() -> None:
     """Every library's programs, registered: each module registers its own as it is
     imported (harness/queues/programs.py)."""
-    from harness.queues.libraries import (  # noqa: F401
-        node_queue,
-        pgqueuer_queue,
-        procrastinate_queue,
-    )
+    _libraries()

@@ -15,13 +15,24 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from multiprocessing.synchronize import Event
 from typing import Any, Protocol, Self, TypeVar
 
 import psycopg
 from pydantic import ConfigDict, TypeAdapter
 
-from harness.queues.base import JobRecord, Ledger, Signals, Site, TaskRun, WorkerReport
+from harness.queues.base import (
+    JobRecord,
+    Ledger,
+    Queue,
+    QueueEntry,
+    Requirement,
+    Signals,
+    Site,
+    TaskRun,
+    WorkerReport,
+)
 from harness.queues.programs import (
     Concurrency,
     Local,
@@ -49,6 +60,18 @@ LIBRARY_TRAITS = QueueTraits(
     long_transaction="its fetch runs inside the library; nothing for the holder to sample",
 )
 STOP_POLL_S = 0.01
+LibraryFactory = Callable[[str, str, Site, RunInputs], Queue]  # (name, mapping, site, inputs)
+
+
+def library_entries(
+    mappings: dict[str, str], make: LibraryFactory, requires: tuple[Requirement, ...]
+) -> list[QueueEntry]:
+    """A library's mappings as queues a scenario may name: strategy name -> the mapping of
+    tenants onto its knobs, each made by `make`; `requires`, what it needs installed."""
+    return [
+        QueueEntry(name, LIBRARY_TRAITS, partial(make, name, mapping), requires=requires)
+        for name, mapping in mappings.items()
+    ]
 
 
 def sql(block: str) -> str:
@@ -114,8 +137,7 @@ class PythonSpec:
 
     __pydantic_config__ = ConfigDict(extra="forbid")  # a field it does not have is refused
 
-    dsn: str
-    schema: SchemaName
+    site: Site  # where it connects: on a fleet member, the member's own way to the server
     mapping: str
     concurrency: Concurrency = 1
     poll_interval_s: PollInterval = 0.01
@@ -127,8 +149,7 @@ class PythonSpec:
     def of(cls, site: Site, inputs: RunInputs, mapping: str, **more: Any) -> Self:
         """The spec of a run's queue: its site, the scenario's poll, every tenant named."""
         return cls(
-            dsn=site.dsn,
-            schema=site.schema,
+            site=site,
             mapping=mapping,
             poll_interval_s=inputs.scenario.poll_interval_ms / 1000,
             tenants=tuple(tenant_ids(inputs, inputs.backlog)),
@@ -151,13 +172,21 @@ class LibrarySpec(Protocol):
     """What every library's spec has: where it connects, and a capture's plans file."""
 
     @property
-    def dsn(self) -> str: ...
+    def site(self) -> Site: ...
 
     @property
     def plans_file(self) -> str | None: ...
 
 
 SpecT = TypeVar("SpecT", bound=LibrarySpec)
+
+
+@dataclass(frozen=True)
+class _Schema:
+    schema: SchemaName  # the schema a spec travels with (its site's; the DSN never does)
+
+
+_SCHEMA = TypeAdapter(_Schema)
 ProgramEntry = Callable[[int, SpecT, Signals], None]
 
 
@@ -173,10 +202,13 @@ def register_programs(
         if program.plans_file is not None:
             raise ValueError("a plan capture runs on the coordinator's host only")
         data = adapter.dump_python(program, mode="json")
-        return {key: value for key, value in data.items() if key not in ("dsn", "plans_file")}
+        sent = {key: value for key, value in data.items() if key not in ("site", "plans_file")}
+        return {**sent, "schema": program.site.schema}
 
     def receive(data: Wire, local: Local) -> SpecT:
-        return adapter.validate_python({**data, "dsn": local.dsn})
+        fields = dict(data)
+        schema = _SCHEMA.validate_python({"schema": fields.pop("schema", None)}).schema
+        return adapter.validate_python({**fields, "site": Site(local.dsn, schema)})
 
     register(Registered(f"{library}.worker", "worker", worker, spec, send, receive))
     register(Registered(f"{library}.enqueuer", "enqueuer", enqueuer, spec, send, receive))
@@ -223,13 +255,18 @@ class LibraryRow:
     finished_at: datetime | None
 
 
-def analyze(conn: psycopg.Connection[Any]) -> None:
-    for (statement,) in conn.execute(sql("analyze_tables")).fetchall():  # type: ignore[arg-type]
+def analyze(conn: psycopg.Connection[Any], schema: str | None = None) -> None:
+    """Every table of the run's schema analyzed, or of `schema` (a library's own)."""
+    statements = conn.execute(sql("analyze_tables"), {"schema": schema}).fetchall()  # type: ignore[arg-type]
+    for (statement,) in statements:
         conn.execute(statement)
 
 
-def library_rows(conn: psycopg.Connection[Any], block: str) -> list[LibraryRow]:
-    return [LibraryRow(*row) for row in conn.execute(sql(block))]  # type: ignore[call-overload]
+def library_rows(
+    conn: psycopg.Connection[Any], block: str, params: dict[str, Any] | None = None
+) -> list[LibraryRow]:
+    found = conn.execute(sql(block), params or {})  # type: ignore[call-overload]
+    return [LibraryRow(*row) for row in found]
 
 
 def ledger_of(rows: list[LibraryRow], reports: list[WorkerReport]) -> Ledger:

@@ -24,11 +24,19 @@ import json
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import psycopg
 
-from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerReport
+from harness.queues.base import (
+    ProgramMain,
+    PythonPackages,
+    QueueEntry,
+    Signals,
+    Site,
+    TaskRun,
+    WorkerReport,
+)
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
@@ -37,7 +45,11 @@ from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
 
 Mapping = Literal["one_entrypoint", "entrypoint_per_tenant", "concurrency_limit"]
-MAPPINGS = get_args(Mapping)
+MAPPINGS: dict[str, Mapping] = {  # strategy name -> mapping
+    "pgqueuer": "one_entrypoint",
+    "pgqueuer_entrypoint_per_tenant": "entrypoint_per_tenant",
+    "pgqueuer_concurrency_limit": "concurrency_limit",
+}
 ENTRYPOINT = "harness"
 
 
@@ -64,13 +76,13 @@ class Spec(common.PythonSpec):
 def _settings(spec: Spec) -> Any:
     """Its names in the run's schema, its channel the run's own. The environment too: some
     of its modules read the process-wide settings rather than the ones passed in."""
-    os.environ["PGQUEUER_SCHEMA"] = spec.schema
-    os.environ["PGQUEUER_CHANNEL"] = f"{spec.schema}_pgqueuer"
+    os.environ["PGQUEUER_SCHEMA"] = spec.site.schema
+    os.environ["PGQUEUER_CHANNEL"] = f"{spec.site.schema}_pgqueuer"
     from pgqueuer.domain.settings import DBSettings, db_settings
     from pgqueuer.domain.types import Channel
 
     db_settings.cache_clear()
-    return DBSettings(db_schema=spec.schema, channel=Channel(f"{spec.schema}_pgqueuer"))
+    return DBSettings(db_schema=spec.site.schema, channel=Channel(f"{spec.site.schema}_pgqueuer"))
 
 
 async def _queries(spec: Spec) -> tuple[Any, Any]:
@@ -80,7 +92,7 @@ async def _queries(spec: Spec) -> tuple[Any, Any]:
     from pgqueuer.queries import Queries
 
     settings = _settings(spec)
-    arguments = asyncpg_arguments(spec.dsn)
+    arguments = asyncpg_arguments(spec.site.dsn)
     if spec.plans_file is not None:
         arguments["server_settings"] = captures.EXPLAIN_SETTINGS
     conn = await asyncpg.connect(**arguments)
@@ -236,3 +248,9 @@ class PgqueuerQueue(LibraryQueue):
 
 
 common.register_programs("pgqueuer", Spec, worker_main, enqueuer_main)
+
+
+def entries() -> list[QueueEntry]:
+    return common.library_entries(
+        dict(MAPPINGS), PgqueuerQueue, (PythonPackages(("pgqueuer", "asyncpg"), "libraries"),)
+    )

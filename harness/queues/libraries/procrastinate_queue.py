@@ -17,11 +17,19 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import psycopg
 
-from harness.queues.base import ProgramMain, Signals, Site, TaskRun, WorkerReport
+from harness.queues.base import (
+    ProgramMain,
+    PythonPackages,
+    QueueEntry,
+    Signals,
+    Site,
+    TaskRun,
+    WorkerReport,
+)
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
@@ -29,7 +37,11 @@ from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
 
 Mapping = Literal["one_queue", "lock_per_tenant", "queue_per_tenant"]
-MAPPINGS = get_args(Mapping)
+MAPPINGS: dict[str, Mapping] = {  # strategy name -> mapping
+    "procrastinate": "one_queue",
+    "procrastinate_lock_per_tenant": "lock_per_tenant",
+    "procrastinate_queue_per_tenant": "queue_per_tenant",
+}
 TASK = "harness_job"
 QUEUE = "harness"
 
@@ -44,12 +56,12 @@ class Spec(common.PythonSpec):
 def _app(spec: Spec, **pool: Any) -> Any:
     import procrastinate
 
-    options = f"-c search_path={spec.schema}"
+    options = f"-c search_path={spec.site.schema}"
     if spec.plans_file is not None:
         options += " " + captures.explain_options()
         pool["configure"] = _notices_to(spec.plans_file)
     connector = procrastinate.PsycopgConnector(
-        conninfo=spec.dsn, kwargs={"options": options}, **pool
+        conninfo=spec.site.dsn, kwargs={"options": options}, **pool
     )
     return procrastinate.App(connector=connector)
 
@@ -184,3 +196,9 @@ class ProcrastinateQueue(LibraryQueue):
 
 
 common.register_programs("procrastinate", Spec, worker_main, enqueuer_main)
+
+
+def entries() -> list[QueueEntry]:
+    return common.library_entries(
+        dict(MAPPINGS), ProcrastinateQueue, (PythonPackages(("procrastinate",), "libraries"),)
+    )

@@ -25,6 +25,7 @@ from harness.queues.base import (
     Ledger,
     Program,
     QueueEntry,
+    Recovery,
     Site,
     WorkerReport,
 )
@@ -173,6 +174,15 @@ class SqlQueue:
         sources = sorted({block.source for block in self.strategy.blocks.values()})
         claim = "hold" if self.strategy.hold_lock else "short"
         return {"kind": "sql", "files": sources, "claim": claim}
+
+    def recovery(self) -> Recovery:
+        return self
+
+    def outside_schemas(self) -> tuple[str, ...]:
+        return ()
+
+    def explainer(self) -> None:
+        return None  # its dequeue is one statement: EXPLAIN runs it (dequeue_sql)
 
     def reap_expired(self, conn: psycopg.Connection[Any]) -> int:
         return len(conn.execute(fault_sql()["reap_expired"]).fetchall())  # type: ignore[call-overload]

@@ -3,12 +3,12 @@
 //   one_queue          no queueName: jobs run in any order, all at once
 //   queue_per_tenant   queueName = the tenant: a named queue runs its jobs one at a time
 //
-// Completed jobs are deleted, so the task reads its job's times (created_at, locked_at and
+// Completed jobs are deleted, so the task reads its job's moments (created_at, locked_at and
 // the server's clock at the end of the work) in one statement before it returns.
 
 import pg from "pg";
 import { Logger, makeWorkerUtils, run, runMigrations } from "graphile-worker";
-import { deferred, forwardPlans, pgConfig, version, work } from "./common.mjs";
+import { deferred, forwardPlans, pgConfig, record, version, work } from "./common.mjs";
 
 const TASK = "harness_job";
 
@@ -26,6 +26,20 @@ export async function versions() {
   };
 }
 
+export function settings(config) {
+  return {
+    concurrency: "the repetition's workers",
+    pollInterval_ms: config.poll_interval_ms,
+    listen: 'LISTEN "jobs:insert" (always)',
+    preparedStatements: true,
+    queueName: config.mapping === "queue_per_tenant" ? "tenant-<id>" : null,
+  };
+}
+
+export function unlike() {
+  return [];
+}
+
 export async function install(config) {
   const pgPool = pool(config);
   await runMigrations({ pgPool, schema: config.schema, logger: quiet() });
@@ -38,13 +52,23 @@ function timesQuery(schema) {
 }
 
 export async function worker(config, emit) {
-  const pgPool = pool(config, config.notices ? emit : null);
+  const pgPool = pool(config, config.explain_options ? emit : null);
+  await pgPool.query("select 1"); // `ready` means connected: its pool connects lazily
   const stopping = deferred();
   const query = timesQuery(config.schema);
   const task = async (payload, helpers) => {
-    await work(payload, config.notices ? stopping.promise : null);
+    await work(payload, config.hold ? stopping.promise : null);
     const { rows } = await helpers.query(query, [helpers.job.id]);
-    emit({ event: "job", id: helpers.job.id, job: payload.n, tenant: payload.t, ...rows[0] });
+    const { created_at, locked_at, finished_at } = rows[0];
+    emit({
+      event: "job",
+      id: String(helpers.job.id),
+      job: payload.n,
+      tenant: payload.t,
+      enqueued_at: created_at,
+      started_at: locked_at,
+      finished_at,
+    });
   };
   let runner = null;
   return {
@@ -53,7 +77,7 @@ export async function worker(config, emit) {
         pgPool,
         schema: config.schema,
         concurrency: config.concurrency,
-        pollInterval: config.pollIntervalMs,
+        pollInterval: config.poll_interval_ms,
         noHandleSignals: true,
         taskList: { [TASK]: task },
         logger: quiet(),
@@ -85,6 +109,21 @@ export async function enqueuer(config) {
       await pgPool.end();
     },
   };
+}
+
+// graphile-worker deletes a job when its task succeeds: what is left is unfinished.
+export async function ledger(config, emit) {
+  const pgPool = pool(config);
+  const { rows } = await pgPool.query({
+    text:
+      "select id::text, payload ->> 'n', payload ->> 't', " +
+      "case when locked_at is null then 'waiting' else 'running' end, created_at::text " +
+      `from "${config.schema}"._private_jobs`,
+    rowMode: "array",
+  });
+  for (const row of rows) emit(record(row));
+  await pgPool.end();
+  return rows.length;
 }
 
 // graphile-worker logs each job at info; only warnings and errors reach stderr.

@@ -1,39 +1,32 @@
-// The harness's side of pg-boss and graphile-worker: one process, one library, one role.
+// The Node adapters of the contract, protocol 1 (docs/adapters.md): pg-boss and
+// graphile-worker, one process per program, the library named by the manifest's command.
 //
-//   node runner.mjs        (no arguments: the config is the first line on stdin)
+//   node runner.mjs pgboss|graphile     (the config is the first line on stdin)
 //
-// config: { library: "pgboss" | "graphile", role: "install" | "worker" | "enqueuer" |
-// "versions", connection: {host, port, user, password, database}, schema, mapping,
-// concurrency, pollIntervalMs, cap, notices }. It comes on stdin, never as an argument:
-// a command line is readable by every local user (ps, /proc/<pid>/cmdline), and the
-// config holds the password. An adapter gets its password through its stdin config (or
-// a file of mode 0600), never its argv.
-//
-// It talks to the harness in JSON lines: the config, then commands on stdin ({"cmd":
-// "start"}, {"cmd": "stop"}, {"cmd": "enqueue", "jobs": [[number, tenant, ms], ...]}); a
-// closed stdin is a stop. Events on stdout
-// ({"event": "ready"}, {"event": "job", ...}, {"event": "enqueued", "count": n},
-// {"event": "plan", ...}, {"event": "stopped"}, {"event": "error", "message": ...}).
-// Nothing else is written to stdout; the libraries' own logs go to stderr.
+// The config comes on stdin, never as an argument: a command line is readable by every
+// local user (ps, /proc/<pid>/cmdline), and the config holds the password. Then commands
+// on stdin ({"cmd": "start"}, {"cmd": "enqueue", "jobs": [[n, tenant, ms], ...]},
+// {"cmd": "stop"}; a closed stdin is a stop), events on stdout, one JSON object a line:
+// nothing else is ever written to stdout; the libraries' own logs go to stderr.
 
 import readline from "node:readline";
 
-const NODE_MAJOR_NEEDED = 22;
+const LIBRARIES = { pgboss: "./pgboss.mjs", graphile: "./graphile.mjs" };
+const NODE_NEEDED = [22, 18];
 
 function emit(event) {
   process.stdout.write(JSON.stringify(event) + "\n");
 }
 
-function fail(message) {
-  emit({ event: "error", message });
-  process.exit(1);
+function fail(message, code = 1) {
+  emit({ event: "error", message: String(message).slice(0, 3900) });
+  process.exit(code);
 }
 
 function checkNode() {
   const [major, minor] = process.versions.node.split(".").map(Number);
-  if (major < NODE_MAJOR_NEEDED || (major === NODE_MAJOR_NEEDED && minor < 18)) {
-    emit({ event: "error", message: `node ${process.versions.node}; 22.18 or newer needed` });
-    process.exit(2);
+  if (major < NODE_NEEDED[0] || (major === NODE_NEEDED[0] && minor < NODE_NEEDED[1])) {
+    fail(`node ${process.versions.node}; ${NODE_NEEDED.join(".")} or newer needed`, 2);
   }
 }
 
@@ -61,7 +54,7 @@ async function serve(adapter, config, next) {
       if (command.cmd === "start") await work.start();
     }
     await work.stop();
-  } else if (config.role === "enqueuer") {
+  } else {
     const enqueuer = await adapter.enqueuer(config);
     emit({ event: "ready" });
     for (let command = await next(); command.cmd !== "stop"; command = await next()) {
@@ -77,15 +70,25 @@ async function serve(adapter, config, next) {
 
 async function main() {
   checkNode();
+  const library = LIBRARIES[process.argv[2]];
+  if (!library) fail(`no such library: ${process.argv[2]}; one of ${Object.keys(LIBRARIES)}`, 2);
   const next = commands();
   const config = await next();
-  if (!config.library) fail("no config: the first line on stdin is the config JSON");
-  const adapter = await import(`./${config.library}.mjs`);
+  if (config.protocol !== 1) fail("no config of protocol 1 as the first line on stdin", 2);
+  const adapter = await import(library);
   if (config.role === "versions") {
-    emit({ event: "versions", node: process.versions.node, ...(await adapter.versions()) });
+    emit({
+      event: "versions",
+      versions: { node: process.versions.node, ...(await adapter.versions()) },
+      settings: adapter.settings(config),
+      unlike_the_scenario: adapter.unlike(config),
+    });
   } else if (config.role === "install") {
     await adapter.install(config);
     emit({ event: "installed" });
+  } else if (config.role === "ledger") {
+    const count = await adapter.ledger(config, emit);
+    emit({ event: "recorded", count });
   } else {
     await serve(adapter, config, next);
   }
