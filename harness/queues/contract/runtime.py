@@ -7,7 +7,6 @@ inside the folder it runs from.
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import subprocess
 import tempfile
@@ -18,14 +17,10 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.queues.base import Missing, Say
 from harness.queues.contract.manifest import Adapter
+from harness.server.npm import cache_root
 
 REQUIREMENT_TIMEOUT_S = 60
 PREPARE_TIMEOUT_S = 900
-
-
-def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tenant-queue-bench"
 
 
 _CHECKED: dict[tuple[Path, str], str | None] = {}
