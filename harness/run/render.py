@@ -361,6 +361,7 @@ def _of_major(section: Section, version: str) -> Section:
         section,
         key=f"{section.key}-pg{version.split('.')[0]}",
         title=f"{section.title}: PostgreSQL {version}",
+        headline=f"PostgreSQL {version}: {section.headline}" if section.headline else "",
         console=[replace(table, title=f"{table.title}: PostgreSQL {version}") for table in console],
     )
 
