@@ -10,6 +10,7 @@ from xml.etree import ElementTree
 import pytest
 from rich.console import Console
 
+from harness.check.baseline import BASELINE_FORMAT_VERSION
 from harness.check.verdict import CheckSettings
 from harness.commands.check import CheckRequest, check_command
 from harness.results.contract import OTHER_FOLDERS
@@ -146,7 +147,9 @@ def test_the_trap_fails_naming_the_strategy_figure_and_factor(
         if f["name"] == "dequeue-check: fifo on skewed: shared buffers"
     )
     assert fifo["within"] is True
-    assert json.loads((folder / "probes.json").read_text())["format_version"] == 1  # a baseline
+    probes = json.loads((folder / "probes.json").read_text())
+    assert probes["format_version"] == BASELINE_FORMAT_VERSION  # a baseline
+    assert probes["pg_version"].startswith("17.")  # of the major it ran on
     assert markdown.read_text().startswith("## harness check: ")
     assert "(exit 1)" in markdown.read_text().splitlines()[0]
     line = next(
