@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+
+import yaml
 
 from tests.conftest import ROOT
 
@@ -35,3 +38,33 @@ def test_integration_collects_every_integration_test_and_nothing_else() -> None:
         str(path.relative_to(ROOT)) for path in (ROOT / "tests/integration").glob("test_*.py")
     }
     assert files == expected
+
+
+def test_ci_runs_the_readme_command_and_the_matrix() -> None:
+    """.ci/run and the GitHub workflow both run make test, then make test-matrix (what make
+    test leaves out) and the check; the workflow is YAML that parses (a colon in a plain
+    `run:` scalar made it a mapping)."""
+    workflow = yaml.safe_load((ROOT / ".github/workflows/ci.yml").read_text())
+    runs = [step.get("run", "") for step in workflow["jobs"]["test"]["steps"]]
+    makes = [run for run in runs if run.startswith("make ")]
+    assert makes == ["make test", "make test-matrix"]
+    assert any("harness check" in run for run in runs)
+    script = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()]
+    order = [line for line in script if line in ("make test", "make test-matrix", "make check")]
+    assert order == ["make test", "make test-matrix", "make check"]
+
+
+def test_what_make_test_leaves_out_the_matrix_runs() -> None:
+    """Every marker make test excludes is one make test-matrix selects: nothing falls
+    between the two."""
+    makefile = (ROOT / "Makefile").read_text()
+    excluded = set(re.findall(r"not (\w+)", _pytest_m(makefile, "test")))
+    selected = set(re.findall(r"(\w+)", _pytest_m(makefile, "test-matrix"))) - {"or"}
+    assert excluded and excluded == selected
+
+
+def _pytest_m(makefile: str, target: str) -> str:
+    block = makefile.split(f"\n{target}: ", 1)[1].split("\n\n", 1)[0]
+    found = re.search(r'pytest -m "([^"]+)"', block)
+    assert found is not None, target
+    return found.group(1)
