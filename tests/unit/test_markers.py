@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 
+import yaml
+
 from tests.conftest import ROOT
 
 
@@ -39,19 +41,40 @@ def test_integration_collects_every_integration_test_and_nothing_else() -> None:
     assert files == expected
 
 
-def make_selection(target: str) -> str:
-    """The -m expression of a Makefile target's pytest."""
+def test_ci_runs_the_readme_command_and_the_matrix() -> None:
+    """.ci/run and the GitHub workflow both run make test, then make test-matrix (what make
+    test leaves out) and the check; the workflow is YAML that parses (a colon in a plain
+    `run:` scalar made it a mapping)."""
+    workflow = yaml.safe_load((ROOT / ".github/workflows/ci.yml").read_text())
+    runs = [step.get("run", "") for step in workflow["jobs"]["test"]["steps"]]
+    makes = [run for run in runs if run.startswith("make ")]
+    assert makes == ["make test", "make test-matrix"]
+    assert any("harness check" in run for run in runs)
+    script = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()]
+    order = [line for line in script if line in ("make test", "make test-matrix", "make check")]
+    assert order == ["make test", "make test-matrix", "make check"]
+
+
+def test_what_make_test_leaves_out_the_matrix_runs() -> None:
+    """Every marker make test excludes is one make test-matrix selects: nothing falls
+    between the two."""
     makefile = (ROOT / "Makefile").read_text()
-    found = re.search(
-        rf"^{target}:.*\n(?:\t.*\n)*?\t\$\(BIN\)/pytest -m \"([^\"]+)\"", makefile, re.M
-    )
-    assert found, target
+    excluded = set(re.findall(r"not (\w+)", _pytest_m(makefile, "test")))
+    selected = set(re.findall(r"(\w+)", _pytest_m(makefile, "test-matrix"))) - {"or"}
+    assert excluded and excluded == selected
+
+
+def _pytest_m(makefile: str, target: str) -> str:
+    block = makefile.split(f"\n{target}: ", 1)[1].split("\n\n", 1)[0]
+    found = re.search(r'pytest -m "([^"]+)"', block)
+    assert found is not None, target
     return found.group(1)
 
 
-def test_majors_collects_the_tests_of_every_major_make_test_none_make_test_matrix_all() -> None:
+def test_majors_collects_the_tests_of_every_major_make_test_none_the_matrix_all() -> None:
     majors = collected("majors")
     assert majors and all(test.startswith("tests/majors/") for test in majors), majors
-    in_make_test = collected(make_selection("test"))
+    makefile = (ROOT / "Makefile").read_text()
+    in_make_test = collected(_pytest_m(makefile, "test"))
     assert in_make_test and not [t for t in in_make_test if t.startswith("tests/majors/")]
-    assert set(majors) <= set(collected(make_selection("test-matrix")))
+    assert set(majors) <= set(collected(_pytest_m(makefile, "test-matrix")))
