@@ -20,12 +20,13 @@ test: $(STAMP)
 	$(BIN)/ruff check harness tests hatch_build.py
 	$(BIN)/ruff format --check harness tests hatch_build.py
 	$(BIN)/mypy
-	$(BIN)/pytest -m "not slow and not libraries and not adapters and not fleets and not majors"
+	$(BIN)/pytest -m "not slow and not libraries and not adapters and not fleets and not majors and not container"
 
 # The matrix, apart from make test (which runs one mapping of each library, one adapter
-# smoke test and a fleet's books): everything below in one pytest session. CI runs it after make test.
+# smoke test and a fleet's books): everything below, and the container provider's tests, in
+# one pytest session. CI runs it after make test.
 test-matrix: $(STAMP)
-	$(BIN)/pytest -m "slow or libraries or adapters or fleets or majors"
+	$(BIN)/pytest -m "slow or libraries or adapters or fleets or majors or container"
 
 # The tests marked slow (a built wheel installed into fresh environments: the tool as
 # people install it, the CI recipe of docs/ci-check.md in another folder).
