@@ -216,6 +216,10 @@ class Backlog(Model):
 
     groups: list[BacklogGroup] = Field(min_length=1)
     rotation: list[Name] | None = None
+    # The workers drain it in a timed run even without tenant groups: a throughput
+    # scenario, whose clock starts with every job already queued. (With tenant groups a
+    # timed run drains the backlog anyway.)
+    drain: bool = False
 
     @property
     def total_jobs(self) -> int:
@@ -371,8 +375,9 @@ class Scenario(Model):
 
     @property
     def timed(self) -> bool:
-        """Whether workers run a timed workload (tenant groups arrive), not only plans."""
-        return bool(self.tenant_groups)
+        """Whether workers run a timed workload (tenant groups arrive, or a backlog is
+        drained), not only plans."""
+        return bool(self.tenant_groups) or (self.backlog is not None and self.backlog.drain)
 
     @property
     def expected_jobs(self) -> int:
@@ -409,10 +414,14 @@ class Scenario(Model):
         _no_duplicates("tenant group names", self.group_names)
         _no_duplicates("workers", [str(count) for count in self.workers])
         if self.timed and not self.workers:
-            raise ValueError("workers is required when tenant_groups arrive (e.g. workers: 4)")
+            raise ValueError(
+                "workers is required when tenant_groups arrive or the backlog is drained "
+                "(e.g. workers: 4)"
+            )
         if not self.timed and self.explain is None:
             raise ValueError(
-                "nothing to run: give tenant_groups (a timed run), explain (plan captures), or both"
+                "nothing to run: give tenant_groups or backlog.drain (a timed run), "
+                "explain (plan captures), or both"
             )
         if self.expected_jobs > MAX_TOTAL_JOBS and self.timed:
             raise ValueError(f"{self.expected_jobs:,} jobs in all; at most {MAX_TOTAL_JOBS:,}")

@@ -89,7 +89,10 @@ def test_an_unknown_strategy_lists_the_available_ones(write_yaml) -> None:
 
 def test_a_timed_run_without_workers_is_refused(write_yaml) -> None:
     message = error_for(write_yaml, SHORT_NOISY.replace("workers: 2\n", ""))
-    assert message == "1: workers is required when tenant_groups arrive (e.g. workers: 4)"
+    assert message == (
+        "1: workers is required when tenant_groups arrive or the backlog is drained "
+        "(e.g. workers: 4)"
+    )
 
 
 def test_a_missing_field_is_named_at_its_item(write_yaml) -> None:
