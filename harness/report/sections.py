@@ -34,6 +34,7 @@ class Section:
     console: list[Table] = field(default_factory=list)  # what the terminal shows of it
     html_tables: list[Table] | None = None  # where the page shows them otherwise
     warnings: list[str] = field(default_factory=list)  # shown first, on every medium
+    console_notes: list[str] = field(default_factory=list)  # lines the terminal shows too
 
     @property
     def page_tables(self) -> list[Table]:
