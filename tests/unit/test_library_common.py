@@ -161,7 +161,8 @@ def test_each_library_declares_its_own_mappings_and_the_catalog_takes_them_all()
     from harness.queues.libraries import node_queue, pgqueuer_queue, procrastinate_queue
 
     names = [entry.name for entry in libraries.entries()]
-    declared = [*procrastinate_queue.MAPPINGS, *pgqueuer_queue.MAPPINGS, *node_queue.MAPPINGS]
+    modules = [procrastinate_queue, pgqueuer_queue, node_queue]
+    declared = [name for m in modules for name in [*m.MAPPINGS, *m.TUNED_MAPPINGS]]
     assert sorted(names) == sorted(declared) and len(set(names)) == len(names)
 
 

@@ -12,7 +12,8 @@ job, and jobs.csv joins up with the workload whatever ids the library chose.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -59,6 +60,7 @@ LIBRARY_TRAITS = QueueTraits(
     long_transaction="its fetch runs inside the library; nothing for the holder to sample",
 )
 STOP_POLL_S = 0.01
+NO_CLAIM_MS = float("nan")  # a fetch the harness cannot time from the outside
 LibraryFactory = Callable[[str, str, Site, RunInputs], Queue]  # (name, mapping, site, inputs)
 
 
@@ -235,8 +237,41 @@ async def run_schedule(signals: Signals, schedule: Schedule, enqueue: Any) -> No
 def record_run(report: WorkerReport, signals: Signals, index: int, run: TaskRun) -> None:
     """The task log: one entry per run of the task, and the process's done count."""
     report.task_runs.append(run)
-    report.claims.append((run.job, run.tenant, float("nan")))
+    claim_ms = run.claim_ms if run.claim_ms is not None else NO_CLAIM_MS
+    report.claims.append((run.job, run.tenant, claim_ms))
     signals.done[index] += 1
+
+
+class FetchTimes:
+    """The library's fetch call timed from the outside, for each job it brought: what a
+    library's claim latency is (a batch's call for each of its jobs). The wrapped call is
+    the library's own, unchanged; the task looks its job up once it runs."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, float] = {}
+
+    def wrap(self, fetch: Callable[..., Awaitable[Any]], ids: Callable[[Any], list[str]]) -> Any:
+        """`fetch` timed; `ids` names the jobs of what it returned."""
+
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            fetched = await fetch(*args, **kwargs)
+            elapsed_ms = (time.perf_counter() - began) * 1000
+            for job_id in ids(fetched):
+                self.by_id[job_id] = elapsed_ms
+            return fetched
+
+        return timed
+
+    def claim_ms(self, job_id: str) -> float | None:
+        return self.by_id.pop(job_id, None)
+
+
+def shares(total: int, parts: int) -> list[int]:
+    """`total` workers over `parts` processes, as evenly as they go (the first take the
+    remainder), none empty."""
+    parts = max(1, min(parts, total))
+    return [total // parts + (1 if index < total % parts else 0) for index in range(parts)]
 
 
 @dataclass(frozen=True)
@@ -287,6 +322,7 @@ def _record(row: LibraryRow, seen: tuple[int, TaskRun] | None) -> JobRecord:
         started_at=_first(row.started_at, run.started_at if run else None),
         finished_at=_first(row.finished_at, run.finished_at if run else None),
         worker=worker,
+        claim_ms=run.claim_ms if run else None,
     )
 
 
@@ -300,6 +336,7 @@ def _from_run(worker: int, run: TaskRun) -> JobRecord:
         started_at=run.started_at,
         finished_at=run.finished_at,
         worker=worker,
+        claim_ms=run.claim_ms,
     )
 
 

@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cache, partial
 from importlib import resources
@@ -36,7 +36,7 @@ from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
 from harness.queues.programs import Concurrency, TenantCap
-from harness.results.document import UNLIKE_THE_SCENARIO
+from harness.results.document import LIBRARY, TUNED, UNLIKE_THE_SCENARIO
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
 from harness.server.dsn import password_for
@@ -139,6 +139,18 @@ MAPPINGS: dict[str, tuple[Library, Mapping]] = {  # strategy name -> library, ma
     "graphile_worker": ("graphile", "one_queue"),
     "graphile_worker_queue_per_tenant": ("graphile", "queue_per_tenant"),
 }
+# The libraries' settings for throughput, as their docs and benchmark programs set them
+# (docs/real-queues.md): pg-boss fetches batches and keeps fetching while they come back
+# full; graphile-worker locks a local queue of jobs up front and completes them in
+# batches, 24 concurrent jobs a process (its perfTest), as many processes as that takes.
+TUNED_MAPPINGS: dict[str, tuple[Library, Mapping]] = {
+    "pgboss_tuned": ("pgboss", "one_queue"),
+    "graphile_worker_tuned": ("graphile", "one_queue"),
+}
+PGBOSS_TUNED_BATCH = 10  # batchSize, with burstWhenBatchFull
+GRAPHILE_TUNED_LOCAL_QUEUE = 500  # localQueue.size, its perfTest's
+GRAPHILE_TUNED_COMPLETE_DELAY_MS = 0  # completeJobBatchDelay, its perfTest's
+GRAPHILE_JOBS_PER_PROCESS = 24  # perfTest's concurrentJobs per process
 
 
 @dataclass(frozen=True)
@@ -156,6 +168,10 @@ class NodeSpec:
     concurrency: Concurrency = 1
     schedule: common.Schedule | None = None
     plans_file: str | None = None  # a plan capture: auto_explain's notices go there
+    # A `_tuned` mapping's settings (TUNED_MAPPINGS); -1: the library's default (off).
+    batch_size: Annotated[int, Field(ge=1, le=1000)] = 1  # pg-boss's batchSize
+    local_queue_size: Annotated[int, Field(ge=-1, le=100_000)] = -1  # graphile-worker's
+    complete_batch_delay_ms: Annotated[int, Field(ge=-1, le=60_000)] = -1  # graphile-worker's
 
     def config(self, role: str) -> dict[str, Any]:
         return {
@@ -169,7 +185,14 @@ class NodeSpec:
             "cap": self.cap,
             "notices": self.plans_file is not None,
             "explainOptions": captures.explain_options() if self.plans_file else None,
+            "batchSize": self.batch_size,
+            "localQueueSize": self.local_queue_size,
+            "completeJobBatchDelay": self.complete_batch_delay_ms,
         }
+
+    @property
+    def tuned(self) -> bool:
+        return self.batch_size > 1 or self.local_queue_size > 0
 
 
 def _set_death_signal() -> None:
@@ -352,7 +375,13 @@ def enqueue(runner: Runner, jobs: list[common.Job]) -> None:
 
 class NodeQueue(LibraryQueue):
     def __init__(
-        self, name: str, library: Library, mapping: Mapping, site: Site, inputs: RunInputs
+        self,
+        name: str,
+        library: Library,
+        mapping: Mapping,
+        site: Site,
+        inputs: RunInputs,
+        tuned: bool = False,
     ) -> None:
         self.label, self.ledger_block = library, f"{library}_ledger"
         self.fetch_marker = FETCH_MARKERS[library]  # its fetch among a capture's statements
@@ -364,10 +393,15 @@ class NodeQueue(LibraryQueue):
             poll_interval_ms=self.poll_interval_ms(library, inputs.scenario.poll_interval_ms),
             cap=inputs.scenario.tenant_cap or 1,
         )
-        super().__init__(name, site, inputs, spec)
+        super().__init__(name, site, inputs, tuned_spec(spec) if tuned else spec)
 
     def mains(self) -> tuple[ProgramMain, ProgramMain]:
         return worker_main, enqueuer_main
+
+    def processes(self, count: int) -> int:
+        if self.spec.library == "graphile" and self.spec.tuned:
+            return -(-count // GRAPHILE_JOBS_PER_PROCESS)
+        return 1
 
     @staticmethod
     def poll_interval_ms(library: str, requested_ms: float) -> float:
@@ -377,6 +411,8 @@ class NodeQueue(LibraryQueue):
 
     def install(self, conn: psycopg.Connection[Any]) -> None:
         run_role(self.spec, "install")
+        if self.spec.library == "graphile":
+            conn.execute(common.sql("graphile_done_log"))  # type: ignore[arg-type]
 
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
         runner = Runner(self.spec, "enqueuer")
@@ -394,13 +430,27 @@ class NodeQueue(LibraryQueue):
     def provenance(self) -> dict[str, Any]:
         versions = run_role(self.spec, "versions")
         versions.pop("event", None)
-        return {
-            "library": self.spec.library,
+        provenance = {
+            LIBRARY: self.spec.library,
             "versions": versions,
             "mapping": self.spec.mapping,
             "settings": _settings(self.spec, self.inputs.scenario.poll_interval_ms),
             UNLIKE_THE_SCENARIO: departures_from_scenario(self.spec, self.inputs),
         }
+        if self.spec.tuned:
+            provenance[TUNED] = _tuned_named(self.spec)
+        return provenance
+
+
+def tuned_spec(spec: NodeSpec) -> NodeSpec:
+    """A mapping's spec with its library's settings for throughput."""
+    if spec.library == "pgboss":
+        return replace(spec, batch_size=PGBOSS_TUNED_BATCH)
+    return replace(
+        spec,
+        local_queue_size=GRAPHILE_TUNED_LOCAL_QUEUE,
+        complete_batch_delay_ms=GRAPHILE_TUNED_COMPLETE_DELAY_MS,
+    )
 
 
 def departures_from_scenario(spec: NodeSpec, inputs: RunInputs) -> list[str]:
@@ -414,11 +464,23 @@ def departures_from_scenario(spec: NodeSpec, inputs: RunInputs) -> list[str]:
     return []
 
 
+def _tuned_named(spec: NodeSpec) -> dict[str, Any]:
+    if spec.library == "pgboss":
+        return {"batchSize": spec.batch_size, "burstWhenBatchFull": True}
+    return {
+        "localQueue.size": spec.local_queue_size,
+        "completeJobBatchDelay": spec.complete_batch_delay_ms,
+        "processes": f"workers / {GRAPHILE_JOBS_PER_PROCESS}, rounded up",
+    }
+
+
 def _settings(spec: NodeSpec, requested_ms: float) -> dict[str, Any]:
     if spec.library == "pgboss":
         return {
             "localConcurrency": "the scenario's workers",
-            "batchSize": 1,
+            "batchSize": spec.batch_size,
+            "burstWhenBatchFull": spec.batch_size > 1,
+            "handler": "a batch's jobs one after another",
             "pollingIntervalSeconds": spec.poll_interval_ms / 1000,
             "pollingIntervalSeconds_requested": requested_ms / 1000,
             "notifyPollingIntervalSeconds": spec.poll_interval_ms / 1000,
@@ -429,12 +491,20 @@ def _settings(spec: NodeSpec, requested_ms: float) -> dict[str, Any]:
             "groupConcurrency": spec.cap if spec.mapping == "group_concurrency" else None,
         }
     return {
-        "concurrency": "the scenario's workers",
+        "concurrency": "the scenario's workers, shared by the processes",
+        "processes": _settings_processes(spec),
         "pollInterval_ms": spec.poll_interval_ms,
         "listen": 'LISTEN "jobs:insert" (always)',
         "preparedStatements": True,
+        "localQueue.size": spec.local_queue_size,
+        "completeJobBatchDelay": spec.complete_batch_delay_ms,
         "queueName": "tenant-<id>" if spec.mapping == "queue_per_tenant" else None,
+        "finished_at": "its deletion of the job, logged by a trigger of the harness's",
     }
+
+
+def _settings_processes(spec: NodeSpec) -> str | int:
+    return f"workers / {GRAPHILE_JOBS_PER_PROCESS}, rounded up" if spec.tuned else 1
 
 
 common.register_programs("node", NodeSpec, worker_main, enqueuer_main)
@@ -442,6 +512,10 @@ common.register_programs("node", NodeSpec, worker_main, enqueuer_main)
 
 def entries() -> list[QueueEntry]:
     return [
-        QueueEntry(name, common.LIBRARY_TRAITS, partial(NodeQueue, name, library, mapping))
-        for name, (library, mapping) in MAPPINGS.items()
+        QueueEntry(
+            name,
+            common.LIBRARY_TRAITS,
+            partial(NodeQueue, name, library, mapping, tuned=name in TUNED_MAPPINGS),
+        )
+        for name, (library, mapping) in {**MAPPINGS, **TUNED_MAPPINGS}.items()
     ]

@@ -3,8 +3,9 @@
 //   one_queue          no queueName: jobs run in any order, all at once
 //   queue_per_tenant   queueName = the tenant: a named queue runs its jobs one at a time
 //
-// Completed jobs are deleted, so the task reads its job's times (created_at, locked_at and
-// the server's clock at the end of the work) in one statement before it returns.
+// Completed jobs are deleted: the harness logs each deletion with the job's times in a
+// trigger of its own (libraries.sql, graphile_done_log), so the task sends only its job.
+// A tuned mapping sets localQueue.size and completeJobBatchDelay (config).
 
 import pg from "pg";
 import { Logger, makeWorkerUtils, run, runMigrations } from "graphile-worker";
@@ -32,19 +33,19 @@ export async function install(config) {
   await pgPool.end();
 }
 
-function timesQuery(schema) {
-  const jobs = `"${schema}"._private_jobs`;
-  return `select created_at::text, locked_at::text, clock_timestamp()::text as finished_at from ${jobs} where id = $1`;
+function batching(config) {
+  const worker = {};
+  if (config.localQueueSize > 0) worker.localQueue = { size: config.localQueueSize };
+  if (config.completeJobBatchDelay >= 0) worker.completeJobBatchDelay = config.completeJobBatchDelay;
+  return { worker };
 }
 
 export async function worker(config, emit) {
   const pgPool = pool(config, config.notices ? emit : null);
   const stopping = deferred();
-  const query = timesQuery(config.schema);
   const task = async (payload, helpers) => {
     await work(payload, config.notices ? stopping.promise : null);
-    const { rows } = await helpers.query(query, [helpers.job.id]);
-    emit({ event: "job", id: helpers.job.id, job: payload.n, tenant: payload.t, ...rows[0] });
+    emit({ event: "job", id: helpers.job.id, job: payload.n, tenant: payload.t });
   };
   let runner = null;
   return {
@@ -57,6 +58,7 @@ export async function worker(config, emit) {
         noHandleSignals: true,
         taskList: { [TASK]: task },
         logger: quiet(),
+        preset: batching(config),
       });
     },
     stop: async () => {

@@ -2,6 +2,8 @@
 // work() with localConcurrency = the scenario's workers. The mappings:
 //   one_queue          every job in the queue "harness"
 //   group_concurrency  each job's group is its tenant; work() takes groupConcurrency = cap
+// A tuned mapping fetches config.batchSize jobs at a time (burstWhenBatchFull), each
+// worker running its batch's jobs one after another.
 
 import { PgBoss } from "pg-boss";
 import { deferred, forwardPlans, pgConfig, version, work } from "./common.mjs";
@@ -45,13 +47,16 @@ export async function install(config) {
 export async function worker(config, emit) {
   const boss = await started(config, config.notices ? emit : null);
   const stopping = deferred();
-  const handler = async ([job]) => {
-    await work(job.data, config.notices ? stopping.promise : null);
-    emit({ event: "job", id: job.id, job: job.data.n, tenant: job.data.t });
+  const handler = async (jobs) => {
+    for (const job of jobs) {
+      await work(job.data, config.notices ? stopping.promise : null);
+      emit({ event: "job", id: job.id, job: job.data.n, tenant: job.data.t });
+    }
   };
   const workOptions = {
     localConcurrency: config.concurrency,
-    batchSize: 1,
+    batchSize: config.batchSize,
+    burstWhenBatchFull: config.batchSize > 1,
     pollingIntervalSeconds: config.pollIntervalMs / 1000,
     // With LISTEN/NOTIFY on, its poll would otherwise back off to 30 s, and it waits out
     // that interval after every fetch that finds a job, unless a NOTIFY comes meanwhile.

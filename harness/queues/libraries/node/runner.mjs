@@ -4,7 +4,8 @@
 //
 // config: { library: "pgboss" | "graphile", role: "install" | "worker" | "enqueuer" |
 // "versions", connection: {host, port, user, password, database}, schema, mapping,
-// concurrency, pollIntervalMs, cap, notices }. It comes on stdin, never as an argument:
+// concurrency, pollIntervalMs, cap, notices, batchSize (pg-boss), localQueueSize and
+// completeJobBatchDelay (graphile-worker; -1: off) }. It comes on stdin, never as an argument:
 // a command line is readable by every local user (ps, /proc/<pid>/cmdline), and the
 // config holds the password. An adapter gets its password through its stdin config (or
 // a file of mode 0600), never its argv.
