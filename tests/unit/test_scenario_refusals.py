@@ -368,7 +368,7 @@ def test_a_variant_built_by_the_run_is_validated_again() -> None:
         {"groups": [{"name": "large", "tenants": 1, "jobs_per_tenant": MAX_BACKLOG_JOBS}]}
     )
     with pytest.raises(ValidationError, match="backlog jobs; at most 10,000,000"):
-        backlog.with_tenants({"large": 2})
+        backlog.reshaped({"large": 2}, {})
 
 
 def test_groups_of_a_million_idle_tenants_are_refused_at_the_group_past_the_cap(
