@@ -362,6 +362,20 @@ def test_a_variant_within_the_job_cap_but_past_the_tenant_cap_is_refused(write_y
     )
 
 
+def test_a_variant_that_grows_a_queue_is_held_to_the_backlog_cap_and_its_groups(
+    write_yaml,
+) -> None:
+    """jobs_per_tenant replaces a group's queue like tenants its size: its total is held to
+    the backlog's cap, and it names backlog groups only."""
+    grown = PLANS.replace("tenants: {large: 1000000}", "jobs_per_tenant: {idle: 1000000}")
+    assert refusal(write_yaml(grown)) == (
+        "11: explain.variants[1].jobs_per_tenant: 20,000,000 backlog jobs in variant 'huge'; "
+        "at most 10,000,000"
+    )
+    unknown = PLANS.replace("tenants: {large: 1000000}", "jobs_per_tenant: {bulk: 5}")
+    assert "['bulk'] are not backlog groups" in refusal(write_yaml(unknown))
+
+
 def test_a_variant_built_by_the_run_is_validated_again() -> None:
     """Whoever builds a variant's backlog gets a checked one: model_copy checks nothing."""
     backlog = Backlog.model_validate(
