@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 # compile pandas anew: about 1.4 s each here, against 13 s once at install.
 UV_VERSION := 0.13.9
 
-.PHONY: bench test check lint format venv lock clean
+.PHONY: bench test throughput check lint format venv lock clean
 
 bench: $(STAMP)
 	$(BIN)/harness run scenarios/noisy-neighbour.yaml scenarios/large-tenant-alone.yaml scenarios/skewed-backlog.yaml
@@ -21,6 +21,10 @@ test: $(STAMP)
 	$(BIN)/ruff format --check harness tests hatch_build.py
 	$(BIN)/mypy
 	$(BIN)/pytest
+
+# The libraries' throughput runs (minutes): outside make test, run by CI after it.
+throughput: $(STAMP)
+	$(BIN)/pytest -m throughput
 
 # Dequeue cost against the committed baseline: exit 1 on a regression.
 check: $(STAMP)
