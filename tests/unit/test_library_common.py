@@ -15,7 +15,13 @@ from harness.queues.libraries.node_queue import (
     departures_from_scenario,
 )
 from harness.queues.libraries.pgqueuer_queue import asyncpg_arguments
-from harness.results.document import UNLIKE_THE_SCENARIO, RunDocument, unlike_the_scenario
+from harness.results.document import (
+    TUNED,
+    UNLIKE_THE_SCENARIO,
+    RunDocument,
+    queue_settings,
+    unlike_the_scenario,
+)
 from harness.scenario.inputs import RunInputs
 from harness.scenario.model import Scenario
 
@@ -177,3 +183,41 @@ def test_a_library_queue_says_its_sides_a_sql_queue_the_others() -> None:
     assert library.recovery() is None and library.explainer() is library
     sql = SqlQueue(load_strategies(None)["round_robin"], site, inputs)
     assert sql.recovery() is sql and sql.explainer() is None
+
+
+def test_a_tuned_mapping_says_its_settings_and_shares_the_workers_out() -> None:
+    """The tuned mappings record their library and settings (what the tables name), keep
+    the scenario's workers as the jobs that may run at once, and split them over the
+    processes or queue managers their library recommends."""
+    from harness.queues.libraries import procrastinate_queue
+    from harness.queues.libraries.pgqueuer_queue import PgqueuerQueue, Spec
+
+    inputs, site = _inputs(1), Site("", "s")
+    tuned = procrastinate_queue.ProcrastinateQueue("p_t", "one_queue", site, inputs, tuned=True)
+    default = procrastinate_queue.ProcrastinateQueue("p", "one_queue", site, inputs)
+    document = RunDocument.model_validate(
+        {
+            "run_id": "r",
+            "status": "complete",
+            "started_at": "2026-12-01T00:00:00+00:00",
+            "scenario": {"name": "s", "path": "s.yaml", "sha256": "0", "seed": 1},
+            "queues": {"p_t": tuned.provenance(), "p": default.provenance()},
+        }
+    )
+    settings = queue_settings(document)
+    assert (settings["p"].library, settings["p"].label) == ("procrastinate", "default")
+    assert settings["p_t"].label == "tuned"
+    assert settings["p_t"].tuned["processes"] == procrastinate_queue.processors()
+    processes = tuned.workers(24)
+    assert len(processes) == min(24, procrastinate_queue.processors())
+    assert sum(program.spec.concurrency for program in processes) == 24
+    assert [program.spec.concurrency for program in default.workers(24)] == [24]
+    pgqueuer = PgqueuerQueue("q_t", "one_entrypoint", site, inputs, tuned=True)
+    assert pgqueuer.provenance()[TUNED]["event_loop"] == "uvloop"
+    spec = Spec(site=site, mapping="one_entrypoint", concurrency=100, tuned=True)
+    assert spec.manager_caps == [20] * 5
+    assert [spec.batch_size(cap) for cap in spec.manager_caps] == [10] * 5
+    small = Spec(site=site, mapping="one_entrypoint", concurrency=4, tuned=True)
+    assert small.manager_caps == [4] and small.batch_size(4) == 2  # its rule: tasks >= 2 x batch
+    limited = Spec(site=site, mapping="concurrency_limit", concurrency=4, tuned=True)
+    assert limited.batch_size(4) == 1
