@@ -52,10 +52,11 @@ select id::text,
 -- the harness as they go: a row per deleted job, with the job's own times (created_at;
 -- locked_at, when graphile-worker locked it for a worker or its local queue) and the
 -- server's clock when graphile-worker deleted it (its completion, batched with
--- completeJobBatchDelay). A trigger in graphile-worker's own statement: no round trip of
--- the task's (which, one per job, capped the drain at a fifth of the library's rate).
--- In the run's schema (the function keeps it as its search_path: graphile-worker's
--- sessions have their own), dropped with it.
+-- completeJobBatchDelay). A statement trigger inside graphile-worker's own delete, one
+-- insert per statement from its transition table: no round trip of the task's (which,
+-- one per job, capped the drain at a fifth of the library's rate), and no call per row
+-- (which cost about a tenth of it). In the run's schema (the function keeps it as its
+-- search_path: graphile-worker's sessions have their own), dropped with it.
 create table harness_graphile_done (
   id bigint primary key,
   payload json not null,
@@ -67,12 +68,13 @@ create function harness_graphile_done() returns trigger language plpgsql
   set search_path from current as $$
 begin
   insert into harness_graphile_done
-  values (old.id, old.payload, old.created_at, old.locked_at, clock_timestamp());
-  return old;
+  select id, payload, created_at, locked_at, clock_timestamp() from deleted;
+  return null;
 end
 $$;
 create trigger harness_graphile_done after delete on _private_jobs
-  for each row execute function harness_graphile_done();
+  referencing old table as deleted
+  for each statement execute function harness_graphile_done();
 
 -- name: graphile_ledger
 -- The finished jobs from the harness's log of graphile-worker's deletions; the jobs left
