@@ -22,10 +22,12 @@ SORTS_TENANTS = "sorts all tenants before the Limit (locks one job per tenant)"
 WALKS_GLOBAL_INDEX = "walks all queued jobs (a global index or the table) filtering on tenant_id"
 # A fetch whose cost follows the backlog, whatever the queue's tables are called: one plan
 # node reads at least half the queued jobs (a scan, a sort, an aggregate, a filter that
-# throws them away), or, across the variants of a growing backlog, the buffers grow with
-# the queued jobs at least as fast as their square root.
+# throws them away), or, across the variants of a growing backlog, its buffers or the rows
+# its busiest node reads grow with the queued jobs at least as fast as their square root
+# (both: a plan that turns from an index walk into a sequential scan as the backlog grows
+# reads fewer buffers, each holding more rows).
 READS_BACKLOG = "a node reads at least half the queued jobs: the fetch's cost follows the backlog"
-GROWS_WITH_BACKLOG = "its buffers grow with the queued jobs across the variants"
+GROWS_WITH_BACKLOG = "its buffers or rows read grow with the queued jobs across the variants"
 BACKLOG_SHARE = 0.5
 BACKLOG_FLOOR = 1000  # below it, reading half the queue is no sign of anything
 GROWTH_EXPONENT = 0.5  # buffers ~ jobs^k, k at least this: it grows with the backlog
@@ -173,6 +175,7 @@ def plan_runs(captures: list[Capture]) -> pd.DataFrame:
             **capture.backlog,
             "load_s": capture.load_s,
             **figures.as_dict(),
+            "rows_read": max(rows_read(node) for node in nodes(plan[0]["Plan"])),
             "flags": "; ".join(_flags(figures, plan, capture.backlog)),
         }
         for capture in captures
@@ -206,6 +209,7 @@ def plans_summary(runs: pd.DataFrame, captures: list[Capture]) -> pd.DataFrame:
                 jobs_scan=("jobs_scan", "last"),
                 jobs_loops=("jobs_loops", "max"),
                 rows_removed=("rows_removed", "max"),
+                rows_read=("rows_read", "max"),
                 flags=("flags", "last"),
             )
             .reset_index()
@@ -222,29 +226,33 @@ def plans_summary(runs: pd.DataFrame, captures: list[Capture]) -> pd.DataFrame:
 
 
 def with_growth(plans: pd.DataFrame) -> pd.DataFrame:
-    """Each strategy captured on backlogs of different sizes, flagged where its buffers
-    grow with the queued jobs (GROWTH_EXPONENT): a curve, not a guess."""
+    """Each strategy captured on backlogs of different sizes, flagged where its buffers or
+    rows read grow with the queued jobs (GROWTH_EXPONENT): a curve, not a guess."""
     if "queued_jobs" not in plans or "shared_buffers" not in plans:
         return plans
     plans = plans.copy()
     for strategy in plans["strategy"].unique():
         mine = plans["strategy"] == strategy
-        if growth_exponent(plans[mine]) >= GROWTH_EXPONENT:
+        growth = max(growth_exponent(plans[mine], figure) for figure in GROWING_FIGURES)
+        if growth >= GROWTH_EXPONENT:
             plans.loc[mine, "flags"] = plans.loc[mine, "flags"].map(_and_growing)
     return plans
 
 
-def growth_exponent(captures: pd.DataFrame) -> float:
-    """k in buffers ~ queued_jobs^k, from the smallest and the largest backlog captured;
+GROWING_FIGURES = ("shared_buffers", "rows_read")
+
+
+def growth_exponent(captures: pd.DataFrame, figure: str = "shared_buffers") -> float:
+    """k in figure ~ queued_jobs^k, from the smallest and the largest backlog captured;
     0 with fewer than two backlog sizes."""
-    measured = captures.dropna(subset=["shared_buffers"])
-    measured = measured[(measured["shared_buffers"] > 0) & (measured["queued_jobs"] > 0)]
+    measured = captures.dropna(subset=[figure])
+    measured = measured[(measured[figure] > 0) & (measured["queued_jobs"] > 0)]
     if measured["queued_jobs"].nunique() < 2:
         return 0.0
     ordered = measured.sort_values("queued_jobs")
     least, most = ordered.iloc[0], ordered.iloc[-1]
     jobs = math.log(most["queued_jobs"] / least["queued_jobs"])
-    return math.log(most["shared_buffers"] / least["shared_buffers"]) / jobs
+    return math.log(most[figure] / least[figure]) / jobs
 
 
 def _and_growing(flags: Any) -> str:
@@ -314,6 +322,7 @@ def _plan_cells(r: dict[Any, Any], short: bool) -> dict[str, str]:
         "jobs scan": index_name(r["jobs_scan"]),
         "loops": whole(r["jobs_loops"]),
         "rows removed": whole(r["rows_removed"]),
+        "rows read": whole(r.get("rows_read", float("nan"))),
         "flags": flags,
     }
 
@@ -332,6 +341,7 @@ _FIGURE_COLUMNS = [
     "jobs scan",
     "loops",
     "rows removed",
+    "rows read",
 ]
 
 

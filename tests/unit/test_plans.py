@@ -154,3 +154,19 @@ def test_the_plans_table_flags_a_fetch_whose_buffers_grow_with_the_backlog() -> 
     headers, rows = plans_rows(summary.reset_index(), compact=True)
     flags = {row[1]: row[headers.index("flags")] for row in rows}
     assert flags["grouped"] == "READS BACKLOG, GROWS WITH BACKLOG"
+
+
+def test_a_fetch_that_turns_to_a_sequential_scan_still_grows_with_the_backlog() -> None:
+    """An index walk past 10,000 capped jobs hits a buffer per row or more; at 1,000,000 a
+    sequential scan reads them in fewer buffers than before. The rows its busiest node
+    reads grow all the same: flagged."""
+    walk = scan("job", "job_pkey", **{"Actual Rows": 1, "Rows Removed by Filter": 9_999})
+    seq = scan("job", **{"Actual Rows": 1, "Rows Removed by Filter": 999_999})
+    captures = [
+        _capture("capped", 10_000, {"Node Type": "Limit", "Plans": [walk]}, 30_000),
+        _capture("capped", 1_000_000, {"Node Type": "Limit", "Plans": [seq]}, 9_000),
+    ]
+    summary = plans_summary(plan_runs(captures), captures)
+    assert growth_exponent(summary, "shared_buffers") < 0
+    assert growth_exponent(summary, "rows_read") == pytest.approx(1.0)
+    assert all(GROWS_WITH_BACKLOG in flags for flags in summary["flags"])
