@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 # compile pandas anew: about 1.4 s each here, against 13 s once at install.
 UV_VERSION := 0.13.9
 
-.PHONY: bench test throughput check lint format venv lock clean
+.PHONY: bench test test-matrix test-slow test-libraries test-adapters throughput check lint format venv lock clean
 
 bench: $(STAMP)
 	$(BIN)/harness run scenarios/noisy-neighbour.yaml scenarios/large-tenant-alone.yaml scenarios/skewed-backlog.yaml
@@ -20,9 +20,29 @@ test: $(STAMP)
 	$(BIN)/ruff check harness tests hatch_build.py
 	$(BIN)/ruff format --check harness tests hatch_build.py
 	$(BIN)/mypy
-	$(BIN)/pytest
+	$(BIN)/pytest -m "not slow and not libraries and not adapters and not throughput"
 
-# The libraries' throughput runs (minutes): outside make test, run by CI after it.
+# The matrix, apart from make test (which runs one mapping of each library and one adapter
+# smoke test): everything below in one pytest session. CI runs it after make test.
+test-matrix: $(STAMP)
+	$(BIN)/pytest -m "slow or libraries or adapters or throughput"
+
+# The tests marked slow (a built wheel installed into fresh environments: the tool as
+# people install it, the CI recipe of docs/ci-check.md in another folder).
+test-slow: $(STAMP)
+	$(BIN)/pytest -m slow
+
+# Every queue library's every mapping through its own code, and its fetch's capture.
+test-libraries: $(STAMP)
+	$(BIN)/pytest -m libraries
+
+# Every queue adapter in every language (Node, Perl, Ruby: docs/adapters.md): the
+# conformance kit on each, each mapping through a repetition, their plan captures. Tests
+# whose runtime is missing skip, saying what to install.
+test-adapters: $(STAMP)
+	$(BIN)/pytest -m adapters
+
+# The libraries' throughput runs (minutes): outside make test, in make test-matrix.
 throughput: $(STAMP)
 	$(BIN)/pytest -m throughput
 
@@ -44,7 +64,7 @@ $(STAMP): pyproject.toml uv.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --locked --compile-bytecode --extra dev --extra libraries --python $(BIN)/python
+	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --locked --compile-bytecode --group dev --extra libraries --python $(BIN)/python
 	@touch $(STAMP)
 
 # After changing a dependency in pyproject.toml: resolve again and commit uv.lock.

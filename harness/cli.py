@@ -6,10 +6,11 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
+from typer.core import TyperArgument, TyperOption
 
 from harness.errors import HarnessError, ReportInterrupted, RunFailed, Terminated
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 app = typer.Typer(
     help="Measure how fairly a PostgreSQL job queue serves many tenants.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion: commands, options, scenario and strategy names
     pretty_exceptions_enable=False,
 )
 # Logs and CI output are no terminal; rich would fold the tables to 80 columns there.
@@ -29,25 +30,61 @@ console = Console(width=None if sys.stdout.isatty() else 160, markup=False)
 errors = Console(stderr=True, markup=False)
 T = TypeVar("T")
 
+
+def _shown_type(original: Callable[..., str | None]) -> Callable[..., str | None]:
+    """The help's type column: the metavar we give (FILE, DIR, URL, NAME, N), nothing for
+    a flag, and nothing for an argument (its name column shows its metavar), instead of
+    typer's Python types (`<list[Path]>`, `<bool>`)."""
+
+    def shown(param: Any, ctx: Any) -> str | None:
+        if isinstance(param, TyperArgument) and param.metavar is not None:
+            return None
+        if param.metavar is not None:
+            return str(param.metavar)
+        return None if getattr(param, "is_flag", False) else original(param, ctx)
+
+    return shown
+
+
+for _parameter in (TyperArgument, TyperOption):
+    _parameter.display_type_rich = _shown_type(_parameter.display_type_rich)  # type: ignore[method-assign]
+
+
+def _complete_scenarios(incomplete: str) -> list[str]:
+    from harness.commands.completion import scenario_names
+
+    return scenario_names(incomplete)
+
+
+def _complete_strategies(incomplete: str) -> list[str]:
+    from harness.commands.completion import strategy_names
+
+    return strategy_names(incomplete)
+
+
 ScenarioFiles = Annotated[
     list[Path],
     typer.Argument(
+        metavar="SCENARIO",
         help="Scenario YAML file(s), or the name of a shipped one (harness scenarios).",
         show_default=False,
+        autocompletion=_complete_scenarios,
     ),
 ]
 PgOption = Annotated[
     str | None,
     typer.Option(
         "--pg",
-        help="PostgreSQL provider: embedded (default), container or external.",
-        show_default=False,
+        metavar="KIND",
+        help="PostgreSQL provider: embedded, container or external.",
+        show_default="embedded",
     ),
 ]
 DsnOption = Annotated[
     str | None,
     typer.Option(
         "--dsn",
+        metavar="URL",
         help="Connection URL of your own server (implies --pg external).",
         show_default=False,
     ),
@@ -56,15 +93,18 @@ ImageOption = Annotated[
     str | None,
     typer.Option(
         "--image",
-        help="The image --pg container runs (implies it) [default: postgres:17].",
-        show_default=False,
+        metavar="IMAGE",
+        help="The image --pg container runs (implies it).",
+        show_default="postgres:17",
     ),
 ]
 MismatchOption = Annotated[
     bool,
     typer.Option("--allow-version-mismatch", help="Run on a server that is not PostgreSQL 17."),
 ]
-ResultsOption = Annotated[Path, typer.Option("--results-dir", help="Where run folders go.")]
+ResultsOption = Annotated[
+    Path, typer.Option("--results-dir", metavar="DIR", help="Where run folders go.")
+]
 SlowOption = Annotated[
     bool, typer.Option("--include-slow", help="Also capture the plans the scenario marks as slow.")
 ]
@@ -72,8 +112,9 @@ SchemaOption = Annotated[
     str | None,
     typer.Option(
         "--schema",
-        help="Work in this schema (default harness_<run id>); it must not exist already.",
-        show_default=False,
+        metavar="NAME",
+        help="Work in this schema; it must not exist already.",
+        show_default="harness_<run id>",
     ),
 ]
 ReuseOption = Annotated[
@@ -88,7 +129,18 @@ StrategiesDirOption = Annotated[
     Path | None,
     typer.Option(
         "--strategies-dir",
+        metavar="DIR",
         help="Extra strategy .sql files; a file replaces a built-in of its name.",
+        show_default=False,
+    ),
+]
+AdaptersDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--adapters-dir",
+        metavar="DIR",
+        help="Extra queue adapters (docs/adapters.md): a folder per adapter, each with its "
+        "manifest; one replaces a shipped adapter of its name.",
         show_default=False,
     ),
 ]
@@ -98,6 +150,7 @@ FleetOption = Annotated[
     int,
     typer.Option(
         "--fleet",
+        metavar="N",
         min=0,
         max=1000,
         help="Wait for this many `harness worker` members on other hosts and give them the "
@@ -107,27 +160,35 @@ FleetOption = Annotated[
 LocalWorkersOption = Annotated[
     int,
     typer.Option(
-        "--local-workers", min=0, help="With --fleet: workers of each repetition run here."
+        "--local-workers",
+        metavar="N",
+        min=0,
+        help="With --fleet: workers of each repetition run here.",
     ),
 ]
 FleetIdOption = Annotated[
     str | None,
     typer.Option(
         "--fleet-id",
-        help="With --fleet: the id members join by (default: random, printed).",
-        show_default=False,
+        metavar="ID",
+        help="With --fleet: the id members join by.",
+        show_default="random, printed",
     ),
 ]
 FleetTimeoutOption = Annotated[
     float,
     typer.Option(
-        "--fleet-timeout", min=1, help="With --fleet: seconds the members may take to join."
+        "--fleet-timeout",
+        metavar="SECONDS",
+        min=1,
+        help="With --fleet: seconds the members may take to join.",
     ),
 ]
 ListenOption = Annotated[
     str | None,
     typer.Option(
         "--listen",
+        metavar="HOST:PORT",
         help="Embedded server only: also listen on TCP at this loopback address (e.g. "
         "127.0.0.1:0, port 0 = a free one), for fleet members on this host.",
         show_default=False,
@@ -213,9 +274,12 @@ def run(
     fleet_id: FleetIdOption = None,
     fleet_timeout: FleetTimeoutOption = 120.0,
     listen: ListenOption = None,
+    adapters_dir: AdaptersDirOption = None,
 ) -> None:
-    """Run scenarios on one server: the timed workload, then the plan captures; print each
-    one's figures beside the reference."""
+    """Run scenarios: timed workload, plan captures, report.
+
+    On one server, each scenario's timed repetitions, then its plan captures; each one's
+    figures are printed beside the reference, and its run folder holds report.html."""
     from harness.run.scenario_run import RunOptions
 
     options = RunOptions(
@@ -226,6 +290,7 @@ def run(
         local_workers=local_workers,
         fleet_id=fleet_id,
         fleet_timeout_s=fleet_timeout,
+        adapters_dir=adapters_dir,
     )
     _run(
         scenarios,
@@ -245,22 +310,32 @@ def explain(
     scenarios: ScenarioFiles,
     strategy: Annotated[
         list[str] | None,
-        typer.Option("--strategy", help="Only this strategy (repeatable).", show_default=False),
+        typer.Option(
+            "--strategy",
+            metavar="NAME",
+            help="Only this strategy (repeatable).",
+            show_default=False,
+            autocompletion=_complete_strategies,
+        ),
     ] = None,
     variant: Annotated[
         list[str] | None,
         typer.Option(
-            "--variant", help="Only this explain variant (repeatable).", show_default=False
+            "--variant",
+            metavar="NAME",
+            help="Only this explain variant (repeatable).",
+            show_default=False,
         ),
     ] = None,
     repeat: Annotated[
         int | None,
         typer.Option(
             "--repeat",
+            metavar="N",
             min=1,
             max=100,
-            help="JSON executions per capture (default: the scenario's explain.repeat).",
-            show_default=False,
+            help="JSON executions per capture.",
+            show_default="the scenario's explain.repeat",
         ),
     ] = None,
     include_slow: SlowOption = False,
@@ -272,9 +347,11 @@ def explain(
     strategies_dir: StrategiesDirOption = None,
     schema: SchemaOption = None,
     reuse_schema: ReuseOption = False,
+    adapters_dir: AdaptersDirOption = None,
 ) -> None:
-    """Capture dequeue plans (EXPLAIN ANALYZE, BUFFERS) on the scenario's backlog, without
-    the timed workload."""
+    """Capture dequeue plans only (EXPLAIN ANALYZE, BUFFERS), no timed run.
+
+    On the scenario's backlog and its explain variants, without the timed workload."""
     from harness.run.scenario_run import RunOptions
 
     options = RunOptions(
@@ -285,6 +362,7 @@ def explain(
         repeat=repeat,
         schema=schema,
         reuse_schema=reuse_schema,
+        adapters_dir=adapters_dir,
     )
     _run(scenarios, pg, dsn, image, allow_version_mismatch, results_dir, strategies_dir, options)
 
@@ -319,11 +397,15 @@ def _run(
 
 
 @app.command()
-def validate(scenarios: ScenarioFiles, strategies_dir: StrategiesDirOption = None) -> None:
+def validate(
+    scenarios: ScenarioFiles,
+    strategies_dir: StrategiesDirOption = None,
+    adapters_dir: AdaptersDirOption = None,
+) -> None:
     """Check scenario files without running anything."""
     from harness.commands.validate import validate_command
 
-    _guarded(lambda: validate_command(scenarios, strategies_dir, console))
+    _guarded(lambda: validate_command(scenarios, strategies_dir, console, adapters_dir))
 
 
 @app.command()
@@ -331,62 +413,84 @@ def check(
     baseline: Annotated[
         Path | None,
         typer.Option(
-            help="The baseline [default: baselines/dequeue.json here, else the shipped one].",
-            show_default=False,
+            metavar="FILE",
+            help="The baseline.",
+            show_default="baselines/dequeue.json here, else the shipped one",
         ),
     ] = None,
     probes: Annotated[
         Path | None,
         typer.Option(
-            help="The probe scenario [default: scenarios/dequeue-check.yaml here, else the "
-            "shipped one].",
-            show_default=False,
+            metavar="FILE",
+            help="The probe scenario.",
+            show_default="scenarios/dequeue-check.yaml here, else the shipped one",
         ),
     ] = None,
     strategies_dir: StrategiesDirOption = None,
     factor: Annotated[
         float,
-        typer.Option(min=1.0, help="A timing regression is at least this many times slower ..."),
+        typer.Option(
+            metavar="X", min=1.0, help="A timing regression is at least this many times slower ..."
+        ),
     ] = 1.5,
     alpha: Annotated[
         float,
-        typer.Option(min=0.0, max=1.0, help="... and significant at this level (Mann-Whitney U)."),
+        typer.Option(
+            metavar="P",
+            min=0.0,
+            max=1.0,
+            help="... and significant at this level (Mann-Whitney U).",
+        ),
     ] = 0.01,
     tolerance: Annotated[
         float,
-        typer.Option(min=0.0, help="Allowed growth of buffers and rows removed (0.10 = 10 %)."),
+        typer.Option(
+            metavar="SHARE",
+            min=0.0,
+            help="Allowed growth of buffers and rows removed (0.10 = 10 %).",
+        ),
     ] = 0.10,
-    samples: Annotated[int, typer.Option(min=5, max=1000, help="Timed claims per probe.")] = 50,
+    samples: Annotated[
+        int, typer.Option(metavar="N", min=5, max=1000, help="Timed claims per probe.")
+    ] = 50,
     update_baseline: Annotated[
         bool, typer.Option("--update-baseline", help="Write a new baseline; show what changed.")
     ] = False,
     markdown: Annotated[
         Path | None,
         typer.Option(
-            help="Also write the table as markdown (a CI job summary).", show_default=False
+            metavar="FILE",
+            help="Also write the verdict and table as markdown (a CI job summary), on every "
+            "exit code.",
+            show_default=False,
         ),
     ] = None,
     junit: Annotated[
-        Path | None, typer.Option(help="Also write JUnit XML.", show_default=False)
+        Path | None,
+        typer.Option(
+            metavar="FILE", help="Also write JUnit XML, on every exit code.", show_default=False
+        ),
     ] = None,
+    results_dir: ResultsOption = Path("results"),
     pg: PgOption = None,
     dsn: DsnOption = None,
     image: ImageOption = None,
     allow_version_mismatch: MismatchOption = False,
 ) -> None:
-    """Check dequeue cost against a baseline: exit 0 no regression, 1 regression, 2 could
-    not run."""
-    from harness.check.verdict import CheckSettings
-    from harness.commands.check import CheckRequest, check_command, check_paths
+    """Check dequeue cost against a baseline (for CI).
 
-    baseline_path, probes_path = _guarded(lambda: check_paths(baseline, probes, update_baseline))
+    Exit 0 no regression, 1 regression, 2 could not run (nothing measured)."""
+    from harness.check.verdict import CheckSettings
+    from harness.commands.check import CheckRequest, check_command
+
     request = CheckRequest(
-        baseline=baseline_path,
-        probes=probes_path,
+        baseline=baseline,
+        probes=probes,
         update_baseline=update_baseline,
         markdown=markdown,
         junit=junit,
         settings=CheckSettings(tolerance=tolerance, factor=factor, alpha=alpha, samples=samples),
+        results_dir=results_dir,
     )
     code = _guarded(
         lambda: check_command(
@@ -398,17 +502,31 @@ def check(
 
 @app.command()
 def overhead(
-    strategy: Annotated[str, typer.Option(help="The strategy whose claim SQL both run.")] = "fifo",
+    strategy: Annotated[
+        str,
+        typer.Option(
+            metavar="NAME",
+            help="The strategy whose claim SQL both run.",
+            autocompletion=_complete_strategies,
+        ),
+    ] = "fifo",
     clients: Annotated[
-        int, typer.Option(min=1, max=64, help="pgbench clients = harness workers.")
+        int, typer.Option(metavar="N", min=1, max=64, help="pgbench clients = harness workers.")
     ] = 4,
-    jobs: Annotated[int, typer.Option(min=1, help="Queued jobs drained with 0 ms jobs.")] = 2000,
+    jobs: Annotated[
+        int, typer.Option(metavar="N", min=1, help="Queued jobs drained with 0 ms jobs.")
+    ] = 2000,
     work_jobs: Annotated[
-        int, typer.Option(min=1, help="Queued jobs drained with --work-ms jobs.")
+        int, typer.Option(metavar="N", min=1, help="Queued jobs drained with --work-ms jobs.")
     ] = 1000,
-    work_ms: Annotated[int, typer.Option(min=1, max=10_000, help="The work of a job.")] = 20,
+    work_ms: Annotated[
+        int, typer.Option(metavar="MS", min=1, max=10_000, help="The work of a job.")
+    ] = 20,
     rounds: Annotated[
-        int, typer.Option(min=1, max=20, help="Runs per arm and load; the median is reported.")
+        int,
+        typer.Option(
+            metavar="N", min=1, max=20, help="Runs per arm and load; the median is reported."
+        ),
     ] = 3,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when a goal is missed.")] = False,
     pg: PgOption = None,
@@ -418,8 +536,10 @@ def overhead(
     results_dir: ResultsOption = Path("results"),
     strategies_dir: StrategiesDirOption = None,
 ) -> None:
-    """Measure the harness's own cost: its workers against pgbench running the same claim
-    SQL on the same server, with 0 ms jobs and with --work-ms jobs."""
+    """Measure the harness's own cost against pgbench.
+
+    Its workers against pgbench running the same claim SQL on the same server, with 0 ms
+    jobs and with --work-ms jobs."""
     from harness.commands.overhead import overhead_command
     from harness.experiments.overhead import OverheadSettings
 
@@ -448,7 +568,11 @@ def overhead(
 
 
 @app.command()
-def report(run: Annotated[Path, typer.Argument(help="A run folder.", show_default=False)]) -> None:
+def report(
+    run: Annotated[
+        Path, typer.Argument(metavar="RUN_DIR", help="A run folder.", show_default=False)
+    ],
+) -> None:
     """Rebuild a run's tables, plots and report.html from its raw files."""
     from harness.commands.report import report_command
 
@@ -457,21 +581,31 @@ def report(run: Annotated[Path, typer.Argument(help="A run folder.", show_defaul
 
 @app.command(name="compare")
 def compare_runs(
-    first: Annotated[Path, typer.Argument(help="Run folder A (before).", show_default=False)],
-    second: Annotated[Path, typer.Argument(help="Run folder B (after).", show_default=False)],
+    first: Annotated[
+        Path, typer.Argument(metavar="RUN_A", help="Run folder A (before).", show_default=False)
+    ],
+    second: Annotated[
+        Path, typer.Argument(metavar="RUN_B", help="Run folder B (after).", show_default=False)
+    ],
     out: Annotated[
         Path | None,
         typer.Option(
-            help="Where compare.csv, compare.md and the plot go (default: results/compare/A-vs-B).",
-            show_default=False,
+            metavar="DIR",
+            help="Where compare.csv, compare.md and the plot go (never overwritten).",
+            show_default="results/compare/A-vs-B",
         ),
     ] = None,
     factor: Annotated[
-        float, typer.Option(min=1.0, help="A change is at least this large ...")
+        float, typer.Option(metavar="X", min=1.0, help="A change is at least this large ...")
     ] = 1.5,
     alpha: Annotated[
         float,
-        typer.Option(min=0.0, max=1.0, help="... and significant at this level (Mann-Whitney U)."),
+        typer.Option(
+            metavar="P",
+            min=0.0,
+            max=1.0,
+            help="... and significant at this level (Mann-Whitney U).",
+        ),
     ] = 0.01,
 ) -> None:
     """Compare the waits of two runs per strategy and tenant class."""
@@ -481,15 +615,55 @@ def compare_runs(
     _guarded(lambda: compare_command(first, second, target, factor, alpha, console))
 
 
+@app.command()
+def history(
+    results_dir: Annotated[
+        Path,
+        typer.Argument(
+            metavar="RESULTS_DIR", help="The folder the run folders are in (any depth)."
+        ),
+    ] = Path("results"),
+    figure: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--figure",
+            metavar="PATTERN",
+            help="Trend the figures whose names match this glob, e.g. '*small*median*' "
+            "(repeatable).",
+            show_default="those with a reference that two runs share",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="DIR",
+            help="Where history.csv and history.html go (never overwritten).",
+            show_default="RESULTS_DIR/history/<run id>",
+        ),
+    ] = None,
+) -> None:
+    """List runs and trend chosen figures across them (a table, and a plot in HTML)."""
+    from harness.commands.history import history_command
+
+    _guarded(lambda: history_command(results_dir, figure or [], out, console))
+
+
 @app.command(name="simulate")
 def simulate_scenario(
     scenario: Annotated[
-        Path, typer.Argument(help="Scenario YAML file or shipped name.", show_default=False)
+        Path,
+        typer.Argument(
+            metavar="SCENARIO",
+            help="Scenario YAML file or shipped name.",
+            show_default=False,
+            autocompletion=_complete_scenarios,
+        ),
     ],
     workers: Annotated[
         list[int] | None,
         typer.Option(
             "--workers",
+            metavar="N",
             min=1,
             max=1_000_000,
             help="Worker count(s) to simulate instead of the scenario's (repeatable).",
@@ -500,12 +674,15 @@ def simulate_scenario(
     out: Annotated[
         Path | None,
         typer.Option(
-            help="Write the summary as CSV there (never overwritten).", show_default=False
+            metavar="FILE",
+            help="Write the summary as CSV there (never overwritten).",
+            show_default=False,
         ),
     ] = None,
     calibration: Annotated[
         Path | None,
         typer.Option(
+            metavar="RUN_DIR",
             help="A run folder: simulate at the costs measured there (its calibration.json).",
             show_default=False,
         ),
@@ -513,6 +690,7 @@ def simulate_scenario(
     measured: Annotated[
         Path | None,
         typer.Option(
+            metavar="RUN_DIR",
             help="A run folder of this scenario: its figures beside the prediction.",
             show_default=False,
         ),
@@ -521,6 +699,7 @@ def simulate_scenario(
         list[int] | None,
         typer.Option(
             "--fit-repetition",
+            metavar="N",
             min=1,
             help="Fit the calibration on this repetition of the --calibration run only "
             "(repeatable); --measured on the same run then compares the others.",
@@ -528,8 +707,10 @@ def simulate_scenario(
         ),
     ] = None,
 ) -> None:
-    """The ideal schedule of a scenario, simulated without a database; with --calibration,
-    at a run's measured costs."""
+    """Simulate a scenario's ideal schedule, no database.
+
+    The ideal schedule of every strategy with a simulator policy; with --calibration, at a
+    run's measured costs."""
     from harness.commands.simulate import simulate_command
 
     _guarded(
@@ -541,22 +722,30 @@ def simulate_scenario(
 
 @app.command()
 def isolation(
-    jobs: Annotated[int, typer.Option(min=1, help="Jobs per pool and mode.")] = 400,
-    tenants: Annotated[int, typer.Option(min=2, help="Tenants the jobs belong to.")] = 8,
+    jobs: Annotated[int, typer.Option(metavar="N", min=1, help="Jobs per pool and mode.")] = 400,
+    tenants: Annotated[
+        int, typer.Option(metavar="N", min=2, help="Tenants the jobs belong to.")
+    ] = 8,
     unset_share: Annotated[
         float,
         typer.Option(
-            min=0.0, max=1.0, help="Share of jobs on the path that never sets the tenant."
+            metavar="SHARE",
+            min=0.0,
+            max=1.0,
+            help="Share of jobs on the path that never sets the tenant.",
         ),
     ] = 0.1,
-    workers: Annotated[int, typer.Option(min=1, help="Worker threads.")] = 4,
+    workers: Annotated[int, typer.Option(metavar="N", min=1, help="Worker threads.")] = 4,
     pool_size: Annotated[
-        int, typer.Option(min=1, help="Server connections the workers share.")
+        int, typer.Option(metavar="N", min=1, help="Server connections the workers share.")
     ] = 2,
     pool: Annotated[
-        str, typer.Option(help="psycopg (psycopg_pool), pgbouncer (transaction mode) or all.")
+        str,
+        typer.Option(
+            metavar="KIND", help="psycopg (psycopg_pool), pgbouncer (transaction mode) or all."
+        ),
     ] = "all",
-    seed: Annotated[int, typer.Option(help="Seeds each job's tenant and path.")] = 1,
+    seed: Annotated[int, typer.Option(metavar="N", help="Seeds each job's tenant and path.")] = 1,
     strict: Annotated[
         bool, typer.Option("--strict", help="Exit 1 if a job under SET LOCAL leaked.")
     ] = False,
@@ -566,8 +755,10 @@ def isolation(
     allow_version_mismatch: MismatchOption = False,
     results_dir: ResultsOption = Path("results"),
 ) -> None:
-    """Jobs under row-level security through pooled connections, the tenant set by SET and
-    by SET LOCAL: count the jobs that saw or wrote another tenant's rows."""
+    """Count tenant leaks under row-level security through pools: SET against SET LOCAL.
+
+    Jobs through pooled connections, the tenant set by SET and by SET LOCAL: the jobs that
+    saw or wrote another tenant's rows."""
     import os
 
     from harness.commands.isolation import isolation_command
@@ -601,6 +792,7 @@ def worker(
         str,
         typer.Option(
             "--run",
+            metavar="ID",
             help="The fleet run's id, as `harness run --fleet N` printed it.",
             show_default=False,
         ),
@@ -609,17 +801,21 @@ def worker(
         str | None,
         typer.Option(
             "--dsn",
+            metavar="URL",
             help="This host's way to the run's server (or the PG* variables).",
             show_default=False,
         ),
     ] = None,
     strategies_dir: StrategiesDirOption = None,
+    adapters_dir: AdaptersDirOption = None,
 ) -> None:
-    """Join a fleet run as one of its members: run its share of every repetition's workers
-    on this host, until the run ends (exit 0), fails (1) or refuses this member (2)."""
+    """Join a fleet run as a member, running its share of the workers here.
+
+    Its share of every repetition's workers runs on this host until the run ends (exit 0),
+    fails (1) or refuses this member (2)."""
     from harness.commands.worker import worker_command
 
-    _guarded(lambda: worker_command(dsn, run_id, strategies_dir, console))
+    _guarded(lambda: worker_command(dsn, run_id, strategies_dir, console, adapters_dir))
 
 
 @app.command()
@@ -640,13 +836,49 @@ def schema() -> None:
 
 @app.command(name="sql")
 def show_sql(
-    strategy: Annotated[str, typer.Argument(help="Strategy name, e.g. fifo or round_robin.")],
+    strategy: Annotated[
+        str,
+        typer.Argument(
+            metavar="STRATEGY",
+            help="Strategy name, e.g. fifo or round_robin.",
+            show_default=False,
+            autocompletion=_complete_strategies,
+        ),
+    ],
     strategies_dir: StrategiesDirOption = None,
+    adapters_dir: AdaptersDirOption = None,
 ) -> None:
     """Print a strategy's SQL exactly as the workers run it."""
     from harness.commands.sql import sql_command
 
-    _guarded(lambda: sql_command(strategy, strategies_dir))
+    _guarded(lambda: sql_command(strategy, strategies_dir, adapters_dir))
+
+
+@app.command(name="adapter-test")
+def adapter_test(
+    adapter: Annotated[
+        str,
+        typer.Argument(
+            metavar="ADAPTER", help="A declared adapter's name, e.g. minion.", show_default=False
+        ),
+    ],
+    adapters_dir: AdaptersDirOption = None,
+    pg: PgOption = None,
+    dsn: DsnOption = None,
+    image: ImageOption = None,
+    allow_version_mismatch: MismatchOption = False,
+) -> None:
+    """Check a queue adapter with the conformance kit (docs/adapters.md).
+
+    Exit 0 if every check passes, 1 with a line per failed check."""
+    from harness.commands.adapter_test import adapter_test_command
+
+    code = _guarded(
+        lambda: adapter_test_command(
+            adapter, adapters_dir, pg, dsn, image, allow_version_mismatch, console
+        )
+    )
+    raise typer.Exit(code)
 
 
 def main() -> None:

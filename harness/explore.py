@@ -8,10 +8,18 @@ run.summary     # per strategy, workers, repetition and class, as in summary.csv
 run.plans       # one row per captured EXPLAIN execution, as in plans.csv
 run.document    # run.json (harness/results/document.py): status, provenance, repetitions
 run.scenario    # the scenario the run was made from
+run.results     # results.json: the headline figures, one row each
+
+from harness.explore import open_runs
+runs = open_runs("results/noisy-neighbour/*")   # every run folder the glob matches
+runs.jobs       # every run's jobs.csv, concatenated, with a run_id column
+runs.summary    # likewise summary.csv's rows (any derived CSV: runs.table("tenants.csv"))
+runs.results    # every run's headline figures, one row per run and figure
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -19,9 +27,11 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from harness.analysis.history import figures_frame
 from harness.analysis.plans import plan_runs
 from harness.analysis.waits import summarize, with_waits
 from harness.results.document import RunDocument, load_document
+from harness.results.headline import Results
 from harness.results.jobs import load_jobs
 from harness.run.render import load_captures
 from harness.scenario.model import Scenario
@@ -58,6 +68,59 @@ class RunData:
         captures = load_captures(self.path, self.document)
         return plan_runs(captures) if captures else None
 
+    @cached_property
+    def results(self) -> pd.DataFrame:
+        """results.json's figures, one row each (empty for a run not yet rendered)."""
+        path = self.path / Results.NAME
+        return figures_frame([Results.read(path)] if path.is_file() else [])
+
+    @property
+    def run_id(self) -> str:
+        return self.document.run_id
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        """A derived CSV of the run folder, with its run_id column (written by older
+        harnesses without one: added)."""
+        path = self.path / name
+        if not path.is_file():
+            return None
+        frame = pd.read_csv(path)
+        if "run_id" not in frame.columns:
+            frame.insert(0, "run_id", self.run_id)
+        return frame
+
+
+@dataclass(frozen=True)
+class RunSet:
+    """Many run folders read as one: each frame the runs' frames concatenated, every row
+    with the run_id it came from."""
+
+    runs: list[RunData]
+
+    @property
+    def jobs(self) -> pd.DataFrame:
+        return self._concat(
+            run.jobs.assign(run_id=run.run_id) if run.jobs is not None else None
+            for run in self.runs
+        )
+
+    @property
+    def summary(self) -> pd.DataFrame:
+        return self.table("summary.csv")
+
+    @property
+    def results(self) -> pd.DataFrame:
+        return self._concat(run.results for run in self.runs)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """A derived CSV (summary.csv, tenants.csv, plans.csv, ...) of every run."""
+        return self._concat(run.table(name) for run in self.runs)
+
+    @staticmethod
+    def _concat(frames: Iterable[pd.DataFrame | None]) -> pd.DataFrame:
+        present = [frame for frame in frames if frame is not None and len(frame)]
+        return pd.concat(present, ignore_index=True) if present else pd.DataFrame()
+
 
 def open_run(path: str | Path | None = None) -> RunData:
     """A run folder, read lazily from its raw files; by default the newest run."""
@@ -65,6 +128,19 @@ def open_run(path: str | Path | None = None) -> RunData:
     if not (folder / "run.json").is_file():
         raise FileNotFoundError(f"{folder}: not a run folder (no run.json)")
     return RunData(folder)
+
+
+def open_runs(pattern: str = "results/*/*", root: str | Path | None = None) -> RunSet:
+    """Every run folder `pattern` matches (a glob relative to `root`, by default the
+    current folder), oldest first; folders without a run.json are left out."""
+    base = Path(root) if root is not None else Path.cwd()
+    folders = sorted(
+        {path.resolve() for path in base.glob(pattern) if (path / "run.json").is_file()},
+        key=lambda path: path.name,
+    )
+    if not folders:
+        raise FileNotFoundError(f"no run folder matches {pattern} in {base}")
+    return RunSet([RunData(folder) for folder in folders])
 
 
 def latest_run(start: Path) -> Path:

@@ -3,14 +3,19 @@ files: harness/report/plots.py encodes them)."""
 
 from __future__ import annotations
 
+import colorsys
+
 import pandas as pd
 from matplotlib.axes import Axes
+from matplotlib.colors import to_hex, to_rgb
 from matplotlib.figure import Figure
-from matplotlib.ticker import ScalarFormatter
+from matplotlib.ticker import LogFormatter, ScalarFormatter
 
 from harness.analysis.waits import with_waits
 
 PLOT_TITLES = {
+    "waits_over_time": "Waits over the run: p50 and p95 wait per tenant class",
+    "claim_latency": "Claim latency over the run: p50 and p95 by when the job started",
     "waits": "Waits: distribution per tenant class (ECDF)",
     "timeline": "Timeline: which tenant class each worker served",
     "tenant_share": "Each tenant's share of completed jobs over time",
@@ -18,6 +23,109 @@ PLOT_TITLES = {
     "plans": "Dequeue plans: time and buffers per variant",
     "bloat": "Long transaction: claim latency and dead tuples over time (repetition 1)",
 }
+
+
+# A hue per tenant class (matplotlib's tab10, in its order), a shade of it per tenant.
+CLASS_HUES = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+)  # fmt: skip
+_LIGHTNESS = (0.25, 0.78)  # the darkest and lightest shade of a class with many tenants
+
+
+def class_colours(classes: list[str]) -> dict[str, str]:
+    """A colour per tenant class, in the order given; past ten, hues spread evenly."""
+    return {name: _hue(index, len(classes)) for index, name in enumerate(classes)}
+
+
+def _hue(index: int, count: int) -> str:
+    if count <= len(CLASS_HUES):
+        return CLASS_HUES[index]
+    red, green, blue = colorsys.hls_to_rgb(index / count, 0.5, 0.65)
+    return to_hex((red, green, blue))
+
+
+def tenant_colours(tenants: list[tuple[str, int]]) -> dict[tuple[str, int], str]:
+    """A colour per (class, tenant id): the class's hue, a shade per tenant from dark to
+    light in the tenants' numeric order; no two tenants alike (tested up to 50)."""
+    classes = list(dict.fromkeys(tenant_class for tenant_class, _ in tenants))
+    hues = class_colours(classes)
+    colours = {}
+    for tenant_class in classes:
+        mine = sorted(tenant for owner, tenant in tenants if owner == tenant_class)
+        for rank, tenant in enumerate(mine):
+            colours[(tenant_class, tenant)] = _shade(hues[tenant_class], rank, len(mine))
+    return colours
+
+
+def _shade(hue: str, rank: int, count: int) -> str:
+    if count == 1:
+        return hue
+    red, green, blue = to_rgb(hue)
+    h, _, s = colorsys.rgb_to_hls(red, green, blue)
+    dark, light = _LIGHTNESS
+    lightness = dark + (light - dark) * rank / (count - 1)
+    return to_hex(colorsys.hls_to_rgb(h, lightness, s))
+
+
+_CLOCKS = {
+    "enqueue_s": "enqueued at (s since the first enqueue)",
+    "start_s": "started at: when the wait ended (s since the first enqueue)",
+}
+
+
+def waits_over_time(frame: pd.DataFrame, clock: str) -> Figure:
+    """p50 (solid) and p95 (dashed) wait per bucket of `clock`, one panel per tenant class
+    on one time axis, one colour per strategy (harness/analysis/waits.py waits_over_run)."""
+    classes = list(dict.fromkeys(frame["tenant_class"]))
+    figure = Figure(figsize=(min(5.4 * len(classes), 16), 3.0))
+    first: Axes | None = None
+    for index, tenant_class in enumerate(classes):
+        axis = figure.add_subplot(1, len(classes), index + 1, sharex=first, sharey=first)
+        first = first or axis
+        _percentile_lines(axis, frame[frame["tenant_class"] == tenant_class])
+        axis.set_title(f"tenant class: {tenant_class}", fontsize="medium")
+        axis.set_xlabel(_CLOCKS[clock], fontsize="small")
+        if index == 0:
+            axis.set_ylabel("wait (s, log scale)")
+    figure.axes[0].legend(loc="best", fontsize="x-small")
+    figure.subplots_adjust(wspace=0.15)
+    return figure
+
+
+def claim_latency(frame: pd.DataFrame) -> Figure:
+    """The claims' p50 (solid) and p95 (dashed) latency by when the job started, one
+    colour per strategy (from harness/analysis/waits.py claims_over_time)."""
+    figure = Figure(figsize=(11, 3.0))
+    axis = figure.add_subplot(1, 1, 1)
+    _percentile_lines(axis, frame)
+    axis.set_xlabel("started at (s since the first enqueue)")
+    axis.set_ylabel("claim latency (ms, log scale)")
+    axis.legend(loc="best", fontsize="x-small")
+    return figure
+
+
+def _percentile_lines(axis: Axes, frame: pd.DataFrame) -> None:
+    """One colour per strategy and worker count: p50 solid, p95 dashed, a marker each."""
+    for index, ((strategy, workers), rows) in enumerate(
+        frame.groupby(["strategy", "workers"], sort=False)
+    ):
+        colour = f"C{index}"
+        label = f"{strategy}, {workers} workers"
+        axis.plot(rows["bucket_s"], rows["p50"], "-o", color=colour, ms=3, label=f"{label}: p50")
+        axis.plot(rows["bucket_s"], rows["p95"], "--^", color=colour, ms=3, label=f"{label}: p95")
+    axis.set_yscale("log")
+    axis.yaxis.set_major_formatter(_PlainLog(labelOnlyBase=False))
+    axis.yaxis.set_minor_formatter(_PlainLog(labelOnlyBase=False, minor_thresholds=(1.2, 0.4)))
+    axis.grid(True, which="both", alpha=0.3)
+
+
+class _PlainLog(LogFormatter):
+    """Log-scale tick labels as plain numbers (0.2, 4, 40), not 2x10^-1: on the ticks
+    matplotlib would label, so a wide range is not crowded."""
+
+    def __call__(self, x: float, pos: int | None = None) -> str:
+        return f"{x:g}" if super().__call__(x, pos) else ""
 
 
 def wait_ecdf(jobs: pd.DataFrame) -> Figure:
@@ -41,14 +149,14 @@ def timeline(jobs: pd.DataFrame) -> Figure:
     shown = max((count for count in counts if count <= 8), default=counts[0])
     jobs = with_waits(jobs[(jobs["repetition"] == 1) & (jobs["workers"] == shown)])
     panels = list(jobs.groupby(["strategy", "workers"], sort=False))
-    colours = {c: f"C{i}" for i, c in enumerate(dict.fromkeys(jobs["tenant_class"]))}
+    colours = class_colours(list(dict.fromkeys(jobs["tenant_class"])))
     figure = Figure(figsize=(11, 1.2 + 0.9 * sum(g["worker"].nunique() for _, g in panels)))
     for index, ((strategy, workers), group) in enumerate(panels):
         axis = figure.add_subplot(len(panels), 1, index + 1)
         for (_, tenant_class), bars in group.groupby(["worker", "tenant_class"]):
             spans = list(zip(bars["start_s"], bars["finish_s"] - bars["start_s"], strict=True))
             row = (bars["worker"].iloc[0] - 0.4, 0.8)
-            axis.broken_barh(spans, row, color=colours[tenant_class], label=tenant_class)
+            axis.broken_barh(spans, row, color=colours[str(tenant_class)], label=tenant_class)
         axis.set_title(f"{strategy}, {workers} workers, repetition 1")
         axis.set_ylabel("worker")
         axis.set_yticks(sorted(group["worker"].unique()))
@@ -85,34 +193,54 @@ def plans_chart(plans: pd.DataFrame) -> Figure:
     return figure
 
 
+SHARE_TENANTS = 50  # tenant_share draws a band per tenant up to this many, else per class
+
+
 def tenant_share(jobs: pd.DataFrame, bins: int = 40) -> Figure:
     """Each tenant's share of the jobs completed in each time slice: repetition 1.
 
-    One band per tenant when there are few (at most 12), per tenant class otherwise.
+    One band per tenant when there are at most SHARE_TENANTS (each class a hue, each
+    tenant a shade of it, in numeric order), per tenant class otherwise.
     """
     jobs = with_waits(jobs[jobs["repetition"] == 1])
-    few = jobs["tenant_id"].nunique() <= 12
-    key = "tenant" if few else "tenant_class"
-    jobs = jobs.assign(tenant=jobs["tenant_class"] + " " + jobs["tenant_id"].astype(str))
+    classes = list(dict.fromkeys(jobs["tenant_class"]))
+    pairs = sorted(
+        set(zip(jobs["tenant_class"], jobs["tenant_id"].astype(int), strict=True)),
+        key=lambda pair: (classes.index(pair[0]), pair[1]),
+    )
+    if len(pairs) <= SHARE_TENANTS:
+        labels = [f"{tenant_class} {tenant}" for tenant_class, tenant in pairs]
+        colours = dict(zip(labels, tenant_colours(pairs).values(), strict=True))
+        jobs = jobs.assign(band=jobs["tenant_class"] + " " + jobs["tenant_id"].astype(str))
+    else:
+        labels, colours = classes, class_colours(classes)
+        jobs = jobs.assign(band=jobs["tenant_class"])
     panels = list(jobs.groupby(["strategy", "workers"], sort=False))
     figure = Figure(figsize=(11, 2.8 * len(panels)))
     for index, ((strategy, workers), group) in enumerate(panels):
         axis = figure.add_subplot(len(panels), 1, index + 1)
         width = group["finish_s"].max() / bins
         slices = (group["finish_s"] // width).clip(upper=bins - 1)
-        counts = group.groupby([slices, key]).size().unstack(fill_value=0)
+        counts = group.groupby([slices, "band"]).size().unstack(fill_value=0)
+        counts = counts.reindex(columns=[label for label in labels if label in counts.columns])
         shares = counts.div(counts.sum(axis=1), axis=0).reindex(range(bins), fill_value=0)
         axis.stackplot(
             [(i + 0.5) * width for i in shares.index],
             shares.T.to_numpy(),
             labels=list(shares.columns),
+            colors=[colours[label] for label in shares.columns],
             step="mid",
         )
         axis.set_title(f"{strategy}, {workers} workers, repetition 1: who got the workers")
         axis.set_ylabel("share of completions")
         axis.set_xlabel("seconds since the first job was enqueued")
         axis.set_ylim(0, 1)
-        axis.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="x-small")
+        axis.legend(
+            loc="center left",
+            bbox_to_anchor=(1.0, 0.5),
+            fontsize="x-small",
+            ncols=1 + len(shares.columns) // 18,
+        )
     figure.subplots_adjust(hspace=0.6)
     return figure
 
@@ -238,3 +366,46 @@ def _dead_versions(axis: Axes, sampled: pd.DataFrame, title: str) -> None:
 def _first_repetition(frame: pd.DataFrame, strategy: object, workers: object) -> pd.DataFrame:
     chosen = (frame["strategy"] == strategy) & (frame["workers"] == workers)
     return frame[chosen & (frame["repetition"] == 1)]
+
+
+def trend_chart(trends: pd.DataFrame) -> Figure:
+    """Each trended figure over the runs, oldest first: the value, its range as an error
+    bar, and the reference shaded where there is one (harness/analysis/history.py)."""
+    names = list(dict.fromkeys(trends["figure"]))
+    columns = 2 if len(names) > 1 else 1
+    rows = -(-len(names) // columns)
+    figure = Figure(figsize=(7 * columns, 3.2 * rows))
+    for index, name in enumerate(names):
+        axis = figure.add_subplot(rows, columns, index + 1)
+        mine = trends[trends["figure"] == name].reset_index(drop=True)
+        spots = range(len(mine))
+        values = mine["value"].to_numpy(float)
+        below = (values - mine["low"].to_numpy(float)).clip(min=0)
+        above = (mine["high"].to_numpy(float) - values).clip(min=0)
+        axis.errorbar(list(spots), values, yerr=[below, above], marker="o", capsize=3)
+        if mine["reference_low"].notna().any():
+            low = float(mine["reference_low"].dropna().iloc[-1])
+            high = float(mine["reference_high"].dropna().iloc[-1])
+            if low == high:
+                axis.axhline(low, color="0.5", linestyle="--", label="reference")
+            else:
+                axis.axhspan(low, high, color="0.85", label="reference")
+            axis.legend(loc="best", fontsize="x-small")
+        axis.set_xticks(
+            list(spots),
+            [_run_label(row) for _, row in mine.iterrows()],
+            rotation=30,
+            ha="right",
+            fontsize="x-small",
+        )
+        axis.set_ylabel(str(mine["unit"].iloc[0]))
+        axis.set_title(name, fontsize="small", wrap=True)
+        axis.grid(True, alpha=0.3)
+    figure.subplots_adjust(hspace=0.9, wspace=0.25)
+    return figure
+
+
+def _run_label(row: pd.Series) -> str:
+    """A run on the x axis: its id's date and time, and its commit where known."""
+    commit = row["commit"] if isinstance(row["commit"], str) else ""
+    return f"{str(row['run_id'])[:15]}\n{commit[:7]}".strip()

@@ -44,29 +44,57 @@ def measured_figure(
     return own / other if figure.compare == "ratio" else own - other
 
 
+def placement(reference: tuple[float, float], tolerance: float, low: float, high: float) -> str:
+    """Where the measured range [low, high] lies against the reference's, each end of it
+    widened by `tolerance` of its size (a single figure, 4.5, becomes 4.05-4.95 at 0.10):
+    within, above, below, or partly (some repetitions in, some out)."""
+    bottom = reference[0] - tolerance * abs(reference[0])
+    top = reference[1] + tolerance * abs(reference[1])
+    if bottom <= low and high <= top:
+        return "within"
+    if low > top:
+        return "above"
+    if high < bottom:
+        return "below"
+    return "partly"
+
+
+def is_within(reference: tuple[float, float], tolerance: float, low: float, high: float) -> bool:
+    return placement(reference, tolerance, low, high) == "within"
+
+
 def reference_table(
-    figures: list[ReferenceFigure], summary: pd.DataFrame | None, plans: pd.DataFrame | None
+    figures: list[ReferenceFigure],
+    summary: pd.DataFrame | None,
+    plans: pd.DataFrame | None,
+    tolerance: float = 0.0,
 ) -> pd.DataFrame:
-    """The source's figures beside the measured range over repetitions."""
+    """The source's figures beside the measured range over repetitions, and whether that
+    range lies within the reference (widened by `tolerance`); None where nothing was
+    measured."""
     rows = []
     for figure in figures:
         measured = measured_figure(figure, summary, plans).dropna()
+        low = measured.min() if len(measured) else float("nan")
+        high = measured.max() if len(measured) else float("nan")
         rows.append(
             {
                 "figure": figure.label,
                 "unit": figure.unit,
                 "reference_low": figure.value[0],
                 "reference_high": figure.value[1],
-                "measured_low": measured.min() if len(measured) else float("nan"),
-                "measured_high": measured.max() if len(measured) else float("nan"),
+                "measured_low": low,
+                "measured_high": high,
                 "repetitions": len(measured),
+                "placement": placement(figure.value, tolerance, low, high) if len(measured) else "",
+                "headline": figure.versus is not None and figure.compare == "ratio",
             }
         )
     return pd.DataFrame(rows)
 
 
 def reference_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    headers = ["figure", "reference", "measured", "unit", "reps"]
+    headers = ["figure", "reference", "measured", "unit", "reps", "verdict"]
     rows = [
         [
             record["figure"],
@@ -74,13 +102,61 @@ def reference_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             span(record["measured_low"], record["measured_high"]),
             record["unit"],
             str(record["repetitions"]),
+            _VERDICTS.get(record["placement"], "not measured"),
         ]
         for record in table.to_dict("records")
     ]
     return headers, rows
 
 
-def reference_section(table: pd.DataFrame, source: str) -> Section:
-    rows = Table.of(reference_rows(table), f"Beside the reference ({source})")
-    intro = f"Reference: {source}. Measured: the range over repetitions."
-    return Section("reference", "Beside the reference", intro, tables=[rows], console=[rows])
+_VERDICTS = {
+    "within": "within",
+    "above": "ABOVE",
+    "below": "BELOW",
+    "partly": "PARTLY outside",
+}
+
+
+def headline(table: pd.DataFrame) -> str:
+    """The headline in one sentence: the first ratio of two strategies the reference gives
+    (else its first figure), measured against the reference."""
+    measured = table[table["repetitions"] > 0]
+    if measured.empty:
+        return "Nothing the reference gives was measured."
+    ratios = measured[measured["headline"]]
+    record = (ratios if len(ratios) else measured).iloc[0]
+    label = str(record["figure"])
+    got = _with_unit(span(record["measured_low"], record["measured_high"]), record["unit"])
+    wanted = _with_unit(span(record["reference_low"], record["reference_high"]), record["unit"])
+    reps = int(record["repetitions"])
+    return (
+        f"{label[:1].upper()}{label[1:]}: {got} measured over {reps} "
+        f"repetition{'s' if reps > 1 else ''}, against {wanted} in the reference: "
+        f"{_VERDICTS[record['placement']].lower()}."
+    )
+
+
+def _with_unit(value: str, unit: str) -> str:
+    return f"{value}x" if unit == "x" else f"{value} {unit}"
+
+
+def reference_section(
+    table: pd.DataFrame, source: str, tolerance: float, notes: list[str] | None = None
+) -> Section:
+    """The verdict: the headline sentence, then each figure against its reference;
+    `notes` are further sentences of the verdict (the claim latency)."""
+    within = int((table["placement"] == "within").sum())
+    rows = Table.of(reference_rows(table), f"Verdict: beside the reference ({source})")
+    intro = (
+        f"{within} of {len(table)} figures within the reference ({source}), each end "
+        f"widened by {tolerance:.0%}. Measured: the range over repetitions."
+    )
+    return Section(
+        "verdict",
+        "Verdict",
+        intro,
+        bullets=notes or [],
+        tables=[rows],
+        console=[rows],
+        headline=headline(table),
+    )

@@ -12,6 +12,8 @@ largest head wait (a tenant's first job) and slowdown (makespan / alone) of its 
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from harness.analysis.fairness import class_fairness, tenant_table
@@ -25,13 +27,65 @@ SUMMARY_KEYS = [*REPETITION_KEYS, "tenant_class"]
 
 
 def with_waits(jobs: pd.DataFrame) -> pd.DataFrame:
-    """jobs plus wait_s and, per repetition, t0 and the job's start offset from it."""
+    """jobs plus wait_s and, per repetition, t0 and the job's enqueue, start and finish
+    offsets from it."""
     jobs = jobs.copy()
     jobs["wait_s"] = (jobs["started_at"] - jobs["enqueued_at"]).dt.total_seconds()
     t0 = jobs.groupby(REPETITION_KEYS)["enqueued_at"].transform("min")
+    jobs["enqueue_s"] = (jobs["enqueued_at"] - t0).dt.total_seconds()
     jobs["start_s"] = (jobs["started_at"] - t0).dt.total_seconds()
     jobs["finish_s"] = (jobs["finished_at"] - t0).dt.total_seconds()
     return jobs
+
+
+_NICE_STEPS = (1, 2, 2.5, 5)
+
+
+def bucket_width(span_s: float, buckets: int = 40) -> float:
+    """A round bucket width (0.1, 0.25, 0.5, 1, 2, 5 s ...) that cuts `span_s` into about
+    `buckets` buckets at most."""
+    raw = max(span_s, 1e-3) / buckets
+    scale = 10 ** math.floor(math.log10(raw))
+    return next(step * scale for step in (*_NICE_STEPS, 10) if step * scale >= raw)
+
+
+def over_time(
+    jobs: pd.DataFrame, value: str, clock: str, bucket_s: float, by: list[str]
+) -> pd.DataFrame:
+    """p50 and p95 of `value` per strategy, workers, each of `by`, and bucket of `clock`
+    (seconds from the repetition's t0, as with_waits gives them), repetitions pooled;
+    `bucket_s` is each bucket's middle."""
+    keys = ["strategy", "workers", *by]
+    bucketed = jobs.assign(bucket_s=(jobs[clock] // bucket_s + 0.5) * bucket_s)
+    grouped = bucketed.groupby([*keys, "bucket_s"], sort=False)[value]
+    table = grouped.agg(
+        jobs="size",
+        p50="median",
+        p95=lambda values: values.quantile(0.95),
+    )
+    return table.reset_index().sort_values([*keys, "bucket_s"], kind="stable")
+
+
+SPREAD_BUCKETS = 3  # a class enqueued over more buckets than this arrived over time
+
+
+def waits_over_run(jobs: pd.DataFrame, buckets: int = 40) -> tuple[pd.DataFrame, str]:
+    """Each tenant class's p50 and p95 wait over the run, and the clock it is bucketed by:
+    `enqueue_s`, when a job was enqueued, if some class's jobs arrived over time; else
+    (every class enqueued in bursts, which would be a point each) `start_s`, when its
+    wait ended, as pgbench's --aggregate-interval buckets latencies by when they end."""
+    timed = with_waits(jobs)
+    width = bucket_width(float(timed["finish_s"].max()), buckets)
+    spread = (timed["enqueue_s"] // width).groupby(timed["tenant_class"]).nunique()
+    clock = "enqueue_s" if (spread > SPREAD_BUCKETS).any() else "start_s"
+    return over_time(timed, "wait_s", clock, width, ["tenant_class"]), clock
+
+
+def claims_over_time(jobs: pd.DataFrame, buckets: int = 40) -> pd.DataFrame:
+    """Claim latency (ms, as the workers timed their claims) by when the job started."""
+    timed = with_waits(jobs[jobs["claim_ms"].notna()])
+    width = bucket_width(float(timed["finish_s"].max()), buckets)
+    return over_time(timed, "claim_ms", "start_s", width, [])
 
 
 def summarize(jobs: pd.DataFrame, tenants: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -168,4 +222,62 @@ def summary_section(
         console=[table],
         warnings=warnings or [],
         console_notes=bullets,
+    )
+
+
+def _typical(summary: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """The median over repetitions of `metric`: per class (rows) and strategy (columns),
+    at the scenario's first worker count."""
+    first = summary[summary["workers"] == summary["workers"].iloc[0]]
+    typical = first.groupby(["tenant_class", "strategy"], sort=False)[metric].median()
+    return typical.unstack("strategy")
+
+
+def waits_headline(summary: pd.DataFrame) -> str:
+    """The answer in one sentence for a run without a reference: the tenant class whose
+    median wait differs most between strategies, each strategy's median wait for it."""
+    typical = _typical(summary, "wait_p50_s")
+    classes = typical.drop(index=ALL_TENANTS, errors="ignore")
+    classes = classes if len(classes) else typical
+    spread = classes.max(axis=1) / classes.min(axis=1).clip(lower=1e-9)
+    tenant_class = str(spread.idxmax())
+    waits = pd.Series(classes.loc[tenant_class]).sort_values(ascending=False)
+    each = ", ".join(f"{span(w, w)} s with {strategy}" for strategy, w in waits.items())
+    ratio = f" ({spread.max():.3g}x)" if len(waits) > 1 else ""
+    workers = summary["workers"].iloc[0]
+    sentence = f"{tenant_class} tenants' median wait, {workers} workers: {each}{ratio}."
+    return sentence[:1].upper() + sentence[1:]
+
+
+def claim_note(summary: pd.DataFrame) -> str:
+    """Each strategy's median claim latency (the dequeue transaction as the workers timed
+    it), and each against the first strategy's."""
+    typical = _typical(summary, "claim_p50_ms")
+    pooled = typical.loc[ALL_TENANTS] if ALL_TENANTS in typical.index else typical.iloc[0]
+    first = pooled.iloc[0]
+    each = ", ".join(
+        f"{strategy} {span(ms, ms)} ms" + (f" ({ms / first:.2f}x)" if index else "")
+        for index, (strategy, ms) in enumerate(pooled.items())
+    )
+    return f"Median claim latency (median over repetitions): {each}."
+
+
+def waits_verdict(summary: pd.DataFrame, notes: list[str]) -> Section:
+    """The verdict of a run whose scenario gives no reference: its headline sentence, and
+    each class's median wait per strategy."""
+    typical = _typical(summary, "wait_p50_s")
+    headers = ["tenants", *(str(strategy) for strategy in typical.columns)]
+    rows = [
+        [str(tenant_class), *(span(value, value) for value in values)]
+        for tenant_class, values in typical.iterrows()
+    ]
+    table = Table(headers, rows, "Median wait (s), median over repetitions")
+    return Section(
+        "verdict",
+        "Verdict",
+        "Median wait (s) per tenant class and strategy, the median over repetitions; no "
+        "reference to compare with.",
+        bullets=notes,
+        tables=[table],
+        headline=waits_headline(summary),
     )

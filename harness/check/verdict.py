@@ -21,8 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from xml.etree import ElementTree
 
+from harness.analysis.headline import figure_of
 from harness.analysis.plans import index_name
 from harness.analysis.stats import mann_whitney_greater, relative_spread
+from harness.report.sections import markdown_table
+from harness.results.headline import Figure
 
 
 @dataclass(frozen=True)
@@ -247,6 +250,79 @@ def _change(f: Finding) -> str:
     return f"{f.baseline} -> {f.candidate}{factor}"
 
 
+EXIT_MEANING = {
+    0: "no regression",
+    1: "regression: a figure is worse than the baseline allows",
+    2: "could not run: nothing was measured",
+}
+
+
+def check_markdown(
+    findings: list[Finding], code: int, seconds: float, baseline: str, folder: str | None
+) -> str:
+    """The job summary: the verdict and exit code first, then the table, then each
+    regression in a line."""
+    headers, rows = findings_rows(findings)
+    regressions = [f for f in findings if f.verdict == "regression"]
+    verdict = f"{len(regressions)} regression(s)" if regressions else "no regression"
+    lines = [
+        f"## harness check: {verdict} (exit {code})\n",
+        f"{len(rows)} probes, {len(findings)} figures against `{baseline}`, in {seconds:.0f} s."
+        + (f" Samples and results: `{folder}`." if folder else "")
+        + "\n",
+        markdown_table(headers, rows),
+        *(f"- REGRESSION: {finding.message}" for finding in regressions),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def baseline_markdown(findings: list[Finding], probes: int, baseline: str) -> str:
+    """The job summary of --update-baseline: what was written, and against the old
+    baseline, where there was one, what changed."""
+    lines = [
+        "## harness check: a new baseline (exit 0)\n",
+        f"{probes} probes measured and written to `{baseline}`: commit it to check against it."
+        + ("" if findings else " There was no baseline to compare with.")
+        + "\n",
+    ]
+    if findings:
+        lines.append("Against the old baseline:\n")
+        lines.append(markdown_table(*findings_rows(findings)))
+    return "\n".join(lines) + "\n"
+
+
+def not_run_markdown(error: str) -> str:
+    """The job summary of a check that could not run (exit 2): why, and what to do."""
+    return (
+        "## harness check: could not run (exit 2)\n\n"
+        "Nothing was measured, so nothing was compared:\n\n"
+        f"> {error}\n"
+    )
+
+
+def github_annotations(findings: list[Finding]) -> list[str]:
+    """GitHub Actions workflow commands: each regression an error, each noisy or new probe
+    a warning, shown on the run's page and its summary."""
+    level = {"regression": "error", "noisy": "warning", "new": "warning"}
+    return [
+        github_command(level[f.verdict], f"harness check: {f.verdict}", f.message)
+        for f in findings
+        if f.verdict in level
+    ]
+
+
+def github_command(level: str, title: str, message: str) -> str:
+    """`::error title=...::message` with GitHub's escapes: one line whatever it says."""
+
+    def data(text: str) -> str:
+        return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+    def prop(text: str) -> str:
+        return data(text).replace(":", "%3A").replace(",", "%2C")
+
+    return f"::{level} title={prop(title)}::{data(message)}"
+
+
 def junit_xml(findings: list[Finding]) -> bytes:
     """One test case per probe figure; a regression is a failure."""
     failures = [f for f in findings if f.verdict == "regression"]
@@ -270,3 +346,49 @@ def junit_xml(findings: list[Finding]) -> bytes:
         elif finding.verdict != "ok":
             ElementTree.SubElement(case, "system-out").text = finding.message
     return ElementTree.tostring(suite, encoding="utf-8", xml_declaration=True)
+
+
+def not_run_junit(error: str) -> bytes:
+    """A check that could not run: one test case in error, saying why."""
+    suite = ElementTree.Element(
+        "testsuite", name="harness check", tests="1", failures="0", errors="1", skipped="0"
+    )
+    case = ElementTree.SubElement(suite, "testcase", classname="harness check", name="run")
+    ElementTree.SubElement(case, "error", message=f"could not run: {error}")
+    return ElementTree.tostring(suite, encoding="utf-8", xml_declaration=True)
+
+
+def check_headline(
+    scenario: str, measured: list[Probe], baseline: list[Probe] | None, findings: list[Finding]
+) -> list[Figure]:
+    """results.json of a check: per probe its buffers, rows removed, claim latency and its
+    ratio to the reference query; the baseline's figure as the reference, and `within`
+    where the check found no regression in it."""
+    before = {probe.key: probe for probe in baseline or []}
+    worse = {(f.strategy, f.variant, f.figure) for f in findings if f.verdict == "regression"}
+    figures = []
+    for probe in measured:
+        old = before.get(probe.key)
+        where = f"{scenario}: {probe.strategy} on {probe.variant}"
+        for figure, unit, values, was in (
+            ("shared buffers", "buffers", [probe.shared_buffers], _one(old, "shared_buffers")),
+            ("rows removed by filter", "rows", [probe.rows_removed], _one(old, "rows_removed")),
+            ("claim latency / reference", "x", probe.ratios, _typical(old)),
+            ("claim latency", "ms", probe.claim_ms, None),
+        ):
+            found = figure_of(f"{where}: {figure}", unit, values, True)
+            if found is None:
+                continue
+            if was is not None:
+                found.reference = (was, was)
+                found.within = (probe.strategy, probe.variant, figure) not in worse
+            figures.append(found)
+    return figures
+
+
+def _one(probe: Probe | None, field_name: str) -> float | None:
+    return None if probe is None else float(getattr(probe, field_name))
+
+
+def _typical(probe: Probe | None) -> float | None:
+    return None if probe is None else statistics.median(probe.ratios)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 from rich.console import Console
@@ -13,6 +14,7 @@ from harness.experiments.overhead import (
     OverheadSettings,
     goals,
     overhead_document,
+    overhead_headline,
     overhead_rows,
     run_overhead,
     summarise,
@@ -21,6 +23,7 @@ from harness.queues.sql.strategies import load_strategies
 from harness.report.console import console_table
 from harness.report.sections import markdown_table
 from harness.results.folder import RunFolder, check_results_dir
+from harness.results.headline import Results, results_document
 from harness.server.provenance import collect_all
 from harness.server.providers import choose_provider, open_server
 from harness.server.schema import own_schema
@@ -48,6 +51,7 @@ def overhead_command(
     check_results_dir(results_dir, ["overhead"])  # its folder is made once it has measured
     choice = choose_provider(pg, dsn, os.environ, allow_mismatch, image=image)
     console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
+    started_at = datetime.now(UTC)
     with open_server(choice) as server:
         schema = f"harness_overhead_{os.getpid()}"
         with own_schema(server.dsn, schema) as owned:
@@ -70,6 +74,15 @@ def overhead_command(
     folder = RunFolder.create(results_dir, "overhead")
     document = overhead_document(settings, strategy, measured, metadata)
     document.write(folder.path / document.NAME)
+    results_document(
+        run_id=folder.run_id,
+        kind="overhead",
+        name="overhead",
+        status="goals met" if all(goal.met for goal in reached) else "goal missed",
+        started_at=started_at.isoformat(),
+        metadata=metadata,
+        figures=overhead_headline(measured, settings),
+    ).write(folder.path / Results.NAME)
     lines = "".join(f"- {goal.message}\n" for goal in reached)
     # Other work on the machine moves both arms' figures far more than the goals allow.
     averages = metadata["host"]["load_average"]

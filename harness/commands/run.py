@@ -15,7 +15,7 @@ from harness.commands.outcome import show_outcome
 from harness.commands.progress import ProgressBars
 from harness.commands.validate import load_all
 from harness.errors import HarnessError
-from harness.queues.catalog import catalog
+from harness.queues.catalog import catalog, require
 from harness.results.folder import check_results_dir
 from harness.run.captures import requests
 from harness.run.crew import LOCAL, Placement
@@ -23,7 +23,7 @@ from harness.run.faults import refuse_restart
 from harness.run.fleet import Fleet, check_fleet_id, faults_refused, open_fleet
 from harness.run.render import Rendered
 from harness.run.repetition import plan
-from harness.run.scenario_run import RunOptions, run_scenario
+from harness.run.scenario_run import RunOptions, named_queues, run_scenario
 from harness.scenario.loader import LoadedScenario
 from harness.server.kinds import Server
 from harness.server.providers import choose_provider, open_server
@@ -42,7 +42,7 @@ def run_command(
     listen: str | None = None,
     image: str | None = None,
 ) -> list[Rendered]:
-    entries = catalog(strategies_dir)
+    entries = catalog(strategies_dir, options.adapters_dir)
     scenarios = load_all(paths, entries)
     for loaded in scenarios:
         _check_selection(loaded, options)
@@ -52,6 +52,9 @@ def run_command(
     choice = choose_provider(pg, dsn, os.environ, allow_mismatch, listen, image=image)
     for loaded in scenarios:
         refuse_restart(loaded, choice.kind)
+    say = partial(console.print, highlight=False, markup=False)
+    for loaded in scenarios:  # a library or runtime missing: one line, before any server
+        require(entries, named_queues(loaded.scenario), str(loaded.path), say)
     outcomes = []
     console.print(f"Starting PostgreSQL ({choice.kind})...", highlight=False)
     with open_server(choice) as server, _placement(server, options, console) as placement:

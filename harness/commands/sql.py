@@ -8,8 +8,8 @@ from harness.errors import HarnessError
 from harness.queues.catalog import catalog
 
 
-def sql_command(name: str, strategies_dir: Path | None) -> None:
-    entries = catalog(strategies_dir)
+def sql_command(name: str, strategies_dir: Path | None, adapters_dir: Path | None = None) -> None:
+    entries = catalog(strategies_dir, adapters_dir)
     entry = entries.get(name)
     if entry is None:
         raise HarnessError(f"unknown strategy '{name}'; available: {sorted(entries)}")

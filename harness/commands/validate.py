@@ -19,8 +19,13 @@ def load_all(paths: list[Path], entries: dict[str, QueueEntry]) -> list[LoadedSc
     return [load_scenario(path, traits(entries)) for path in paths]
 
 
-def validate_command(paths: list[Path], strategies_dir: Path | None, console: Console) -> None:
-    for loaded in load_all(paths, catalog(strategies_dir)):
+def validate_command(
+    paths: list[Path],
+    strategies_dir: Path | None,
+    console: Console,
+    adapters_dir: Path | None = None,
+) -> None:
+    for loaded in load_all(paths, catalog(strategies_dir, adapters_dir)):
         console.print(f"{loaded.path}: ok ({describe(loaded)})", highlight=False, soft_wrap=True)
 
 

@@ -14,7 +14,11 @@ from harness.server.providers import choose_provider
 
 
 def worker_command(
-    dsn: str | None, fleet_id: str, strategies_dir: Path | None, console: Console
+    dsn: str | None,
+    fleet_id: str,
+    strategies_dir: Path | None,
+    console: Console,
+    adapters_dir: Path | None = None,
 ) -> None:
     """Work the fleet run's repetitions until it ends; its failure is ours (exit 1)."""
     choice = choose_provider("external", dsn, os.environ, allow_mismatch=True)
@@ -27,4 +31,5 @@ def worker_command(
         fleet_id,
         lambda line: console.print(line, markup=False, highlight=False),
         strategies_dir,
+        adapters_dir,
     )

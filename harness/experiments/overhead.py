@@ -31,11 +31,13 @@ from typing import Any, Literal
 
 import psycopg
 
+from harness.analysis.headline import figure_of
 from harness.errors import RunFailed
 from harness.queues.base import JobRecord, Ledger, Site
 from harness.queues.sql.queue import SqlQueue
 from harness.queues.sql.strategies import Strategy
 from harness.report.cells import number, span
+from harness.results.headline import Figure
 from harness.results.versioned import Versioned
 from harness.run.books import check_books
 from harness.run.crew import Crew
@@ -484,3 +486,32 @@ def overhead_rows(summaries: list[LoadSummary]) -> tuple[list[str], list[list[st
         ratios = [f"{summary.ratio(metric):.3f}" for metric in metrics]
         rows.append([f"{load.work_ms} ms", str(load.jobs), "harness / pgbench", *ratios])
     return headers, rows
+
+
+_HEADLINE = (
+    ("throughput", "throughput", "jobs/s", False),
+    ("makespan_s", "makespan", "s", True),
+    ("claim_ms", "mean claim latency", "ms", True),
+)
+
+
+def overhead_headline(measurements: list[Measurement], settings: OverheadSettings) -> list[Figure]:
+    """results.json of `harness overhead`: per load, each arm's figures over the rounds,
+    and harness / pgbench, each round's ratio (the arms ran back to back)."""
+    figures = []
+    for load in settings.loads():
+        mine = [m for m in measurements if m.work_ms == load.work_ms]
+        arms = {
+            arm: sorted((m for m in mine if m.arm == arm), key=lambda m: m.round) for arm in ARMS
+        }
+        where = f"overhead: {settings.strategy}, {settings.clients} clients, {load.work_ms} ms jobs"
+        for metric, label, unit, lower in _HEADLINE:
+            for arm, rounds in arms.items():
+                values = [getattr(m, metric) for m in rounds]
+                figures.append(figure_of(f"{where}, {arm}: {label}", unit, values, lower))
+            ratios = [
+                getattr(h, metric) / getattr(p, metric)
+                for h, p in zip(arms["harness"], arms["pgbench"], strict=True)
+            ]
+            figures.append(figure_of(f"{where}: harness / pgbench {label}", "x", ratios, lower))
+    return [figure for figure in figures if figure is not None]

@@ -3,7 +3,8 @@
 A repetition (harness/run/repetition.py) drives every kind of queue the same way:
 
   1. `install(conn)`: the queue's objects, fresh, in the run's own schema (the
-     connection's search_path is that schema);
+     connection's search_path is that schema), and in the schemas its library insists
+     on by name (`outside_schemas()`), which the harness makes afresh beside it;
   2. `load_backlog(conn, rows)`: the scenario's pre-loaded queue, if it has one, once
      every process is connected and just before the clock starts;
   3. `workers(count)` and `enqueuers(schedules)`: the programs of the repetition's
@@ -26,6 +27,7 @@ tables as data, on another host.
 from __future__ import annotations
 
 import ctypes
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -165,6 +167,12 @@ class Queue(Protocol):
     def install(self, conn: psycopg.Connection[Any]) -> None:
         """Fresh queue objects in the run's schema (the connection's search_path)."""
 
+    def outside_schemas(self) -> tuple[str, ...]:
+        """Schemas its library creates by a fixed name beside the run's (awa's `awa`): the
+        harness refuses a run if one exists that it did not make, makes them afresh with
+        the run's schema for every repetition, and drops them with it. () for a queue that
+        keeps everything in the run's schema."""
+
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
         """The pre-loaded queue, with statistics, before the clock starts."""
 
@@ -220,6 +228,11 @@ class FetchExplainer(Protocol):
     def explained(self, plans_file: str) -> list[ExplainedFetch]:
         """The fetches among the plans the capture's worker wrote, in order."""
 
+    def capture_refused(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> str | None:
+        """Why its worker cannot run on this backlog on this server (awa's queue per
+        tenant holds a connection per queue), said in plans.csv as the capture's skip
+        reason; None where it can."""
+
 
 class Recovery(Protocol):
     """The runner's side of the fault features, for a queue that can take them (its
@@ -236,15 +249,60 @@ class Recovery(Protocol):
 
 
 QueueFactory = Callable[[Site, "RunInputs"], Queue]
+Say = Callable[[str], None]  # one line of progress for the user
+
+
+@dataclass(frozen=True)
+class Missing:
+    """What a queue needs and this installation lacks: `what` it is, and how to `install`
+    it. Queues whose needs share an install line are named in one sentence."""
+
+    what: str
+    install: str
+
+
+class Requirement(Protocol):
+    """Something a queue needs beyond the harness's own dependencies (a Python package of
+    an extra, a runtime on the PATH), asked before any server starts."""
+
+    def missing(self) -> Missing | None:
+        """None when it is there."""
+
+    def prepare(self, say: Say) -> None:
+        """Made ready before any server starts (an install of its own, showing its
+        progress); only called when nothing is missing."""
+
+
+@dataclass(frozen=True)
+class PythonPackages:
+    """Modules a queue imports that come with one of the package's extras."""
+
+    modules: tuple[str, ...]
+    extra: str
+
+    def missing(self) -> Missing | None:
+        absent = [module for module in self.modules if importlib.util.find_spec(module) is None]
+        if not absent:
+            return None
+        return Missing(
+            ", ".join(absent),
+            f"install the harness with its extra `{self.extra}`: pip install "
+            f"'tenant-queue-bench[{self.extra}]' (from a checkout: pipx install --force "
+            f"'.[{self.extra}]', or make venv)",
+        )
+
+    def prepare(self, say: Say) -> None:
+        return None
 
 
 @dataclass(frozen=True)
 class QueueEntry:
     """A queue a scenario can name in `strategies`: what it can take, how to make it for
-    a run, and what `harness sql NAME` shows of it."""
+    a run, what `harness sql NAME` shows of it, and what it needs installed."""
 
     name: str
     traits: QueueTraits
     make: QueueFactory
     simulate_as: str | None = None  # the simulator's policy for its order, if it has one
     shown: Callable[[], str] | None = None  # the SQL it runs, as `harness sql` prints it
+    requires: tuple[Requirement, ...] = ()  # checked before any server starts

@@ -14,7 +14,7 @@ comes from a row.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AfterValidator, Field
@@ -25,6 +25,7 @@ from harness.scenario.model import MAX_TENANT_CAP, MAX_WORKERS
 from harness.server.schema import SCHEMA_RULE, is_schema_name
 
 if TYPE_CHECKING:
+    from harness.queues.contract.manifest import Adapter
     from harness.queues.sql.strategies import Strategy
 
 S = TypeVar("S")
@@ -46,6 +47,7 @@ SchemaName = Annotated[str, AfterValidator(_schema_name)]
 Concurrency = Annotated[int, Field(ge=1, le=MAX_WORKERS)]
 TenantCap = Annotated[int, Field(ge=1, le=MAX_TENANT_CAP)]
 TenantId = Annotated[int, Field(ge=0, le=2**31 - 1)]  # in the names of queues, entrypoints
+TenantWeight = Annotated[int, Field(ge=1, le=1000)]  # a tenant group's weight:
 PollInterval = Annotated[float, Field(gt=0, le=10)]  # seconds (a scenario's: at most 10)
 ProcessName = Annotated[str, Field(pattern=r"^[a-z0-9_-]{0,64}$")]
 
@@ -53,10 +55,12 @@ ProcessName = Annotated[str, Field(pattern=r"^[a-z0-9_-]{0,64}$")]
 @dataclass(frozen=True)
 class Local:
     """What a fleet member brings of its own to every program it is assigned: its way to
-    the server, and the SQL strategies of its install (its own --strategies-dir too)."""
+    the server, the SQL strategies of its install (its own --strategies-dir too), and its
+    declared adapters (its own --adapters-dir too)."""
 
     dsn: str
     strategies: Mapping[str, Strategy]
+    adapters: Mapping[str, Adapter] = field(default_factory=dict)
 
     def strategy(self, name: str, sql_sha256: str) -> Strategy:
         """The strategy of that name here, if its SQL is the coordinator's; refused

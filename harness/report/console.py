@@ -37,6 +37,8 @@ def show_table(console: Console, table: Table) -> None:
 def show_sections(console: Console, sections: list[Section]) -> None:
     """What the terminal shows of each section, in order."""
     for section in sections:
+        if section.headline:
+            console.print(section.headline, style="bold", highlight=False, markup=False)
         for table in section.console:
             show_table(console, table)
         for note in section.console_notes:

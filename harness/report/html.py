@@ -3,6 +3,10 @@
 The page is made of what it is given: the run's document (status, provenance), the
 features' sections, the plots as PNG with their titles, folded texts (the EXPLAIN
 captures) and the scenario's YAML. It reads no file and knows no feature.
+
+Its first screen answers: the verdict (the section keyed `verdict`), then the lead plots
+(the waits over the run, their ECDF); then a table of contents, every other section with
+its long tables folded, the other plots, the captures, provenance and the scenario.
 """
 
 from __future__ import annotations
@@ -10,17 +14,25 @@ from __future__ import annotations
 import base64
 import html
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from harness.report.sections import Section, Table
 from harness.results.document import RunDocument
 from harness.results.redaction import redacted_settings
 
+FOLD_ROWS = 12  # a table longer than this is folded, its size in its summary
+VERDICT = "verdict"  # the key of the section the page opens with
+
 _STYLE = """
-body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px;
+body { font: 15px/1.45 system-ui, sans-serif; margin: 1.2em auto; max-width: 1200px;
        padding: 0 1em; color: #222; }
-h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 1.8em; }
+h1 { font-size: 1.5em; margin: 0 0 0.1em; } h2 { margin-top: 1.8em; }
+h2#verdict { margin-top: 0.6em; } p.meta { margin: 0.2em 0; font-size: 0.9em; }
+p.headline { font-size: 1.15em; font-weight: 600; margin: 0.4em 0; }
+.lead h3 { margin: 0.6em 0 0; font-size: 1em; } .lead img { margin: 0.2em 0; }
+nav.toc { font-size: 0.92em; } nav.toc li { display: inline; margin-right: 1.2em; }
+nav.toc ul { padding-left: 0; }
 table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.92em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
@@ -40,17 +52,23 @@ class Page:
     description: str
     document: RunDocument
     sections: list[Section]
-    plots: list[tuple[str, bytes]]  # (title, PNG)
+    plots: list[tuple[str, bytes]]  # (title, PNG), after the sections
     folded: list[tuple[str, str]]  # (label, text): the EXPLAIN captures' text form
     scenario_yaml: str
+    lead_plots: list[tuple[str, bytes]] = field(default_factory=list)  # under the verdict
 
 
 def report_html(page: Page) -> str:
+    verdict = [section for section in page.sections if section.key == VERDICT]
+    rest = [section for section in page.sections if section.key != VERDICT]
     parts = [
         f"<h1>{_e(page.title)}</h1>",
         _status(page.document),
-        f"<p>{_e(page.description)}</p>" if page.description else "",
-        *(_section(section) for section in page.sections),
+        f"<p class='meta'>{_e(page.description)}</p>" if page.description else "",
+        *map(_section, verdict),
+        _lead(page.lead_plots),
+        _contents(rest, page),
+        *map(_section, rest),
         _plots(page.plots),
         _folded(page.folded),
         _provenance(page.document),
@@ -58,22 +76,57 @@ def report_html(page: Page) -> str:
         f"(sha256 {page.document.scenario.sha256[:12]}…)</summary><pre>"
         f"{_e(page.scenario_yaml)}</pre></details>",
     ]
+    return _document(page.title, parts)
+
+
+def _lead(plots: list[tuple[str, bytes]]) -> str:
+    """The plots that answer, right under the verdict: no heading of their own but theirs."""
+    return "<div class='lead'>" + "\n".join(_figure(t, png) for t, png in plots) + "</div>"
+
+
+def _contents(sections: list[Section], page: Page) -> str:
+    """Where the rest of the page is: one line of links."""
+    links = [(section.key, section.title) for section in sections]
+    links += [("plots", "More plots")] if page.plots else []
+    links += [("explain", "EXPLAIN captures")] if page.folded else []
+    links += [("provenance", "Provenance"), ("scenario", "Scenario")]
+    items = "".join(f"<li><a href='#{_e(key)}'>{_e(title)}</a></li>" for key, title in links)
+    return f"<nav class='toc'><h2 id='contents'>Contents</h2><ul>{items}</ul></nav>"
+
+
+def plain_html(
+    title: str, intro: str, sections: list[Section], plots: list[tuple[str, bytes]]
+) -> str:
+    """A self-contained page of sections and plots that belongs to no one run (harness
+    history): the title, a paragraph, the plots, then the sections."""
+    parts = [
+        f"<h1>{_e(title)}</h1>",
+        f"<p>{_e(intro)}</p>",
+        _plots(plots),
+        *map(_section, sections),
+    ]
+    return _document(title, parts)
+
+
+def _document(title: str, parts: list[str]) -> str:
     body = "\n".join(part for part in parts if part)
     return (
         f"<!doctype html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<title>{_e(page.title)}</title><style>{_STYLE}</style></head>\n<body>\n{body}\n"
+        f"<title>{_e(title)}</title><style>{_STYLE}</style></head>\n<body>\n{body}\n"
         "</body></html>\n"
     )
 
 
 def _section(section: Section) -> str:
     parts = [f"<h2 id='{_e(section.key)}'>{_e(section.title)}</h2>"]
+    if section.headline:
+        parts.append(f"<p class='headline'>{_e(section.headline)}</p>")
     if section.intro:
         parts.append(f"<p>{_e(section.intro)}</p>")
     parts += [f"<p class='warning'>Warning: {_e(warning)}</p>" for warning in section.warnings]
     if section.bullets:
         parts.append("<ul>" + "".join(f"<li>{_e(b)}</li>" for b in section.bullets) + "</ul>")
-    parts += [_table(table) for table in section.page_tables]
+    parts += [_table(table, section.title) for table in section.page_tables]
     return "\n".join(parts)
 
 
@@ -84,13 +137,19 @@ def _e(text: object) -> str:
 def _status(document: RunDocument) -> str:
     error = f" — {_e(document.error)}" if document.error else ""
     return (
-        f"<p>Status: <span class='status {_e(document.status)}'>{_e(document.status)}</span>"
+        f"<p class='meta'>Status: "
+        f"<span class='status {_e(document.status)}'>{_e(document.status)}</span>"
         f"{error}. Started {_e(document.started_at)}, finished {_e(document.finished_at)}.</p>"
     )
 
 
-def _table(table: Table) -> str:
-    return _html_table(table.headers, table.rows)
+def _table(table: Table, section: str) -> str:
+    """A table; a long one folded, saying what it holds and how long it is."""
+    shown = _html_table(table.headers, table.rows)
+    if len(table.rows) <= FOLD_ROWS:
+        return shown
+    label = f"{table.title or section}: {len(table.rows)} rows (click to show)"
+    return f"<details><summary>{_e(label)}</summary>{shown}</details>"
 
 
 def _html_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -119,12 +178,14 @@ def _class(is_text: bool) -> str:
 def _plots(plots: list[tuple[str, bytes]]) -> str:
     if not plots:
         return ""
-    figures = [
+    return "<h2 id='plots'>More plots</h2>" + "\n".join(_figure(t, png) for t, png in plots)
+
+
+def _figure(title: str, png: bytes) -> str:
+    return (
         f"<h3>{_e(title)}</h3><img alt='{_e(title)}' "
         f"src='data:image/png;base64,{base64.b64encode(png).decode()}'>"
-        for title, png in plots
-    ]
-    return "<h2 id='plots'>Plots</h2>" + "\n".join(figures)
+    )
 
 
 def _folded(texts: list[tuple[str, str]]) -> str:

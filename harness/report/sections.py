@@ -35,6 +35,7 @@ class Section:
     html_tables: list[Table] | None = None  # where the page shows them otherwise
     warnings: list[str] = field(default_factory=list)  # shown first, on every medium
     console_notes: list[str] = field(default_factory=list)  # lines the terminal shows too
+    headline: str = ""  # the answer in one sentence, above everything else of it
 
     @property
     def page_tables(self) -> list[Table]:
@@ -56,9 +57,11 @@ def markdown(title: str, sections: list[Section]) -> str:
 
 
 def _markdown_section(section: Section) -> list[str]:
-    parts = [
-        f"## {section.title}\n\n{section.intro}\n" if section.intro else f"## {section.title}\n"
-    ]
+    parts = [f"## {section.title}\n"]
+    if section.headline:
+        parts.append(f"**{section.headline}**\n")
+    if section.intro:
+        parts.append(f"{section.intro}\n")
     parts += [f"**Warning:** {warning}\n" for warning in section.warnings]
     if section.bullets:
         parts.append("".join(f"- {bullet}\n" for bullet in section.bullets))

@@ -3,7 +3,8 @@
 Raw files are what a run measured; they are written while it runs and never rewritten,
 but for run.json, whose status and list of files change as the run goes. Derived files
 are made from the raw ones alone, by `render_run` at the end of a complete run and again
-by `harness report RUN_DIR`, which replaces them. docs/results-format.md lists the same
+by `harness report RUN_DIR`, which replaces them; every derived CSV's first column is
+`run_id`. docs/results-format.md lists the same
 entries (a test keeps the two alike).
 
 A pattern is a path relative to the run folder; `<variant>` and `<strategy>` stand for a
@@ -17,7 +18,16 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Literal
 
-PLOTS = ("waits", "timeline", "tenant_share", "scaling", "plans", "bloat")
+PLOTS = (
+    "waits_over_time",
+    "waits",
+    "claim_latency",
+    "timeline",
+    "tenant_share",
+    "scaling",
+    "plans",
+    "bloat",
+)
 _NAME = r"[a-z0-9][a-z0-9_-]{0,62}"  # the scenario's Name: strategies and variants
 NAME_PATTERN = f"^{_NAME}$"  # a <variant> or <strategy> in a file's path
 _PLACEHOLDERS = {"variant": _NAME, "strategy": _NAME, "plot": "|".join(PLOTS)}
@@ -149,6 +159,13 @@ RUN_FILES: tuple[RunFile, ...] = (
         "per repetition: claim latency and waits before, during and after the hold, bloat",
     ),
     RunFile(
+        "results.json",
+        "derived",
+        _RENDER,
+        "the headline figures for other tools: each a name, unit, value (median), range, "
+        "lower-is-better and its reference; the run's id, commit and host",
+    ),
+    RunFile(
         "summary.md",
         "derived",
         _RENDER,
@@ -204,3 +221,34 @@ def listed(name: str, kind: Literal["raw", "derived"]) -> str:
     if entry is None or entry.kind != kind:
         raise ValueError(f"{name} is not a {kind} file of the run-folder contract")
     return name
+
+
+# The folders `harness check` and `harness overhead` make beside the run folders,
+# results/<folder>/<run id>/: every file in them is written once.
+OTHER_FOLDERS: dict[str, tuple[RunFile, ...]] = {
+    "check": (
+        RunFile(
+            "probes.json",
+            "raw",
+            "when the probes are measured",
+            "every probe measured, in the baseline's format: usable as --baseline",
+        ),
+        RunFile(
+            "results.json",
+            "raw",
+            "when the probes are measured",
+            "per probe: buffers, rows removed, claim latency and its ratio to the reference "
+            "query, each with the baseline's figure and whether it regressed",
+        ),
+    ),
+    "overhead": (
+        RunFile("overhead.json", "raw", "when both arms are measured", "every measurement"),
+        RunFile("overhead.md", "raw", "when both arms are measured", "the table and the goals"),
+        RunFile(
+            "results.json",
+            "raw",
+            "when both arms are measured",
+            "per load: each arm's throughput, makespan and claim latency, and harness / pgbench",
+        ),
+    ),
+}

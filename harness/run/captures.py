@@ -76,7 +76,7 @@ def capture_all(
         for request in chosen:
             rows = backlog_rows(scenario, scenario.variant_backlog(request.variant))
             queue = queues[request.strategy]
-            skipped = _skip_reason(conn, request, queue, include_slow)
+            skipped = _skip_reason(conn, request, queue, include_slow, rows)
             if skipped is not None:
                 yield Capture(request.variant, queue.name, _backlog_shape(rows), skipped=skipped)
                 continue
@@ -85,11 +85,17 @@ def capture_all(
 
 
 def _skip_reason(
-    conn: psycopg.Connection[Any], request: CaptureRequest, queue: Queue, include_slow: bool
+    conn: psycopg.Connection[Any],
+    request: CaptureRequest,
+    queue: Queue,
+    include_slow: bool,
+    rows: BacklogRows,
 ) -> str | None:
     if request.slow and not include_slow:
         return "slow: pass --include-slow to capture it"
-    return _why_not_captured(conn, queue)
+    explainer = queue.explainer() if queue.dequeue_sql() is None else None
+    refused = explainer.capture_refused(conn, rows) if explainer is not None else None
+    return _why_not_captured(conn, queue) or refused
 
 
 def _why_not_captured(conn: psycopg.Connection[Any], queue: Queue) -> str | None:
@@ -121,7 +127,7 @@ def capture(
 ) -> Capture:
     """Build the schema, load the backlog, EXPLAIN the dequeue: text once, JSON `repeat`."""
     began = time.perf_counter()
-    recreate(conn, queue.site.schema)
+    recreate(conn, queue.site.schema, queue.outside_schemas())
     queue.install(conn)
     queue.load_backlog(conn, rows)
     result = Capture(

@@ -31,6 +31,7 @@ import harness
 from harness.errors import HarnessError, RunFailed
 from harness.queues.base import Program, WorkerReport
 from harness.queues.catalog import register_programs
+from harness.queues.contract.manifest import load_adapters
 from harness.queues.programs import Local, Refused
 from harness.queues.sql.strategies import load_strategies
 from harness.queues.wire import assignment_from_wire, reports_to_wire
@@ -87,9 +88,15 @@ class Member:
         self._stop.set()
 
 
-def serve(dsn: str, fleet_id: str, say: Say, strategies_dir: Path | None = None) -> None:
+def serve(
+    dsn: str,
+    fleet_id: str,
+    say: Say,
+    strategies_dir: Path | None = None,
+    adapters_dir: Path | None = None,
+) -> None:
     """Join the fleet and work its repetitions until the run ends."""
-    local = Local(dsn, load_strategies(strategies_dir))
+    local = Local(dsn, load_strategies(strategies_dir), load_adapters(adapters_dir))
     register_programs()
     try:
         conn = connect(dsn, schema=fleet_schema(fleet_id))

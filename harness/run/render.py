@@ -34,12 +34,15 @@ from harness.analysis.faults import fault_table, faults_section, missed_faults
 from harness.analysis.figures import (
     PLOT_TITLES,
     bloat_over_time,
+    claim_latency,
     plans_chart,
     scaling,
     tenant_share,
     timeline,
     wait_ecdf,
+    waits_over_time,
 )
+from harness.analysis.headline import run_headline
 from harness.analysis.ideal import ideal_section, ideal_summary, run_calibration, versus_ideal
 from harness.analysis.plans import Capture, plan_runs, plans_section, plans_summary
 from harness.analysis.properties import (
@@ -50,7 +53,15 @@ from harness.analysis.properties import (
 )
 from harness.analysis.reference import reference_section, reference_table
 from harness.analysis.throughput import throughput_section, throughput_table
-from harness.analysis.waits import summarize, summary_section, with_waits
+from harness.analysis.waits import (
+    claim_note,
+    claims_over_time,
+    summarize,
+    summary_section,
+    waits_over_run,
+    waits_verdict,
+    with_waits,
+)
 from harness.report.html import Page, report_html
 from harness.report.plots import FORMATS, encode
 from harness.report.sections import Section, markdown
@@ -62,11 +73,14 @@ from harness.results.document import (
     unlike_the_scenario,
 )
 from harness.results.folder import RunFolder
+from harness.results.headline import Results, results_document
 from harness.results.jobs import load_jobs
 from harness.scenario.model import Scenario
 from harness.scenario.workload import generate
 
 BLOAT_BUCKET_S = 0.5
+# The plots of the report's first screen, in this order, under the verdict.
+LEAD_PLOTS = ("waits_over_time", "waits", "claim_latency")
 
 
 @dataclass(frozen=True)
@@ -149,7 +163,8 @@ def render_run(folder: RunFolder) -> Rendered:
     write = _writer(folder, raw.document.files)
     for key, name, table in tables.files():
         if table is not None:
-            write(key, name, table.to_csv(index=False))
+            write(key, name, with_run_id(table, raw.document.run_id).to_csv(index=False))
+    write("results", Results.NAME, headline(raw, tables).dumps())
     if tables.calibration is not None:
         calibration = CalibrationDocument.of(tables.calibration)
         write("calibration", calibration.NAME, calibration.dumps())
@@ -161,6 +176,28 @@ def render_run(folder: RunFolder) -> Rendered:
     write("report", "report.html", report_html(_page(raw, sections, plots)))
     folder.write("run.json", raw.document.dumps(), replace=True)
     return Rendered(folder, raw.document, tables, sections)
+
+
+def with_run_id(table: pd.DataFrame, run_id: str) -> pd.DataFrame:
+    """A derived table as its CSV holds it: the run's id first, so that the tables of many
+    runs concatenated still say where each row came from."""
+    return pd.concat([pd.Series(run_id, index=table.index, name="run_id"), table], axis=1)
+
+
+def headline(raw: RawRun, tables: RunTables) -> Results:
+    """results.json: the run's headline figures, its id, commit and host."""
+    document = raw.document
+    return results_document(
+        run_id=document.run_id,
+        kind="run" if document.options.get("timed", True) and raw.scenario.timed else "explain",
+        name=raw.scenario.name,
+        status=document.status,
+        started_at=document.started_at,
+        metadata=document.metadata,
+        figures=run_headline(
+            raw.scenario.name, tables.summary, tables.runs, raw.scenario.reference
+        ),
+    )
 
 
 def read_raw(folder: RunFolder) -> RawRun:
@@ -213,9 +250,7 @@ def derive(raw: RawRun) -> RunTables:
 
 def run_sections(raw: RawRun, tables: RunTables) -> list[Section]:
     """The report's sections, in reading order; each feature writes its own."""
-    sections = []
-    if tables.reference is not None and len(tables.reference) and raw.scenario.reference:
-        sections.append(reference_section(tables.reference, raw.scenario.reference.source))
+    sections = _verdict(raw, tables)
     settings = queue_settings(raw.document)
     if tables.throughput is not None:
         sections.append(throughput_section(tables.throughput, settings))
@@ -236,11 +271,26 @@ def run_sections(raw: RawRun, tables: RunTables) -> list[Section]:
     return sections
 
 
+def _verdict(raw: RawRun, tables: RunTables) -> list[Section]:
+    """The answer first: each reference figure against its range, or without a reference
+    the median waits; the claim latency where the scenario is about it."""
+    reference, summary = raw.scenario.reference, tables.summary
+    notes = []
+    if raw.scenario.report.claim_latency and summary is not None:
+        notes.append(claim_note(summary))
+    if reference is not None and tables.reference is not None and len(tables.reference):
+        return [reference_section(tables.reference, reference.source, reference.tolerance, notes)]
+    return [waits_verdict(summary, notes)] if summary is not None else []
+
+
 def run_figures(raw: RawRun, tables: RunTables) -> dict[str, Figure]:
     plots = {}
     jobs = raw.jobs
     if jobs is not None and len(jobs):
+        plots["waits_over_time"] = waits_over_time(*waits_over_run(jobs))
         plots["waits"] = wait_ecdf(jobs)
+        if raw.scenario.report.claim_latency and jobs["claim_ms"].notna().any():
+            plots["claim_latency"] = claim_latency(claims_over_time(jobs))
         plots["timeline"] = timeline(jobs)
         plots["tenant_share"] = tenant_share(jobs)
     if tables.summary is not None and tables.summary["workers"].nunique() > 1:
@@ -267,9 +317,8 @@ def _page(raw: RawRun, sections: list[Section], plots: dict[str, Figure]) -> Pag
         description=raw.scenario.description,
         document=raw.document,
         sections=sections,
-        plots=[
-            (PLOT_TITLES.get(name, name), encode(figure, "png")) for name, figure in plots.items()
-        ],
+        lead_plots=[_png(name, plots[name]) for name in LEAD_PLOTS if name in plots],
+        plots=[_png(name, figure) for name, figure in plots.items() if name not in LEAD_PLOTS],
         folded=[
             (f"{capture.variant} / {capture.strategy}", capture.text)
             for capture in raw.captures
@@ -277,6 +326,10 @@ def _page(raw: RawRun, sections: list[Section], plots: dict[str, Figure]) -> Pag
         ],
         scenario_yaml=raw.scenario_yaml,
     )
+
+
+def _png(name: str, figure: Figure) -> tuple[str, bytes]:
+    return PLOT_TITLES.get(name, name), encode(figure, "png")
 
 
 def _versus_ideal(
@@ -308,7 +361,8 @@ def _reference(
 ) -> pd.DataFrame | None:
     if raw.scenario.reference is None:
         return None
-    return reference_table(raw.scenario.reference.figures, summary, runs)
+    reference = raw.scenario.reference
+    return reference_table(reference.figures, summary, runs, reference.tolerance)
 
 
 def _bloat_summary(raw: RawRun, jobs: pd.DataFrame | None) -> pd.DataFrame | None:

@@ -103,7 +103,7 @@ def run_repetition(
     """`restart` stops and starts the server (embedded only): a fault scenario's restart;
     `placement` is where the programs run (here, or over a fleet)."""
     with connect(site.dsn, schema=site.schema, utc=True) as conn:
-        recreate(conn, site.schema)
+        recreate(conn, site.schema, queue.outside_schemas())
         queue.install(conn)
         observer.repetition_started(repetition, inputs.total_jobs)
         started_at = _now(conn)

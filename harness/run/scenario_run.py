@@ -5,7 +5,7 @@ with the run's status and the run folder keeps what was measured."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,6 +54,7 @@ class RunOptions:
     local_workers: int = 0  # with a fleet: of each repetition's workers, those run here
     fleet_id: str | None = None  # what the members are given (--run); default: random
     fleet_timeout_s: float = 120.0  # how long the members may take to join
+    adapters_dir: Path | None = None  # more adapters (docs/adapters.md): --adapters-dir
 
 
 @dataclass
@@ -88,7 +89,8 @@ def run_scenario(
     point_latest(root, folder.path)
     measured = Measured()
     try:
-        with own_schema(server.dsn, site.schema, options.reuse_schema) as owned:
+        outside = outside_schemas(queues.values())
+        with own_schema(server.dsn, site.schema, options.reuse_schema, outside) as owned:
             if options.timed and scenario.timed:
                 timed = Timed(queues, site, inputs, server.restart, placement)
                 _run_timed(timed, observer, document, measured)
@@ -100,6 +102,11 @@ def run_scenario(
         raise
     # A schema the cleanup had to leave (what others built on it) leaves the run whole.
     return replace(_render(folder), notes=(owned.left,) if owned.left else ())
+
+
+def outside_schemas(queues: Iterable[Queue]) -> tuple[str, ...]:
+    """The schemas the run's queues' libraries insist on by name, each once."""
+    return tuple(dict.fromkeys(name for queue in queues for name in queue.outside_schemas()))
 
 
 def named_queues(scenario: Scenario) -> list[str]:

@@ -312,6 +312,9 @@ class ReferenceFigure(Model):
 class Reference(Model):
     source: str
     figures: list[ReferenceFigure] = Field(min_length=1)
+    # A measured range is within a figure when it lies inside the figure's range with each
+    # end widened by this share of it: a single figure is met within +-10 % by default.
+    tolerance: float = Field(default=0.10, ge=0, le=10)
 
 
 class Crash(Model):
@@ -357,6 +360,14 @@ class LongTransaction(Model):
     vacuum_after: bool = False
 
 
+class ReportOptions(Model):
+    """What the report shows beside what every run's shows."""
+
+    # Claim latency (the dequeue transaction as the workers timed it) over the run and in
+    # the verdict: for a scenario about a dequeue's cost (large-tenant-alone).
+    claim_latency: bool = False
+
+
 class Scenario(Model):
     name: Name
     description: str = ""
@@ -375,6 +386,7 @@ class Scenario(Model):
     reference: Reference | None = None
     faults: Faults | None = None
     long_transaction: LongTransaction | None = None
+    report: ReportOptions = Field(default_factory=ReportOptions)
 
     @field_validator(
         "workers", mode="before", json_schema_input_type=WorkerCount | list[WorkerCount]

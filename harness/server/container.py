@@ -142,7 +142,10 @@ def _wait_until_ready(container: Any, image: str) -> None:
         try:
             with connect(container.get_connection_url(driver=None), connect_timeout=2):
                 return
-        except (psycopg.OperationalError, TimeoutError):  # TimeoutError: it stopped meanwhile
+        except (psycopg.OperationalError, TimeoutError, ConnectionError):
+            # It may stop between the status read and the connection: a TimeoutError, or
+            # testcontainers' ConnectionError for a port no longer mapped. The next status
+            # read says it exited.
             time.sleep(0.2)
     raise ProviderUnavailable(
         f"--pg container: the server in {image} did not accept connections in "

@@ -7,6 +7,11 @@ a run's leftover, which --reuse-schema may take over, only with that exact mark,
 the role the harness connects as, and with none of that run's sessions connected. A
 schema that objects outside it depend on (a user's view on one of its tables) is never
 dropped: `drop schema ... cascade` would take them too.
+
+A library may insist on a schema of a fixed name beside the run's (awa keeps everything
+in `awa`): such an outside schema is the run's too, created and marked by it with each
+repetition, dropped with the run's schema; one the harness did not create is refused
+before anything runs, and one a killed run of the harness left is dropped first.
 """
 
 from __future__ import annotations
@@ -69,27 +74,34 @@ class OwnedSchema:
 
 
 @contextmanager
-def own_schema(dsn: str, schema: str, reuse: bool = False) -> Iterator[OwnedSchema]:
+def own_schema(
+    dsn: str, schema: str, reuse: bool = False, outside: tuple[str, ...] = ()
+) -> Iterator[OwnedSchema]:
     """The run's schema: created, marked as this run's, and dropped at the end, with this
-    run's running statements cancelled first if it ends by an exception.
+    run's running statements cancelled first if it ends by an exception; `outside`, the
+    schemas its queues' libraries insist on by name, dropped with it (`recreate` makes
+    them).
 
     One that exists already is refused, unless `reuse` and it is a leftover of the
-    harness's (`_may_reuse`). What cannot be dropped at the end is left, and `left` says
-    why and how to remove it (a note on the exception too, if there is one). A session of
-    this run stays connected all along: the server sees the run alive by it."""
+    harness's (`_may_reuse`); an outside one, unless a killed run of the harness left it
+    (`_take_outside`). What cannot be dropped at the end is left, and `left` says why and
+    how to remove it (a note on the exception too, if there is one). A session of this
+    run stays connected all along: the server sees the run alive by it."""
     keeper = connect(dsn)
     owned = OwnedSchema(schema)
     try:
+        for name in outside:  # refused before the run's schema is made
+            _take_outside(keeper, name)
         _take(keeper, schema, reuse)
         try:
             yield owned
         except BaseException as error:
             if not (isinstance(error, SchemaKept) and error.schema == schema):
-                owned.left = drop_own_schema(dsn, schema, cancel=True)
+                owned.left = drop_own_schema(dsn, schema, cancel=True, outside=outside)
                 if owned.left is not None:
                     error.add_note(owned.left)
             raise
-        owned.left = drop_own_schema(dsn, schema)
+        owned.left = drop_own_schema(dsn, schema, outside=outside)
     finally:
         keeper.close()
 
@@ -107,6 +119,35 @@ def _take(conn: psycopg.Connection[Any], schema: str, reuse: bool) -> None:
             )
         _drop(conn, schema)
     create_marked(conn, schema)
+
+
+def _take_outside(conn: psycopg.Connection[Any], schema: str) -> None:
+    """A schema a library insists on by name must not exist, but for one a killed run of
+    the harness left behind (our exact mark, our role, its run gone), dropped here."""
+    found = conn.execute(schema_sql()["find_schema"].sql, {"schema": schema}).fetchone()
+    if found is None:
+        return
+    comment, _, ours = found
+    token = marked_token(comment)
+    if token is None or not ours:
+        raise HarnessError(
+            f"schema {schema} exists already on this server and the harness did not create "
+            f"it: a library of this run keeps its tables in a schema of that fixed name "
+            "(docs/real-queues.md), so run it on a database without one"
+        )
+    if live_sessions(conn, token):
+        raise HarnessError(
+            f"schema {schema} is in use by run {token} of the harness, which is still "
+            "connected: a library of this run keeps its tables in a schema of that fixed "
+            "name, one run at a time per database"
+        )
+    dependents = depended_on(conn, schema)
+    if dependents is not None:
+        raise HarnessError(
+            f"schema {schema}, left by run {token} of the harness, is not dropped: "
+            f"{dependents}; {_removal(schema)} and them"
+        )
+    _drop(conn, schema)
 
 
 def _may_reuse(
@@ -157,10 +198,24 @@ def drop_leftover(dsn: str, schema: str) -> str | None:
     return left or f"dropped schema {schema}, left by run {token} that was killed"
 
 
-def recreate(conn: psycopg.Connection[Any], schema: str) -> None:
+def recreate(conn: psycopg.Connection[Any], schema: str, outside: tuple[str, ...] = ()) -> None:
     """The run's schema empty again, for a repetition: dropped with all it holds, and
-    created and marked anew. Only ever called on the schema own_schema created; refused
-    (SchemaKept) if objects outside it depend on it."""
+    created and marked anew, and with it the schemas its queue's library insists on by
+    name (`outside`: dropped if this run made them, created and marked). Only ever called
+    on the schema own_schema created; refused (SchemaKept) if objects outside it depend
+    on it. The run's schema goes first: its objects may use an outside schema's types."""
+    for name in (schema, *outside):
+        _drop_unless_depended_on(conn, name, this_run_only=name != schema)
+    for name in (schema, *outside):
+        create_marked(conn, name)
+
+
+def _drop_unless_depended_on(
+    conn: psycopg.Connection[Any], schema: str, this_run_only: bool = False
+) -> None:
+    """`this_run_only`: only if it is there and this run's (by its mark), else left."""
+    if this_run_only and not _this_runs(conn, schema):
+        return
     dependents = depended_on(conn, schema)
     if dependents is not None:
         raise SchemaKept(
@@ -169,7 +224,20 @@ def recreate(conn: psycopg.Connection[Any], schema: str) -> None:
             f"(the run keeps what it measured); {_removal(schema)} and them",
         )
     _drop(conn, schema)
-    create_marked(conn, schema)
+
+
+def _this_runs(conn: psycopg.Connection[Any], schema: str) -> bool:
+    found = conn.execute(schema_sql()["find_schema"].sql, {"schema": schema}).fetchone()
+    if found is None:
+        return False
+    comment, _, ours = found
+    if marked_token(comment) != RUN_TOKEN or not ours:
+        raise SchemaKept(
+            schema,
+            f"{_left(schema)}: another session created it during this run (it is not "
+            "this run's), and the run does not drop what it did not create",
+        )
+    return True
 
 
 def create_marked(conn: psycopg.Connection[Any], schema: str) -> None:
@@ -178,28 +246,49 @@ def create_marked(conn: psycopg.Connection[Any], schema: str) -> None:
     conn.execute(sql.SQL("comment on schema {} is {}").format(name, sql.Literal(mark())))
 
 
-def drop_own_schema(dsn: str, schema: str, cancel: bool = False) -> str | None:
-    """The cleanup: the schema dropped, waiting at most CLEANUP_LOCK_TIMEOUT_S for its
-    locks; None, or the one line that says what was left and how to remove it. `cancel`:
-    this run's running statements are cancelled first (an interrupt left them running)."""
+def drop_own_schema(
+    dsn: str, schema: str, cancel: bool = False, outside: tuple[str, ...] = ()
+) -> str | None:
+    """The cleanup: the schema dropped, then those of `outside` this run made, waiting at
+    most CLEANUP_LOCK_TIMEOUT_S for their locks; None, or the one line that says what was
+    left and how to remove it. `cancel`: this run's running statements are cancelled
+    first (an interrupt left them running)."""
     try:
         with connect(dsn, connect_timeout=10) as conn:
             if cancel:
                 cancel_own_statements(conn)
-            with conn.transaction():
-                timeout = {"timeout": f"{CLEANUP_LOCK_TIMEOUT_S}s"}
-                conn.execute(schema_sql()["cleanup_lock_timeout"].sql, timeout)
-                dependents = depended_on(conn, schema)
-                if dependents is not None:
-                    return f"{_left(schema)}: {dependents}; {_removal(schema)} and them"
-                _drop(conn, schema, if_exists=True)
+            for name in (schema, *outside):
+                left = _drop_at_end(conn, name, this_run_only=name != schema)
+                if left is not None:
+                    return left
+    except psycopg.Error as error:
+        return f"{_left(schema)}: {_first_line(error)}; {_removal(schema)}"
+    return None
+
+
+def _drop_at_end(conn: psycopg.Connection[Any], schema: str, this_run_only: bool) -> str | None:
+    try:
+        with conn.transaction():
+            timeout = {"timeout": f"{CLEANUP_LOCK_TIMEOUT_S}s"}
+            conn.execute(schema_sql()["cleanup_lock_timeout"].sql, timeout)
+            if this_run_only and not _this_runs(conn, schema):
+                return None
+            dependents = depended_on(conn, schema)
+            if dependents is not None:
+                return f"{_left(schema)}: {dependents}; {_removal(schema)} and them"
+            _drop(conn, schema, if_exists=True)
     except psycopg.errors.LockNotAvailable:
         why = f"another session held a lock on it for {CLEANUP_LOCK_TIMEOUT_S} s"
         return f"{_left(schema)}: {why}; {_removal(schema)}"
+    except SchemaKept as kept:
+        return str(kept)
     except psycopg.Error as error:
-        why = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        return f"{_left(schema)}: {why}; {_removal(schema)}"
+        return f"{_left(schema)}: {_first_line(error)}; {_removal(schema)}"
     return None
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 def _left(schema: str) -> str:

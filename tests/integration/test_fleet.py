@@ -3,6 +3,7 @@ processes joining it over TCP (the embedded server listening on 127.0.0.1)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -11,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -173,19 +175,28 @@ def test_the_fleet_tables_hold_no_password_and_a_library_fleet_balances_its_book
     server: Server, tmp_path: Path
 ) -> None:
     """The coordinator connects with a password (ignored by the test server's trust):
-    nothing it writes for the members carries it, nor any DSN; the members run SQL and
+    nothing it writes for the members carries it, nor any DSN, and so neither does the
+    server's statement log (every statement logged for the run); the members run SQL and
     library workers with their own, and the books balance."""
     dsn = psycopg.conninfo.make_conninfo(server.dsn, password=PASSWORD)
     fleet_id = f"nopw{os.getpid()}"
-    run, _ = coordinator(
-        tmp_path, LIBRARY_FLEET, "--fleet", "2", "--fleet-id", fleet_id, server=("--dsn", dsn)
-    )
-    seen = FleetTables(dsn, "harness_fleet_" + fleet_id)
-    seen.start()
-    workers = [harness("worker", "--dsn", dsn, "--run", fleet_id) for _ in range(2)]
-    _, stderr = run.communicate(timeout=240)
-    seen.stop.set()
-    seen.join()
+    log = Path(psycopg.conninfo.conninfo_to_dict(server.dsn)["host"]) / "postgres.log"
+    logged_before = log.stat().st_size
+    with statements_logged(server.dsn):
+        run, _ = coordinator(
+            tmp_path, LIBRARY_FLEET, "--fleet", "2", "--fleet-id", fleet_id, server=("--dsn", dsn)
+        )
+        seen = FleetTables(dsn, "harness_fleet_" + fleet_id)
+        seen.start()
+        workers = [harness("worker", "--dsn", dsn, "--run", fleet_id) for _ in range(2)]
+        _, stderr = run.communicate(timeout=240)
+        seen.stop.set()
+        seen.join()
+    with log.open("rb") as file:
+        file.seek(logged_before)
+        statements = file.read().decode(errors="replace")
+    assert "insert into fleet_assignments" in statements  # the log did see the run
+    assert PASSWORD not in statements
     assert run.returncode == 0, stderr
     for worker in workers:
         _, err = worker.communicate(timeout=60)
@@ -197,6 +208,17 @@ def test_the_fleet_tables_hold_no_password_and_a_library_fleet_balances_its_book
     jobs = pd.read_csv(tmp_path / "results" / "latest" / "jobs.csv")
     assert len(jobs) == 2 * 310  # every job once, for each queue
     assert set(jobs["member"]) == {1, 2}
+
+
+@contextlib.contextmanager
+def statements_logged(dsn: str) -> Iterator[None]:
+    """Every statement of every new session in the server's log, for as long as it lasts."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("alter role current_user set log_statement = 'all'")
+        try:
+            yield
+        finally:
+            conn.execute("alter role current_user reset log_statement")
 
 
 def _programs(text: str) -> list[dict[str, object]]:

@@ -21,7 +21,8 @@ from psycopg.types.json import Jsonb
 import harness
 from harness.queues.base import Program, Site
 from harness.queues.catalog import register_programs
-from harness.queues.libraries import node_queue
+from harness.queues.contract import queue as contract
+from harness.queues.contract.manifest import load_adapters
 from harness.queues.libraries.procrastinate_queue import ProcrastinateQueue
 from harness.queues.programs import Refused
 from harness.queues.sql.strategies import Strategy
@@ -45,13 +46,13 @@ def rows(server: Server, strategies: dict[str, Strategy]) -> dict[str, Row]:
     inputs = RunInputs.of(Scenario.model_validate(yaml.safe_load(SHORT_NOISY)))
     site = Site(server.dsn, "harness_hostile")
     library = ProcrastinateQueue("procrastinate", "one_queue", site, inputs)
-    node = node_queue.NodeSpec("graphile", "one_queue", site, 10)
+    adapter = contract.ContractSpec(load_adapters()["graphile"], "one_queue", site, 10)
     return {
         "sql": program_to_wire(
             sql_queue(server, strategies["round_robin"], site.schema).workers(1)[0]
         ),
         "procrastinate": program_to_wire(library.workers(2)[0]),
-        "node": program_to_wire(Program("worker", node_queue.worker_main, node)),
+        "adapter": program_to_wire(Program("worker", contract.worker_main, adapter)),
     }
 
 
@@ -77,7 +78,8 @@ HOSTILE = {
     "os.system": (
         _program("harness.run.member:os.system"),
         "'harness.run.member:os.system' is not a program of the harness; a member runs only "
-        "node.enqueuer, node.worker, pgqueuer.enqueuer, pgqueuer.worker, "
+        "adapter.enqueuer, adapter.worker, awa.enqueuer, awa.worker, dbos.enqueuer, "
+        "dbos.worker, pgqueuer.enqueuer, pgqueuer.worker, "
         "procrastinate.enqueuer, procrastinate.worker, sql.enqueuer, sql.worker",
     ),
     "the CLI": (
@@ -101,13 +103,25 @@ HOSTILE = {
         _set("sql", strategy="../../etc/passwd"),
         "sql.worker: strategy '../../etc/passwd' is not in this member's install",
     ),
-    "unknown library": (
-        _set("node", library="../../../tmp/evil.mjs"),
-        "node.worker: spec.library: Input should be 'pgboss' or 'graphile'",
+    "a path for an adapter": (
+        _set("adapter", adapter="../../../tmp/evil"),
+        "adapter.worker: spec.adapter: String should match pattern",
     ),
-    "a field a library's spec does not have": (
-        _set("node", options="-c session_preload_libraries=evil"),
-        "node.worker: spec.options: not a field of the spec of node.worker",
+    "an adapter the member does not have": (
+        _set("adapter", adapter="evil"),
+        "adapter.worker: adapter 'evil' is not in this member's install",
+    ),
+    "an adapter of another folder": (
+        _set("adapter", digest="0" * 64),
+        "adapter.worker: adapter 'graphile': this member's folder differs from the coordinator's",
+    ),
+    "a mapping the adapter does not declare": (
+        _set("adapter", mapping="anything_goes"),
+        "adapter.worker: adapter graphile has no mapping 'anything_goes'",
+    ),
+    "a field an adapter's spec does not have": (
+        _set("adapter", options="-c session_preload_libraries=evil"),
+        "adapter.worker: spec.options: not a field of the spec of adapter.worker",
     ),
     "plans file": (
         _set("procrastinate", plans_file="/home/bench/.bashrc"),

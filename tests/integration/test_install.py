@@ -3,14 +3,20 @@ environment of its own (what pipx does), run from an empty folder."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
 
 import pytest
+import yaml
 
 from harness.shipped import shipped_scenarios
 from tests.conftest import ROOT
@@ -61,6 +67,16 @@ def test_the_wheel_carries_the_scenarios_baseline_and_sql(wheel: Path) -> None:
         assert f"harness/shipped/scenarios/{name}.yaml" in names
     assert "harness/shipped/baselines/dequeue.json" in names
     assert "harness/queues/sql/strategies/round_robin.sql" in names
+    for adapter in (
+        "node/pgboss.toml",
+        "node/runner.mjs",
+        "node/package-lock.json",
+        "minion/minion.toml",
+        "minion/minion.pl",
+        "delayed_job/delayed_job.toml",
+        "delayed_job/delayed_job.rb",
+    ):
+        assert f"harness/queues/adapters/{adapter}" in names  # the shipped adapters
     assert not [name for name in names if name.startswith("tests/")]
 
 
@@ -73,6 +89,31 @@ def test_the_installed_tool_runs_from_an_empty_folder(installed: Path, tmp_path:
     # because this machine is shared (buffers, rows removed and plans as by default).
     checked = run([str(installed), "check", "--factor", "4"], tmp_path)
     assert "harness check: no regression (72 figures" in checked
+    assert [path.name for path in tmp_path.iterdir()] == ["results"]  # its samples, kept
+    (folder,) = (tmp_path / "results" / "check").iterdir()
+    assert (folder / "results.json").is_file()
+
+
+def test_the_tool_answers_to_its_project_name_too(installed: Path, tmp_path: Path) -> None:
+    second = installed.parent / "tenant-queue-bench"
+    shown = run([str(second), "--help"], tmp_path)
+    assert "Usage: tenant-queue-bench" in shown
+    assert run([str(second), "--version"], tmp_path) == run([str(installed), "--version"], tmp_path)
+
+
+def test_without_the_libraries_extra_real_queues_is_one_line_and_exit_2(
+    installed: Path, tmp_path: Path
+) -> None:
+    """The tool installed without `[libraries]`: the strategies of procrastinate and
+    pgqueuer are refused before any server starts, naming the extra."""
+    done = subprocess.run(
+        [str(installed), "run", "real-queues"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "need procrastinate, pgqueuer, asyncpg, not installed" in done.stderr
+    assert "pip install 'tenant-queue-bench[libraries]'" in done.stderr
+    assert "Starting PostgreSQL" not in done.stdout
     assert list(tmp_path.iterdir()) == []
 
 
@@ -93,3 +134,188 @@ def test_without_the_postgres_wheel_it_installs_and_says_what_to_do(
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert done.stderr.startswith("error: --pg embedded needs PostgreSQL 17 from the")
+
+
+# --- the CI recipe of docs/ci-check.md, in a repository that is not this one ----------
+
+THEIR_DEQUEUE = """\
+-- extends: round_robin
+-- Our dequeue: round-robin per tenant, the sub-select ordered by (enqueued_at, id).
+
+-- name: dequeue
+select j.id, qt.tenant_id
+from queue_tenants qt
+cross join lateral (
+  select id from jobs
+  where tenant_id = qt.tenant_id and status = 'queued'
+  order by enqueued_at, id
+  limit 1
+  for update skip locked
+) j
+order by qt.last_served
+limit 1;
+"""
+EXPRESSION = re.compile(r"\$\{\{\s*([\w.-]+)\s*\}\}")
+
+
+def documented_workflow() -> tuple[str, dict[str, Any]]:
+    """The workflow docs/ci-check.md opens with: its text, and as data."""
+    page = (ROOT / "docs" / "ci-check.md").read_text()
+    found = re.search(r"```yaml\n(.*?)```", page, re.DOTALL)
+    assert found, "docs/ci-check.md has no workflow"
+    return found[1], yaml.safe_load(found[1])
+
+
+@dataclass
+class Runner:
+    """What a GitHub runner gives a job, here: a fresh Python on the PATH, the files of the
+    job summary and step outputs, GITHUB_ACTIONS=true."""
+
+    bin: Path
+    repo: Path
+    temp: Path
+
+    def env(self, variables: dict[str, str]) -> dict[str, str]:
+        base = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+        return {
+            **base,
+            **variables,
+            "PATH": f"{self.bin}{os.pathsep}{base['PATH']}",
+            "GITHUB_ACTIONS": "true",
+            "GITHUB_STEP_SUMMARY": str(self.temp / "summary.md"),
+            "GITHUB_OUTPUT": str(self.temp / "output.txt"),
+            "RUNNER_TEMP": str(self.temp),
+        }
+
+    def steps(
+        self, steps: list[dict[str, Any]], variables: dict[str, str], values: dict[str, str]
+    ) -> dict[str, int]:
+        """Each `run:` step with bash as the runner runs it (-e, pipefail), in order; after
+        a failure only `if: always()` steps; `${{ name }}` expressions from `values`. The
+        `uses:` steps are GitHub's own and are left out. Returns each step's exit code."""
+        codes: dict[str, int] = {}
+        failed = False
+        for step in steps:
+            if "uses" in step or (failed and step.get("if") != "always()"):
+                continue
+            mine = {
+                k: EXPRESSION.sub(lambda m: values[m[1]], str(v))
+                for k, v in step.get("env", {}).items()
+            }
+            command = ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]]
+            done = subprocess.run(
+                command,
+                cwd=self.repo,
+                env=self.env({**variables, **mine}),
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+            codes[step.get("name", step["run"][:30])] = done.returncode
+            print(f"$ {step['run']}\n{done.stdout}{done.stderr}")
+            failed = failed or done.returncode != 0
+        return codes
+
+    def summary(self) -> str:
+        path = self.temp / "summary.md"
+        return path.read_text() if path.exists() else ""
+
+
+@pytest.fixture(scope="module")
+def runner(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Runner:
+    """Another repository (a workflow and one strategy file, nothing of this one) and a
+    fresh virtual environment. The locked dependencies go in first (from uv's cache), so
+    that the workflow's own `pip install` of the harness needs no index."""
+    assert UV is not None
+    where = tmp_path_factory.mktemp("runner")
+    repo = where / "their-repo"
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    (repo / ".github" / "workflows" / "dequeue-check.yml").write_text(documented_workflow()[0])
+    (repo / "sql").mkdir()
+    (repo / "sql" / "round_robin.sql").write_text(THEIR_DEQUEUE)
+    venv = where / "venv"
+    run([sys.executable, "-m", "venv", str(venv)], where)
+    constraints = where / "constraints.txt"
+    export = [UV, "export", "--frozen", "--no-dev", "--no-emit-project", "--no-hashes"]
+    run([*export, "--output-file", str(constraints)], ROOT)
+    run(
+        [UV, "pip", "install", "--python", str(venv / "bin" / "python"), "-r", str(constraints)],
+        where,
+    )
+    assert not repo.is_relative_to(ROOT) and not (repo / "baselines").exists()
+    return Runner(venv / "bin", repo, where / "temp")
+
+
+def fresh(runner: Runner) -> None:
+    """A new job: an empty temp folder, no summary, no outputs from the one before."""
+    shutil.rmtree(runner.temp, ignore_errors=True)
+    runner.temp.mkdir()
+    for name in ("check.md", "check.xml"):
+        (runner.repo / name).unlink(missing_ok=True)
+
+
+def test_the_workflow_snippet_runs_in_another_repository(wheel: Path, runner: Runner) -> None:
+    _, workflow = documented_workflow()
+    variables = {**workflow["env"], "TQB": str(wheel)}  # the built wheel for the git URL
+    baseline = runner.repo / variables["BASELINE"]
+
+    fresh(runner)  # run by hand: the baseline is made on the runner
+    made = runner.steps(workflow["jobs"]["make-baseline"]["steps"], variables, {})
+    assert set(made.values()) == {0}, made
+    assert json.loads(baseline.read_text())["format_version"] == 1
+    assert "## harness check: a new baseline (exit 0)" in runner.summary()
+
+    fresh(runner)  # a pull request, against the baseline committed
+    checked = runner.steps(workflow["jobs"]["check"]["steps"], variables, {})
+    code = checked["Dequeue check"]
+    summary = (runner.repo / "check.md").read_text()
+    assert code in (0, 1) and f"(exit {code})" in summary.splitlines()[0]
+    assert "| round_robin | skewed |" in summary and summary in runner.summary()
+    suite = ElementTree.parse(runner.repo / "check.xml").getroot()
+    assert suite.get("tests") == "72" and suite.get("failures") == str(
+        code and summary.count("- REGRESSION:")
+    )
+    # A shared machine may slow the timed claims: a regression here is timing alone.
+    assert all(
+        "claim latency / reference" in line
+        for line in summary.splitlines()
+        if line.startswith("- REGRESSION")
+    )
+    # The samples, uploaded: one folder of the baseline's making, one of this check.
+    _made_then, checked_now = sorted((runner.repo / "results" / "check").iterdir())
+    assert {path.name for path in checked_now.iterdir()} == {"probes.json", "results.json"}
+
+    fresh(runner)  # a broken baseline: nothing measured, and the summary says why
+    good = baseline.read_bytes()
+    baseline.write_text("{not json")
+    broken = runner.steps(workflow["jobs"]["check"]["steps"], variables, {})
+    baseline.write_bytes(good)
+    assert broken == {"Install the harness": 0, "Dequeue check": 2, "Job summary": 0}
+    assert runner.summary().startswith("## harness check: could not run (exit 2)")
+    assert f"{variables['BASELINE']}: not JSON" in runner.summary()
+    assert ElementTree.parse(runner.repo / "check.xml").getroot().get("errors") == "1"
+
+
+def test_the_action_runs_its_steps_the_same_way(wheel: Path, runner: Runner) -> None:
+    """action.yml's own steps, its inputs as a workflow would give them."""
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    inputs = {name: spec["default"] for name, spec in action["inputs"].items()}
+    inputs.update(
+        {"strategies-dir": "sql", "baseline": ".tqb/dequeue.json", "args": "--samples 20"}
+    )
+    if not (runner.repo / inputs["baseline"]).exists():
+        inputs["update-baseline"] = "true"  # alone, or first: make the baseline
+    fresh(runner)
+    values = {
+        **{f"inputs.{name}": value for name, value in inputs.items()},
+        "github.action_path": str(wheel),  # the action's own copy of the harness
+        "runner.temp": str(runner.temp),
+    }
+    codes = runner.steps(action["runs"]["steps"], {}, values)
+    code = codes["Dequeue check"]
+    assert codes["Install the harness (this action's own copy)"] == 0 and code in (0, 1)
+    assert f"exit-code={code}" in (runner.temp / "output.txt").read_text()
+    uploaded = runner.temp / "tenant-queue-bench"
+    assert {"check.md", "check.xml", "results"} <= {path.name for path in uploaded.iterdir()}
+    assert (uploaded / "check.md").read_text() in runner.summary()

@@ -1,21 +1,24 @@
-"""The queue libraries through their own code, on a small noisy neighbour: the books
-balance from the library's tables and the task log, every job has the contract's times
-in order, and nothing of the library is left on the server afterwards."""
+"""The Python queue libraries through their own code, on a small noisy neighbour: the
+books balance from the library's tables and the task log, every job has the contract's
+times in order, and nothing of the library is left on the server afterwards. (The
+adapters of the contract, every language: tests/integration/test_adapters.py.)"""
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
+import psycopg
 import pytest
 import yaml
 
 from harness.analysis.plans import nodes
 from harness.queues import libraries
 from harness.queues.base import QueueEntry, Site
-from harness.queues.libraries import node_queue
+from harness.queues.libraries import awa_queue, dbos_queue, notices
 from harness.run.repetition import Repetition, run_repetition
 from harness.run.scenario_run import RunOptions
 from harness.scenario.inputs import RunInputs
@@ -46,11 +49,38 @@ SMALL = {
         },
     ],
 }
-NODE = set(node_queue.MAPPINGS)
-NO_NPM = "pg-boss and graphile-worker need npm to install their Node runner"
+AWA = set(awa_queue.MAPPINGS)
+NO_AWA = (
+    "awa-pg ships wheels only (Linux x86_64/aarch64 with glibc, macOS) and none is "
+    "installed here: pip install 'tenant-queue-bench[libraries]' where one exists"
+)
 
 
-LIBRARY_OBJECTS = r"^(procrastinate_|pgqueuer|_private_job|job_common$|job$)"
+LIBRARY_OBJECTS = (
+    r"^(procrastinate_|pgqueuer|_private_job|job_common$|job$|minion_|mojo_migrations$"
+    r"|delayed_jobs"  # the four before, and the adapters' (tests/integration/test_adapters.py)
+    r"|workflow_status$|dbos_migrations$"  # DBOS, in the run's schema
+    r"|ready_entries|queue_claim_heads$|jobs_hot$)"  # awa, in its schema awa
+)
+
+
+DBOS = set(dbos_queue.MAPPINGS)
+# make test runs one mapping of each library added since the four (a few seconds each:
+# awa installs some 400 relations per repetition); make test-libraries runs them all.
+SMOKE = {"dbos_partitioned_capped", "awa"}
+
+
+def marked(names: list[str]) -> list[Any]:
+    """The mappings as parameters, the later libraries' beyond the smoke ones marked
+    `libraries` (make test-libraries)."""
+    later = (DBOS | AWA) - SMOKE
+    return [pytest.param(n, marks=pytest.mark.libraries) if n in later else n for n in names]
+
+
+def skip_unless_installed(name: str) -> None:
+    """awa needs its wheel."""
+    if name in AWA and importlib.util.find_spec("awa") is None:
+        pytest.skip(NO_AWA)
 
 
 def _entry(name: str) -> QueueEntry:
@@ -76,15 +106,14 @@ def _library_objects(server: Server) -> list[str]:
     return [row[0] for row in rows]
 
 
-@pytest.mark.parametrize("name", sorted(entry.name for entry in libraries.entries()))
+@pytest.mark.parametrize("name", marked(sorted(entry.name for entry in libraries.entries())))
 def test_library_runs_through_the_repetition_with_balanced_books(server: Server, name: str) -> None:
     """The repetition's own path (install, crew, ledger, books); nothing left afterwards."""
-    if name in NODE and shutil.which("npm") is None:
-        pytest.skip(NO_NPM)
+    skip_unless_installed(name)
     inputs = RunInputs.of(Scenario.model_validate({**SMALL, "strategies": [name]}))
     site = Site(server.dsn, f"lib_{name}")
-    with own_schema(site.dsn, site.schema):
-        queue = _entry(name).make(site, inputs)
+    queue = _entry(name).make(site, inputs)
+    with own_schema(site.dsn, site.schema, outside=queue.outside_schemas()):
         result = run_repetition(queue, site, inputs, Repetition(name, 2, 1), Quiet())
     assert result.books == "balanced"
     assert sorted(row["job_id"] for row in result.jobs) == list(range(1, inputs.total_jobs + 1))
@@ -93,6 +122,7 @@ def test_library_runs_through_the_repetition_with_balanced_books(server: Server,
         assert row["enqueued_at"] <= row["started_at"] <= row["finished_at"]
         assert row["duration_ms"] == inputs.workload.duration_ms(row["job_id"])
     assert _schemas_like(server, site.schema) == []
+    assert _schemas_like(server, "awa") == []
     assert _library_objects(server) == []
 
 
@@ -113,40 +143,43 @@ PLANS = {
 
 @pytest.mark.parametrize(
     "name",
-    [
-        "procrastinate_lock_per_tenant",
-        "pgqueuer_entrypoint_per_tenant",
-        "pgboss_group_concurrency",
-        "graphile_worker_queue_per_tenant",
-    ],
+    marked(
+        [
+            "procrastinate_lock_per_tenant",
+            "pgqueuer_entrypoint_per_tenant",
+            *sorted(DBOS),
+            *sorted(AWA),
+        ]
+    ),
 )
 def test_plan_capture_is_the_library_fetch_as_it_ran(
     server: Server, tmp_path: Path, name: str
 ) -> None:
     """`harness explain` on a library: auto_explain's plans of its own fetch, from its own
-    worker; each locks a row of the library's table, the later ones with the earlier
-    jobs still held; nothing of the library left behind."""
-    if name in NODE and shutil.which("npm") is None:
-        pytest.skip(NO_NPM)
+    worker; each reads the library's table (awa's is a function whose plan counts the
+    statements inside it), each found a job, the later ones with the earlier jobs still
+    held; nothing of the library left behind."""
+    skip_unless_installed(name)
     text = yaml.safe_dump({**PLANS, "strategies": [name]})
     outcome = run_yaml(server, tmp_path, text, RunOptions(timed=False))
     plans = outcome.tables.runs
     assert plans is not None and len(plans) == 2  # repeat 2: the fetches after the first
     assert (plans["registered_tenants"] == 24).all() and (plans["queued_jobs"] == 203).all()
     assert (plans["shared_buffers"] > 0).all() and plans["planning_ms"].isna().all()
-    tables = {
+    read = {
         "procrastinate": "procrastinate_jobs",
         "pgqueuer": "pgqueuer",
-        "pgboss": "job_common",
-        "graphile": "_private_jobs",
+        "dbos": "workflow_status",
+        "awa": "claim_ready_runtime",
     }
-    table = next(table for library, table in tables.items() if name.startswith(library))
+    table = next(table for library, table in read.items() if name.startswith(library))
     saved = json.loads((outcome.folder.path / "explain" / "backlog" / f"{name}.json").read_text())
-    scans = {
-        node.get("Relation Name") for plan in saved["plans"] for node in nodes(plan[0]["Plan"])
-    }
-    assert table in scans
+    for plan in saved["plans"]:
+        every = list(nodes(plan[0]["Plan"]))
+        assert table in {node.get("Relation Name") or node.get("Function Name") for node in every}
+        assert plan[0]["Plan"]["Actual Rows"] >= 1
     assert _library_objects(server) == []
+    assert _schemas_like(server, "awa") == []
 
 
 def test_a_variant_capture_names_the_variant_tenants(server: Server, tmp_path: Path) -> None:
@@ -192,3 +225,49 @@ def test_without_a_superuser_a_library_capture_is_skipped_saying_why(
     assert by_strategy.loc["fifo", "shared_buffers"] > 0
     assert str(by_strategy.loc["pgqueuer", "skipped"]).startswith("no superuser:")
     assert not (outcome.folder.path / "explain" / "backlog" / "pgqueuer.json").exists()
+
+
+def test_the_relay_copies_a_session_and_hands_over_its_notices(
+    server: Server, tmp_path: Path
+) -> None:
+    """A driver that keeps notices to itself (awa's) is given the relay as its server: the
+    session goes through unchanged, and every notice's message reaches the harness."""
+    got: list[str] = []
+    relay = notices.Relay(server.dsn, got.append, str(tmp_path / "relay"))
+    relay.start()
+    try:
+        through = psycopg.conninfo.make_conninfo(
+            server.dsn, host=relay.folder, port=notices.PORT, sslmode="disable"
+        )
+        with psycopg.connect(through, autocommit=True) as conn:
+            conn.execute("set client_min_messages = notice")
+            conn.execute("do $$ begin raise notice 'relayed %', 42; end $$")
+            assert conn.execute("select 7").fetchone() == (7,)
+    finally:
+        relay.close()
+    assert got == ["relayed 42"]
+    assert not Path(relay.folder).exists()
+
+
+def test_a_queue_per_tenant_beyond_the_servers_connections_is_skipped_saying_why(
+    server: Server, tmp_path: Path
+) -> None:
+    """awa's runtime holds a connection per queue: 200 idle tenants' queues cannot run on
+    a server of 100 connections, so that capture is skipped with the reason (the others
+    are captured); nothing of awa is made."""
+    skip_unless_installed("awa_weighted_queues")
+    scenario = {**PLANS, "strategies": ["fifo", "awa_weighted_queues"], "explain": {"repeat": 1}}
+    scenario["backlog"] = {
+        "groups": [
+            *PLANS["backlog"]["groups"][:2],
+            {"name": "idle", "tenants": 200, "jobs_per_tenant": 0},
+        ]
+    }
+    outcome = run_yaml(server, tmp_path, yaml.safe_dump(scenario), RunOptions(timed=False))
+    plans = outcome.tables.plans
+    assert plans is not None
+    by_strategy = plans.set_index("strategy")
+    assert by_strategy.loc["fifo", "skipped"] == ""
+    skipped = str(by_strategy.loc["awa_weighted_queues", "skipped"])
+    assert "a queue per tenant, 204 of them, needs about 220 connections" in skipped
+    assert _schemas_like(server, "awa") == []

@@ -20,6 +20,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from harness.errors import HarnessError
 from harness.queues.base import Site
 from harness.queues.catalog import catalog, traits
 from harness.queues.sql.strategies import Strategy
@@ -36,6 +37,7 @@ from harness.server.schema import (
     depended_on,
     mark,
     own_schema,
+    recreate,
 )
 from tests.conftest import harness_cli
 from tests.integration.conftest import Quiet, sql_queue
@@ -486,3 +488,60 @@ def test_a_killed_isolation_runs_role_and_schema_are_dropped_by_the_next(
             conn.execute(f"drop schema if exists harness_isolation_{DEAD} cascade")
             for role in (f"harness_app_{DEAD}", f"harness_app_{live}", unmarked):
                 conn.execute(f"drop role if exists {role}")
+
+
+# --- a schema a library insists on by name (awa's `awa`) ----------------------------------
+
+
+def _exists(server: Server, schema: str) -> bool:
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        found = conn.execute("select 1 from pg_namespace where nspname = %s", (schema,))
+        return found.fetchone() is not None
+
+
+def test_a_fixed_name_schema_the_harness_did_not_create_refuses_the_run(server: Server) -> None:
+    """A library's schema of a fixed name that is a user's (their own awa) is never taken:
+    the run is refused before anything is created, and it stays."""
+    with leftover(server, "fixed_users", "their own"):
+        with (
+            pytest.raises(HarnessError) as refused,
+            own_schema(server.dsn, "run_beside", outside=("fixed_users",)),
+        ):
+            pass
+        assert str(refused.value) == (
+            "schema fixed_users exists already on this server and the harness did not create "
+            "it: a library of this run keeps its tables in a schema of that fixed name "
+            "(docs/real-queues.md), so run it on a database without one"
+        )
+        assert still_there(server, "fixed_users") and not _exists(server, "run_beside")
+
+
+def test_a_fixed_name_schema_of_a_live_run_is_not_taken(server: Server) -> None:
+    live = "fedcba9876543211"
+    with (
+        leftover(server, "fixed_live", mark(live)),
+        psycopg.connect(server.dsn, application_name=session_name(live)),
+    ):
+        with (
+            pytest.raises(HarnessError, match=f"in use by run {live} of the harness"),
+            own_schema(server.dsn, "run_beside", outside=("fixed_live",)),
+        ):
+            pass
+        assert still_there(server, "fixed_live")
+
+
+def test_a_fixed_name_schema_is_the_runs_made_afresh_and_dropped_with_it(server: Server) -> None:
+    """One a killed run left is dropped as the run starts; each repetition makes it afresh
+    (marked as this run's), beside the run's schema; the end drops both."""
+    with leftover(server, "fixed_left", mark(DEAD)):
+        with own_schema(server.dsn, "run_beside", outside=("fixed_left",)):
+            assert not _exists(server, "fixed_left")
+            with connect(server.dsn) as conn:
+                recreate(conn, "run_beside", ("fixed_left",))
+                conn.execute("create table fixed_left.jobs (id int)")
+                recreate(conn, "run_beside", ("fixed_left",))
+                found = conn.execute("select to_regclass('fixed_left.jobs')").fetchone()
+                assert found == (None,)
+                comment = "select obj_description('fixed_left'::regnamespace, 'pg_namespace')"
+                assert conn.execute(comment).fetchone() == (mark(),)
+        assert not _exists(server, "fixed_left") and not _exists(server, "run_beside")

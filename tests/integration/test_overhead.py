@@ -14,6 +14,7 @@ from rich.console import Console
 from harness.commands.overhead import overhead_command
 from harness.experiments.overhead import Load, OverheadSettings, measure
 from harness.queues.sql.strategies import Strategy
+from harness.results.contract import OTHER_FOLDERS
 from harness.server.kinds import Server
 from harness.server.schema import own_schema
 
@@ -83,3 +84,11 @@ def test_the_command_prints_the_table_and_writes_the_results(
     assert document["metadata"]["postgres"]["server_version_num"] >= 170000
     assert r"\gset" in document["pgbench"]["scripts"]["5"]
     assert "| harness / pgbench |" in (folder / "overhead.md").read_text()
+    written = {path.name for path in folder.iterdir()}
+    assert written == {entry.pattern for entry in OTHER_FOLDERS["overhead"]}
+    results = json.loads((folder / "results.json").read_text())
+    assert (results["kind"], results["run_id"]) == ("overhead", folder.name)
+    names = [figure["name"] for figure in results["figures"]]
+    assert len(names) == len(set(names)) == 2 * 3 * 3  # loads x metrics x (2 arms + ratio)
+    throughput = next(f for f in results["figures"] if f["name"].endswith("pgbench: throughput"))
+    assert throughput["unit"] == "jobs/s" and throughput["lower_is_better"] is False

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import html
+import json
+import re
 import shutil
+import struct
+import subprocess
 import time
 from pathlib import Path
 
@@ -17,7 +22,10 @@ from tests.conftest import ROOT, harness_cli
 DERIVED = [
     "summary.csv",
     "summary.md",
+    "results.json",
     "report.html",
+    "waits_over_time.png",
+    "waits_over_time.svg",
     "waits.png",
     "waits.svg",
     "timeline.png",
@@ -30,9 +38,9 @@ DERIVED = [
 def test_the_report_has_every_table_and_plot(short_run: Rendered) -> None:
     page = short_run.report.read_text()
     assert page.startswith("<!doctype html>")
-    for section in ("id='waits'", "id='plots'", "id='provenance'", "id='scenario'"):
+    for section in ("id='verdict'", "id='waits'", "id='plots'", "id='provenance'", "id='scenario'"):
         assert section in page
-    assert page.count("src='data:image/png;base64,") == 3
+    assert page.count("src='data:image/png;base64,") == 4  # over time, ECDF, timeline, share
     assert "http://" not in page and "https://" not in page  # nothing to fetch
     for strategy in ("fifo", "round_robin"):
         assert f"<td class='text'>{strategy}</td>" in page
@@ -51,7 +59,7 @@ def test_harness_report_rebuilds_identical_tables_from_raw_files(
     done = harness_cli("report", str(copy), timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"Report: {copy / 'report.html'}" in done.stdout
-    for name in ("summary.csv", "summary.md"):
+    for name in ("summary.csv", "summary.md", "results.json"):
         assert (copy / name).read_text() == (short_run.folder.path / name).read_text(), name
     assert (copy / "report.html").exists()
 
@@ -114,6 +122,7 @@ def test_the_notebook_runs_top_to_bottom(
     assert len(images) == 3  # waits, timeline, tenant share
     text = "".join(o.get("text", "") for o in outputs)
     assert f"{short_run.folder.path.resolve()}" in text and "status: complete" in text
+    assert "runs of short-noisy" in text  # open_runs over every run of the scenario
 
 
 NOTEBOOK_OVER_REPORT = 4.0
@@ -135,3 +144,61 @@ def timed_notebook(kernel_dir: Path) -> tuple[nbformat.NotebookNode, float]:
     where = {"metadata": {"path": str(kernel_dir)}}
     NotebookClient(notebook, timeout=300, kernel_name="python3", resources=where).execute()
     return notebook, time.monotonic() - began
+
+
+CHROMIUM = next(
+    filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None
+)
+SCREEN = (1400, 900)
+# Where the verdict and the first plot are, measured by the browser once the page loaded.
+LAYOUT_PROBE = """<script>window.addEventListener("load", () => {
+  const box = (el) => { const r = el.getBoundingClientRect(); return [r.top, r.bottom]; };
+  document.body.dataset.layout = JSON.stringify({
+    verdict: box(document.getElementById("verdict")),
+    headline: box(document.querySelector("p.headline")),
+    lead: box(document.querySelector(".lead img")),
+  });
+});</script>"""
+
+
+def chromium(*args: str, user_data: Path) -> subprocess.CompletedProcess[str]:
+    assert CHROMIUM is not None
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={user_data}",
+        f"--window-size={SCREEN[0]},{SCREEN[1]}",
+        "--virtual-time-budget=5000",  # the page's images decoded before the shot
+    ]
+    return subprocess.run(
+        [CHROMIUM, *flags, *args], capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="no Chromium: apt-get install chromium (Debian) to take it"
+)
+def test_the_first_screen_shows_the_verdict_and_the_waits_over_the_run(
+    short_run: Rendered, tmp_path: Path
+) -> None:
+    """A headless Chromium at 1400x900: the screenshot, and where the page puts the verdict
+    and the waits over the run (their boxes, measured by the browser, end within 900 px)."""
+    shot = tmp_path / "first-screen.png"
+    done = chromium(f"--screenshot={shot}", short_run.report.as_uri(), user_data=tmp_path / "a")
+    assert shot.is_file(), done.stderr
+    width, height = struct.unpack(">II", shot.read_bytes()[16:24])  # the PNG's IHDR
+    assert (width, height) == SCREEN
+    probed = tmp_path / "probed.html"
+    probed.write_text(short_run.report.read_text().replace("</body>", LAYOUT_PROBE + "</body>"))
+    dom = chromium("--dump-dom", probed.as_uri(), user_data=tmp_path / "b").stdout
+    found = re.search(r'data-layout="([^"]+)"', dom)
+    assert found, dom[-500:]
+    layout = json.loads(html.unescape(found[1]))
+    assert 0 < layout["verdict"][0] < layout["headline"][0] < layout["lead"][0]
+    assert layout["lead"][1] <= SCREEN[1], layout  # the whole plot in the first screen

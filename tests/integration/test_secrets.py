@@ -1,13 +1,13 @@
 """No password where another local user reads it, and --listen is no open door: an
 embedded server listening on loopback TCP asks for its password there; library workers
-given a password in their DSN never show it in the process table; settings whose names
-suggest a secret are not in the run folder."""
+and every adapter's processes (Node, Perl, Ruby) given a password in their DSN never show
+it in the process table; settings whose names suggest a secret are not in the run
+folder."""
 
 from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -19,6 +19,8 @@ import pytest
 import yaml
 from psycopg import sql
 
+from harness.queues.contract import runtime
+from harness.queues.contract.manifest import load_adapters
 from harness.results.redaction import REDACTED
 from harness.server.connections import connect
 from harness.server.kinds import Server
@@ -71,16 +73,30 @@ def role_with_password(listening: Server) -> Iterator[tuple[str, str]]:
         conn.execute(f"drop role {name}")  # type: ignore[arg-type]
 
 
+# Each adapter's process as the process table shows it: its command's script.
+ADAPTER_PROCESSES = {
+    "pgboss": b"runner.mjs",
+    "minion": b"minion.pl",
+    "delayed_job": b"delayed_job.rb",
+}
+
+
+def adapters_here() -> list[str]:
+    """The adapters among ADAPTER_PROCESSES whose runtime this machine has."""
+    adapters = load_adapters()
+    return [name for name in ADAPTER_PROCESSES if runtime.missing(adapters[name]) is None]
+
+
 class CommandLines(threading.Thread):
     """Samples every process's command line until stopped: which held `needle`, and
-    whether one of them was the Node runner."""
+    which adapters' processes were seen."""
 
     def __init__(self, needle: str) -> None:
         super().__init__(daemon=True)
         self.needle = needle.encode()
         self.stopped = threading.Event()
         self.leaks: list[str] = []
-        self.runners = 0
+        self.seen: set[str] = set()
 
     def run(self) -> None:
         while not self.stopped.wait(0.02):
@@ -89,23 +105,25 @@ class CommandLines(threading.Thread):
                     line = path.read_bytes()
                 except OSError:
                     continue  # the process ended meanwhile
-                self.runners += b"runner.mjs" in line
+                self.seen |= {name for name, mark in ADAPTER_PROCESSES.items() if mark in line}
                 if self.needle in line:
                     self.leaks.append(path.parent.name)
 
 
+@pytest.mark.adapters  # every language: make test-adapters
 def test_no_password_in_the_process_table_while_library_workers_run(
     listening: Server, role_with_password: tuple[str, str], tmp_path: Path
 ) -> None:
-    """pg-boss (the Node runner), procrastinate and pgqueuer, over TCP with the password
-    in the DSN: the run is done (the password reached each one), and no process's
-    command line ever held it."""
-    if shutil.which("npm") is None:
-        pytest.skip("pg-boss needs npm to install its Node runner")
+    """Every adapter this machine can run (pg-boss in Node, Minion in Perl, Delayed::Job
+    in Ruby), procrastinate and pgqueuer, over TCP with the password in the DSN: the run
+    is done (the password reached each one), each adapter's process was seen, and no
+    process's command line ever held the password."""
+    adapters = adapters_here()
     name, password = role_with_password
     port = _without_query(listening.details["tcp_dsn"]).rsplit(":", 1)[1].split("/")[0]
     dsn = f"postgresql://{name}:{password}@127.0.0.1:{port}/bench"
-    scenario = yaml.safe_dump({**SMALL, "strategies": ["pgboss", "procrastinate", "pgqueuer"]})
+    strategies = [*adapters, "procrastinate", "pgqueuer"]
+    scenario = yaml.safe_dump({**SMALL, "strategies": strategies})
     sampler = CommandLines(password)
     sampler.start()
     try:
@@ -114,33 +132,33 @@ def test_no_password_in_the_process_table_while_library_workers_run(
         sampler.stopped.set()
         sampler.join(timeout=10)
     assert outcome.document.status == "complete"
-    assert sampler.runners > 0, "the sampler never saw a Node runner"
+    assert sampler.seen == set(adapters), "the sampler saw each adapter's process"
     assert sampler.leaks == []
     for path in (tmp_path / "results").rglob("*"):
         if path.is_file():
             assert password.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.adapters  # every language: make test-adapters
 def test_library_workers_find_the_password_through_the_password_file(
     listening: Server, tmp_path: Path
 ) -> None:
-    """The DSN a fleet member is told (`passfile=`, no password): pg-boss's runner, which
-    reads no password file, is handed the password on its stdin; pgqueuer's asyncpg reads
-    the file; the password is on no command line."""
-    if shutil.which("npm") is None:
-        pytest.skip("pg-boss needs npm to install its Node runner")
+    """The DSN a fleet member is told (`passfile=`, no password): an adapter, which may
+    read no password file (node-postgres does not), is handed the password on its stdin;
+    pgqueuer's asyncpg reads the file; the password is on no command line."""
+    adapters = adapters_here()
     tcp = listening.details["tcp_dsn"]
     password = Path(unquote(tcp.partition("passfile=")[2])).read_text().strip()
     sampler = CommandLines(password.rsplit(":", 1)[1])
     sampler.start()
     try:
-        scenario = yaml.safe_dump({**SMALL, "strategies": ["pgboss", "pgqueuer"]})
+        scenario = yaml.safe_dump({**SMALL, "strategies": [*adapters, "pgqueuer"]})
         outcome = run_yaml(Server(dsn=tcp, provider="external"), tmp_path, scenario)
     finally:
         sampler.stopped.set()
         sampler.join(timeout=10)
     assert outcome.document.status == "complete"
-    assert sampler.runners > 0 and sampler.leaks == []
+    assert sampler.seen == set(adapters) and sampler.leaks == []
 
 
 def _set_and_wait(conn: psycopg.Connection, setting: str, value: str) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.queues.libraries import node_queue
+from harness.queues.contract.manifest import load_adapters
 from harness.server.kinds import Server
 from tests.integration.conftest import run_yaml
 
@@ -44,7 +44,7 @@ def test_every_one_queue_mapping_drains_the_backlog_default_and_tuned(
     """Books balanced for each (or the run fails); the throughput table has every mapping,
     each library's default beside its tuned one; the Python libraries' claims are timed;
     graphile-worker's local queue and batched completion outrun its default job by job."""
-    node = {*node_queue.MAPPINGS, *node_queue.TUNED_MAPPINGS}
+    node = {m.strategy for adapter in load_adapters().values() for m in adapter.manifest.mappings}
     names = [name for name in LIBRARIES if name not in node or shutil.which("npm")]
     scenario = {**DRAIN, "strategies": ["fifo", *names]}
     outcome = run_yaml(server, tmp_path, yaml.safe_dump(scenario))

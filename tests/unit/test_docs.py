@@ -13,7 +13,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from harness.results.contract import RUN_FILES, matching
+from harness.results.contract import OTHER_FOLDERS, RUN_FILES, matching
 from harness.scenario.model import Scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -235,3 +235,32 @@ def test_the_shipped_launchers_are_the_ones_the_fleet_page_shows() -> None:
     assert job["spec"]["parallelism"] == job["spec"]["completions"]
     compose = yaml.safe_load(shipped[1].read_text())
     assert compose["services"]["member"]["command"][:3] == ["harness", "worker", "--run"]
+
+
+ARTICLE = '"Job queues per tenant in PostgreSQL: the noisy neighbour"'
+
+
+@pytest.mark.parametrize(
+    "path",
+    [*PAGES, *sorted((ROOT / "scenarios").glob("*.yaml"))],
+    ids=lambda path: path.name,
+)
+def test_the_article_is_cited_by_its_title_never_by_a_path_outside_the_package(
+    path: Path,
+) -> None:
+    """A file that ships (a scenario, a page) names the article where it is read: by its
+    title and date, not by a file of this workplace that ships nowhere."""
+    text = path.read_text()
+    assert "shared/seeds" not in text
+    reference = yaml.safe_load(text).get("reference") if path.suffix == ".yaml" else None
+    if reference and "article" in reference["source"]:
+        assert ARTICLE in reference["source"] and "30 September 2026" in reference["source"]
+
+
+def test_the_results_page_lists_the_other_folders_as_the_contract_does() -> None:
+    listed = table_rows(sections((DOCS / "results-format.md").read_text())["Other"])
+    assert set(listed) == {
+        f"{folder}/{entry.pattern}"
+        for folder, entries in OTHER_FOLDERS.items()
+        for entry in entries
+    }

@@ -8,12 +8,9 @@ from datetime import UTC, datetime, timedelta
 
 from harness.queues.base import Site, TaskRun, WorkerReport
 from harness.queues.libraries import common
-from harness.queues.libraries.node_queue import (
-    NodeQueue,
-    NodeSpec,
-    connection_config,
-    departures_from_scenario,
-)
+from harness.queues.libraries.awa_queue import awa_url
+from harness.queues.libraries.dbos_queue import migration_url
+from harness.queues.libraries.notices import notice_message
 from harness.queues.libraries.pgqueuer_queue import asyncpg_arguments
 from harness.results.document import (
     TUNED,
@@ -105,23 +102,6 @@ def test_a_job_run_twice_is_two_claims() -> None:
     assert ledger.claims == [5, 5]
 
 
-def test_the_node_runner_connects_as_the_dsn_says_tls_included() -> None:
-    """node-postgres reads no libpq DSN: the harness hands it the DSN's parts, and the
-    sslmode a managed server needs as node-postgres's ssl."""
-    url = "postgresql://bench:secret@db.example.com:6543/queue?sslmode=require"
-    assert connection_config(url) == {
-        "host": "db.example.com",
-        "port": 6543,
-        "user": "bench",
-        "password": "secret",
-        "database": "queue",
-        "ssl": {"rejectUnauthorized": False},
-    }
-    verified = connection_config("host=db.example.com dbname=queue sslmode=verify-full")
-    assert verified["ssl"] == {"rejectUnauthorized": True}
-    assert "ssl" not in connection_config("host=/tmp/socket port=5432 dbname=bench")
-
-
 def test_asyncpg_connects_as_the_dsn_says_tls_included() -> None:
     """pgqueuer's asyncpg takes keywords, and libpq's sslmode names as its ssl."""
     arguments = asyncpg_arguments("host=db.example.com port=6543 dbname=queue sslmode=require")
@@ -135,17 +115,11 @@ def test_asyncpg_connects_as_the_dsn_says_tls_included() -> None:
 
 
 def test_a_queue_set_up_unlike_the_scenario_says_so_beside_its_figures() -> None:
-    """pg-boss cannot poll every 10 ms: its run.json entry says so, in a sentence that the
-    render puts above the waits (tests/unit/test_analysis.py)."""
-    inputs = _inputs(1)
-    assert inputs.scenario.poll_interval_ms < 500
-    pgboss = NodeSpec(
-        "pgboss", "one_queue", Site("", "s"), NodeQueue.poll_interval_ms("pgboss", 10)
-    )
-    graphile = NodeSpec("graphile", "one_queue", Site("", "s"), 10)
-    [said] = departures_from_scenario(pgboss, inputs)
-    assert said.startswith("polls every 0.5 s, not every")
-    assert departures_from_scenario(graphile, inputs) == []
+    """What an adapter says it could not do as the scenario asks (its `versions` event's
+    unlike_the_scenario: pg-boss cannot poll every 10 ms) is put above the waits
+    (tests/unit/test_analysis.py); the adapter's own saying is tested with it
+    (tests/integration/test_adapters.py)."""
+    said = "polls every 0.5 s, not every 10 ms as the scenario asks"
     document = RunDocument.model_validate(
         {
             "run_id": "r",
@@ -161,14 +135,29 @@ def test_a_queue_set_up_unlike_the_scenario_says_so_beside_its_figures() -> None
 
 
 def test_each_library_declares_its_own_mappings_and_the_catalog_takes_them_all() -> None:
-    """Adding a library is a module of its own and a line: every mapping a module declares
-    is a queue a scenario may name, each once, none declared twice."""
-    from harness.queues import libraries
-    from harness.queues.libraries import node_queue, pgqueuer_queue, procrastinate_queue
+    """Adding a Python library is a module of its own and a line, an adapter a manifest:
+    every mapping declared is a queue a scenario may name, each once, none twice."""
+    from harness.queues.catalog import catalog
+    from harness.queues.contract.manifest import load_adapters
+    from harness.queues.libraries import (
+        awa_queue,
+        dbos_queue,
+        pgqueuer_queue,
+        procrastinate_queue,
+    )
+    from harness.queues.sql.strategies import load_strategies
 
-    names = [entry.name for entry in libraries.entries()]
-    modules = [procrastinate_queue, pgqueuer_queue, node_queue]
-    declared = [name for m in modules for name in [*m.MAPPINGS, *m.TUNED_MAPPINGS]]
+    names = [name for name in catalog() if name not in load_strategies()]
+    adapters = [m.strategy for a in load_adapters().values() for m in a.manifest.mappings]
+    declared = [
+        *procrastinate_queue.MAPPINGS,
+        *procrastinate_queue.TUNED_MAPPINGS,
+        *pgqueuer_queue.MAPPINGS,
+        *pgqueuer_queue.TUNED_MAPPINGS,
+        *dbos_queue.MAPPINGS,
+        *awa_queue.MAPPINGS,
+        *adapters,
+    ]
     assert sorted(names) == sorted(declared) and len(set(names)) == len(names)
 
 
@@ -221,3 +210,87 @@ def test_a_tuned_mapping_says_its_settings_and_shares_the_workers_out() -> None:
     assert small.manager_caps == [4] and small.batch_size(4) == 2  # its rule: tasks >= 2 x batch
     limited = Spec(site=site, mapping="concurrency_limit", concurrency=4, tuned=True)
     assert limited.batch_size(4) == 1
+
+
+def test_a_tuned_adapter_mapping_says_its_settings_and_shares_the_workers_out() -> None:
+    """pg-boss's and graphile-worker's tuned mappings are manifest mappings with options:
+    recorded as their tuned settings, and graphile-worker's runs a process per 24 jobs as
+    its perfTest does; their default mappings record none and run one process."""
+    from harness.queues.contract.manifest import load_adapters
+    from harness.queues.contract.queue import tuned_settings, worker_processes
+
+    adapters = load_adapters()
+    graphile, pgboss = adapters["graphile"], adapters["pgboss"]
+    tuned = graphile.declared("one_queue_tuned")
+    assert tuned_settings(tuned)[TUNED]["local_queue_size"] == 500
+    assert [worker_processes(tuned, count) for count in (4, 24, 25, 96)] == [1, 1, 2, 4]
+    assert tuned_settings(graphile.declared("one_queue")) == {}
+    assert worker_processes(graphile.declared("one_queue"), 96) == 1
+    assert tuned_settings(pgboss.declared("one_queue_tuned"))[TUNED] == {
+        "batch_size": 10,
+        "burst_when_batch_full": True,
+    }
+
+
+def test_awa_connects_as_the_dsn_says_sockets_tls_and_passwords_included() -> None:
+    """awa's driver (sqlx) reads URLs: a socket directory goes as its host parameter, the
+    password libpq would send and the sslmode go with it; a capture's relay replaces the
+    server and adds auto_explain to the session's options."""
+    secret = "s3cr:t/x"
+    url = awa_url(
+        f"host=db.example.com port=6543 user=bench password='{secret}' dbname=q sslmode=require"
+    )
+    assert url.startswith("postgres://bench:s3cr%3At%2Fx@db.example.com:6543/q?")
+    assert "sslmode=require" in url and "application_name=tenant-queue-bench%20" in url
+    socket = awa_url("host=/tmp/socket port=5432 user=postgres dbname=bench")
+    assert socket.startswith("postgres://postgres@localhost/bench?")
+    assert "host=%2Ftmp%2Fsocket" in socket and "port=5432" in socket
+    relayed = awa_url("host=/tmp/socket user=postgres dbname=bench", relay="/tmp/relay")
+    assert "host=%2Ftmp%2Frelay" in relayed and "sslmode=disable" in relayed
+    assert "session_preload_libraries%3Dauto_explain" in relayed
+
+
+def test_dbos_migrates_through_a_url_of_the_dsn() -> None:
+    """DBOS.migrate takes a URL: the socket directory and the libpq keywords as query
+    parameters, the database where SQLAlchemy looks for it (DBOS creates a database of
+    that name if it finds none)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(migration_url("host=/tmp/socket port=5432 user=postgres dbname=bench"))
+    assert (url.drivername, url.database, url.username, url.port) == (
+        "postgresql+psycopg",
+        "bench",
+        "postgres",
+        5432,
+    )
+    assert url.host is None and url.query["host"] == "/tmp/socket"
+    tcp = make_url(migration_url("postgresql://u:p%40ss@db.example.com/q?sslmode=verify-full"))
+    assert (tcp.host, tcp.password, tcp.query["sslmode"]) == (
+        "db.example.com",
+        "p@ss",
+        "verify-full",
+    )
+
+
+def test_a_relayed_notice_is_read_from_its_fields() -> None:
+    """A NoticeResponse's body: a type byte and a null-terminated string per field, a zero
+    byte at the end; the message is field M."""
+    body = b"SNOTICE\x00C00000\x00Mduration: 1.5 ms  plan: {}\x00Fexplain.c\x00\x00"
+    assert notice_message(body) == "duration: 1.5 ms  plan: {}"
+    assert notice_message(b"SNOTICE\x00\x00") == ""
+
+
+def test_awa_says_when_a_queue_per_tenant_needs_more_connections_than_the_server_has() -> None:
+    """Each of awa's dispatchers holds a connection for its LISTEN: 1,000 tenants' queues
+    cannot run on a server with 100 connections, one queue can; the capture of such a
+    backlog is skipped with this reason rather than left to time out."""
+    from harness.queues.libraries.awa_queue import Spec
+
+    tenants = tuple(range(1, 1001))
+    weighted = Spec(Site("", "s"), "weighted_queues", tenants=tenants, weights=(1,) * 1000)
+    refused = weighted.refused(97)
+    assert refused is not None
+    assert "1000 of them, needs about 1016 connections" in refused
+    assert "its docs size the pool at 4020" in refused and "97 left" in refused
+    assert Spec(Site("", "s"), "one_queue", tenants=tenants).refused(97) is None
+    assert Spec(Site("", "s"), "weighted_queues", tenants=tenants[:11]).refused(97) is None

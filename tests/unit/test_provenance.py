@@ -48,8 +48,10 @@ def test_the_lock_names_each_package_installed_at_another_version(tmp_path: Path
 
 
 def test_the_dev_tools_are_pinned_and_make_bootstraps_the_locked_uv() -> None:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    dev = project["optional-dependencies"]["dev"]
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    project = pyproject["project"]
+    dev = pyproject["dependency-groups"]["dev"]  # the repository's tools, never published
+    assert "dev" not in project.get("optional-dependencies", {})
     assert all("==" in requirement for requirement in dev), dev
     packages = tomllib.loads(LOCK.read_text())["package"]
     locked_uv = {p["version"] for p in packages if p["name"] == "uv"}

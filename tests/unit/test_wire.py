@@ -16,7 +16,8 @@ import yaml
 
 from harness.queues.base import Program, Site, TaskRun, WorkerReport
 from harness.queues.catalog import register_programs
-from harness.queues.libraries import node_queue
+from harness.queues.contract import queue as contract
+from harness.queues.contract.manifest import load_adapters
 from harness.queues.libraries.pgqueuer_queue import PgqueuerQueue
 from harness.queues.libraries.procrastinate_queue import ProcrastinateQueue
 from harness.queues.programs import Local, Refused
@@ -52,7 +53,7 @@ def inputs() -> RunInputs:
 def every_kind(inputs: RunInputs) -> list[Program]:
     """A worker and an enqueuer of the SQL strategies and of each library."""
     sql = SqlQueue(load_strategies()["round_robin"], COORDINATOR, inputs)
-    node = node_queue.NodeSpec("pgboss", "one_queue", COORDINATOR, 500)
+    adapter = contract.ContractSpec(load_adapters()["pgboss"], "one_queue", COORDINATOR, 10)
     libraries = [
         ProcrastinateQueue("procrastinate_lock_per_tenant", "lock_per_tenant", COORDINATOR, inputs),
         PgqueuerQueue("pgqueuer_concurrency_limit", "concurrency_limit", COORDINATOR, inputs),
@@ -62,8 +63,8 @@ def every_kind(inputs: RunInputs) -> list[Program]:
         *sql.enqueuers(inputs.schedules),
         *[program for queue in libraries for program in queue.workers(3)],
         *[program for queue in libraries for program in queue.enqueuers(inputs.schedules)],
-        Program("worker", node_queue.worker_main, replace(node, concurrency=4), "pgboss-worker"),
-        Program("enqueuer", node_queue.enqueuer_main, node),
+        Program("worker", contract.worker_main, replace(adapter, concurrency=4), "pgboss-worker"),
+        Program("enqueuer", contract.enqueuer_main, adapter),
     ]
 
 
@@ -82,10 +83,10 @@ def test_every_program_travels_without_dsn_or_sql_and_comes_back_the_same(
         "procrastinate.enqueuer",
         "pgqueuer.worker",
         "pgqueuer.enqueuer",
-        "node.worker",
-        "node.enqueuer",
+        "adapter.worker",
+        "adapter.enqueuer",
     }
-    local = Local(MEMBER_DSN, load_strategies())
+    local = Local(MEMBER_DSN, load_strategies(), load_adapters())
     for program, row in zip(programs, rows, strict=True):
         received = program_from_wire(row, local)
         assert (received.role, received.main, received.name) == (

@@ -8,7 +8,11 @@ needs a superuser: the embedded server's), its plans sent to the client as notic
 EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) of every statement the library runs, nested ones
 included, with the text the library gave it. The fetches are the plans with a LockRows
 node whose text has the library's mark of its fetch (`fetch_marker`: foreign-key checks
-and maintenance statements lock rows too).
+and maintenance statements lock rows too); a library whose costly step picks its jobs
+before a statement of its own locks them (DBOS's sweep of a partitioned queue) marks that
+step, and no LockRows node is asked of it (`fetch_locks`); a library that polls queues
+without work too (awa's dispatcher per queue) counts only the fetches that returned a
+job (`fetch_rows`).
 
 The harness's plan captures (harness/run/captures.py) run that worker through the
 `FetchExplainer` side of the queue (harness/queues/base.py). The worker runs with
@@ -94,26 +98,35 @@ def _scan(node: dict[str, Any]) -> str:
     return f"{node['Node Type']}{f' using {index}' if index else ''} on {node['Relation Name']}"
 
 
-def parse_notice(message: str, marker: str) -> FetchPlan | None:
-    """A fetch's plan from auto_explain's notice; None for any other statement."""
+def parse_notice(
+    message: str, marker: str, locks: bool = True, rows: bool = False
+) -> FetchPlan | None:
+    """A fetch's plan from auto_explain's notice; None for any other statement. `locks`:
+    only a plan that locks rows (a LockRows node) is a fetch; `rows`: only one that
+    returned a row."""
     found = _DURATION.match(message)
     if found is None:
         return None
     document = json.loads(message[found.end() :])
     plan, query = document["Plan"], str(document.get("Query Text", ""))
-    locks = any(node.get("Node Type") == "LockRows" for node in nodes(plan))
-    if not locks or marker not in " ".join(query.split()):
+    locked = any(node.get("Node Type") == "LockRows" for node in nodes(plan))
+    if (locks and not locked) or marker not in " ".join(query.split()):
+        return None
+    if rows and not plan.get("Actual Rows"):
         return None
     return FetchPlan(float(found["ms"]), query, plan)
 
 
-def explained(path: str, marker: str) -> list[ExplainedFetch]:
+def explained(
+    path: str, marker: str, locks: bool = True, rows: bool = False
+) -> list[ExplainedFetch]:
     """The fetches a capture's worker wrote to `path`: the FetchExplainer's reading."""
-    return [plan.fetch() for plan in read_plans(Path(path), marker)]
+    return [plan.fetch() for plan in read_plans(Path(path), marker, locks, rows)]
 
 
-def read_plans(path: Path, marker: str) -> list[FetchPlan]:
+def read_plans(path: Path, marker: str, locks: bool = True, rows: bool = False) -> list[FetchPlan]:
     if not path.exists():
         return []
     messages = path.read_text(encoding="utf-8").split(SEPARATOR)
-    return [plan for text in messages if (plan := parse_notice(text, marker)) is not None]
+    found = (parse_notice(text, marker, locks, rows) for text in messages)
+    return [plan for plan in found if plan is not None]

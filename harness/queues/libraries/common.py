@@ -28,6 +28,7 @@ from harness.queues.base import (
     Ledger,
     Queue,
     QueueEntry,
+    Requirement,
     Signals,
     Site,
     TaskRun,
@@ -64,11 +65,13 @@ NO_CLAIM_MS = float("nan")  # a fetch the harness cannot time from the outside
 LibraryFactory = Callable[[str, str, Site, RunInputs], Queue]  # (name, mapping, site, inputs)
 
 
-def library_entries(mappings: dict[str, str], make: LibraryFactory) -> list[QueueEntry]:
+def library_entries(
+    mappings: dict[str, str], make: LibraryFactory, requires: tuple[Requirement, ...]
+) -> list[QueueEntry]:
     """A library's mappings as queues a scenario may name: strategy name -> the mapping of
-    tenants onto its knobs, each made by `make`."""
+    tenants onto its knobs, each made by `make`; `requires`, what it needs installed."""
     return [
-        QueueEntry(name, LIBRARY_TRAITS, partial(make, name, mapping))
+        QueueEntry(name, LIBRARY_TRAITS, partial(make, name, mapping), requires=requires)
         for name, mapping in mappings.items()
     ]
 
@@ -287,13 +290,18 @@ class LibraryRow:
     finished_at: datetime | None
 
 
-def analyze(conn: psycopg.Connection[Any]) -> None:
-    for (statement,) in conn.execute(sql("analyze_tables")).fetchall():  # type: ignore[arg-type]
+def analyze(conn: psycopg.Connection[Any], schema: str | None = None) -> None:
+    """Every table of the run's schema analyzed, or of `schema` (a library's own)."""
+    statements = conn.execute(sql("analyze_tables"), {"schema": schema}).fetchall()  # type: ignore[arg-type]
+    for (statement,) in statements:
         conn.execute(statement)
 
 
-def library_rows(conn: psycopg.Connection[Any], block: str) -> list[LibraryRow]:
-    return [LibraryRow(*row) for row in conn.execute(sql(block))]  # type: ignore[call-overload]
+def library_rows(
+    conn: psycopg.Connection[Any], block: str, params: dict[str, Any] | None = None
+) -> list[LibraryRow]:
+    found = conn.execute(sql(block), params or {})  # type: ignore[call-overload]
+    return [LibraryRow(*row) for row in found]
 
 
 def ledger_of(rows: list[LibraryRow], reports: list[WorkerReport]) -> Ledger:

@@ -34,72 +34,70 @@ select log.job_id::text,
   left join pgqueuer as queue on queue.id = log.job_id
  group by log.job_id, queue.payload
 
--- name: pgboss_ledger
--- pg-boss keeps completed jobs (until its retention deletes them, days later), with
--- created_on, started_on and completed_on, each job_now() (now()) of its statement.
+-- name: dbos_enqueue
+-- A batch through DBOS's own SQL enqueue (`enqueue_workflow`, the function its system
+-- schema ships for enqueueing from SQL), one call per job in one statement: created_at
+-- is now() of the statement for every job of the batch. The workflow id carries the
+-- harness's number (zero-padded, so that text order is number order: DBOS breaks ties
+-- of a partition's created_at by id) and the tenant; the partition key, where the
+-- mapping has one, is the tenant.
+select enqueue_workflow(
+         workflow_name => %(workflow)s,
+         queue_name => %(queue)s,
+         positional_args => array[to_json(job.n), to_json(job.t), to_json(job.ms)],
+         workflow_id => lpad(job.n::text, 10, '0') || ':' || job.t,
+         queue_partition_key => case when %(partitioned)s then job.t::text end)
+  from unnest(%(numbers)s::bigint[], %(tenants)s::int[], %(ms)s::float8[]) as job(n, t, ms)
+
+-- name: dbos_ledger
+-- DBOS keeps every workflow in workflow_status, with epoch milliseconds each now() of
+-- its statement: created_at (the enqueue), started_at_epoch_ms (the dequeue that claimed
+-- it), completed_at (the statement that recorded its outcome). The workflow id is
+-- '<number>:<tenant>' (dbos_enqueue).
+select workflow_uuid,
+       split_part(workflow_uuid, ':', 1)::bigint,
+       split_part(workflow_uuid, ':', 2)::int,
+       status = 'SUCCESS',
+       to_timestamp(created_at / 1000.0),
+       to_timestamp(started_at_epoch_ms / 1000.0),
+       to_timestamp(completed_at / 1000.0)
+  from workflow_status
+ where queue_name = %(queue)s
+
+-- name: awa_activate
+-- awa's queue storage made the active engine of the fresh install before any worker runs:
+-- the post-migrate step its docs give external migration tooling (the first worker
+-- would do it as it starts, and an enqueue before that is refused).
+select awa.storage_auto_finalize_if_fresh('awa')
+
+-- name: free_connections
+-- The connections the server still accepts: max_connections, less those kept for
+-- superusers and those open now.
+select current_setting('max_connections')::int
+     - current_setting('superuser_reserved_connections')::int
+     - (select count(*) from pg_stat_activity where backend_type = 'client backend')
+
+-- name: awa_ledger
+-- awa keeps its jobs in its own schema, awa (never the run's), and shows them through
+-- its compatibility view awa.jobs: created_at (now() of the enqueue's COPY),
+-- attempted_at (the claim, clock_timestamp() in claim_ready_runtime), finalized_at (now()
+-- of the completion batch that closed it: awa flushes completions every millisecond or
+-- 512 of them). Finished jobs stay readable until awa's queue ring prunes their segment,
+-- which the worker's rotation interval keeps beyond the run (awa_queue.py).
 select id::text,
-       (data ->> 'n')::bigint,
-       (data ->> 't')::int,
+       (args ->> 'n')::bigint,
+       (args ->> 't')::int,
        state = 'completed',
-       created_on,
-       started_on,
-       completed_on
-  from job
- where name = 'harness'
-
--- name: graphile_done_log
--- graphile-worker deletes a job when its task succeeds, so its finished jobs are kept by
--- the harness as they go: a row per deleted job, with the job's own times (created_at;
--- locked_at, when graphile-worker locked it for a worker or its local queue) and the
--- server's clock when graphile-worker deleted it (its completion, batched with
--- completeJobBatchDelay). A statement trigger inside graphile-worker's own delete, one
--- insert per statement from its transition table: no round trip of the task's (which,
--- one per job, capped the drain at a fifth of the library's rate), and no call per row
--- (which cost about a tenth of it). In the run's schema (the function keeps it as its
--- search_path: graphile-worker's sessions have their own), dropped with it.
-create table harness_graphile_done (
-  id bigint primary key,
-  payload json not null,
-  created_at timestamptz not null,
-  locked_at timestamptz,
-  finished_at timestamptz not null
-);
-create function harness_graphile_done() returns trigger language plpgsql
-  set search_path from current as $$
-begin
-  insert into harness_graphile_done
-  select id, payload, created_at, locked_at, clock_timestamp() from deleted;
-  return null;
-end
-$$;
-create trigger harness_graphile_done after delete on _private_jobs
-  referencing old table as deleted
-  for each statement execute function harness_graphile_done();
-
--- name: graphile_ledger
--- The finished jobs from the harness's log of graphile-worker's deletions; the jobs left
--- in _private_jobs are unfinished.
-select id::text,
-       (payload ->> 'n')::bigint,
-       (payload ->> 't')::int,
-       true,
        created_at,
-       locked_at,
-       finished_at
-  from harness_graphile_done
- union all
-select id::text,
-       (payload ->> 'n')::bigint,
-       (payload ->> 't')::int,
-       false,
-       created_at,
-       locked_at,
-       null::timestamptz
-  from _private_jobs
+       attempted_at,
+       finalized_at
+  from awa.jobs
+ where kind = %(kind)s
 
 -- name: analyze_tables
--- Statistics on every table of the run's schema after a backlog load, as after the SQL
--- strategies' load (and as autovacuum would gather them in time).
-select format('analyze %I.%I', schemaname, tablename)
+-- Statistics on every table of the run's schema (or of the schema a library keeps its
+-- tables in) after a backlog load, as after the SQL strategies' load (and as autovacuum
+-- would gather them in time).
+select format('analyze %%I.%%I', schemaname, tablename)
   from pg_tables
- where schemaname = current_schema()
+ where schemaname = coalesce(%(schema)s, current_schema())

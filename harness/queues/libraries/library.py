@@ -21,6 +21,7 @@ from harness.queues.base import (
 from harness.queues.libraries import captures, common
 from harness.scenario.arrivals import Arrivals
 from harness.scenario.inputs import RunInputs
+from harness.scenario.workload import BacklogRows
 
 
 class LibraryQueue:
@@ -32,6 +33,8 @@ class LibraryQueue:
     label: str  # the library's name in its processes' names
     ledger_block: str  # libraries.sql: its jobs as its tables hold them
     fetch_marker: str
+    fetch_locks = True  # its fetch is a statement that locks rows (captures.parse_notice)
+    fetch_rows = False  # only a fetch that returned a job counts (it polls empty queues too)
 
     def __init__(self, name: str, site: Site, inputs: RunInputs, spec: Any) -> None:
         self.name, self.site, self.inputs, self.spec = name, site, inputs, spec
@@ -64,7 +67,10 @@ class LibraryQueue:
         return [Program("worker", self.mains()[0], spec, name=f"{self.label}-capture")]
 
     def explained(self, plans_file: str) -> list[ExplainedFetch]:
-        return captures.explained(plans_file, self.fetch_marker)
+        return captures.explained(plans_file, self.fetch_marker, self.fetch_locks, self.fetch_rows)
+
+    def capture_refused(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> str | None:
+        return None
 
     def enqueuers(self, schedules: list[Arrivals]) -> list[Program]:
         numbered = common.numbered_schedules(self.inputs, schedules)
@@ -72,7 +78,15 @@ class LibraryQueue:
         return [Program("enqueuer", main, replace(self.spec, schedule=s)) for s in numbered]
 
     def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
-        return common.ledger_of(common.library_rows(conn, self.ledger_block), reports)
+        rows = common.library_rows(conn, self.ledger_block, self.ledger_params())
+        return common.ledger_of(rows, reports)
+
+    def ledger_params(self) -> dict[str, Any]:
+        """The parameters of its ledger's block, if it has any."""
+        return {}
+
+    def outside_schemas(self) -> tuple[str, ...]:
+        return ()  # everything in the run's schema, but for a library that says otherwise
 
     def dequeue_sql(self) -> str | None:
         return None  # its fetch is captured from its own worker instead (explainer)

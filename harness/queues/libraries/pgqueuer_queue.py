@@ -34,7 +34,15 @@ from typing import Any, Literal
 
 import psycopg
 
-from harness.queues.base import ProgramMain, QueueEntry, Signals, Site, TaskRun, WorkerReport
+from harness.queues.base import (
+    ProgramMain,
+    PythonPackages,
+    QueueEntry,
+    Signals,
+    Site,
+    TaskRun,
+    WorkerReport,
+)
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
@@ -319,8 +327,9 @@ common.register_programs("pgqueuer", Spec, worker_main, enqueuer_main)
 
 
 def entries() -> list[QueueEntry]:
+    requires = (PythonPackages(("pgqueuer", "asyncpg"), "libraries"),)
     tuned = partial(PgqueuerQueue, tuned=True)
     return [
-        *common.library_entries(dict(MAPPINGS), PgqueuerQueue),
-        *common.library_entries(dict(TUNED_MAPPINGS), tuned),
+        *common.library_entries(dict(MAPPINGS), PgqueuerQueue, requires),
+        *common.library_entries(dict(TUNED_MAPPINGS), tuned, requires),
     ]

@@ -27,7 +27,15 @@ from typing import Any, Literal
 
 import psycopg
 
-from harness.queues.base import ProgramMain, QueueEntry, Signals, Site, TaskRun, WorkerReport
+from harness.queues.base import (
+    ProgramMain,
+    PythonPackages,
+    QueueEntry,
+    Signals,
+    Site,
+    TaskRun,
+    WorkerReport,
+)
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
@@ -228,8 +236,9 @@ common.register_programs("procrastinate", Spec, worker_main, enqueuer_main)
 
 
 def entries() -> list[QueueEntry]:
+    requires = (PythonPackages(("procrastinate",), "libraries"),)
     tuned = partial(ProcrastinateQueue, tuned=True)
     return [
-        *common.library_entries(dict(MAPPINGS), ProcrastinateQueue),
-        *common.library_entries(dict(TUNED_MAPPINGS), tuned),
+        *common.library_entries(dict(MAPPINGS), ProcrastinateQueue, requires),
+        *common.library_entries(dict(TUNED_MAPPINGS), tuned, requires),
     ]

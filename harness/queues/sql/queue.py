@@ -178,6 +178,9 @@ class SqlQueue:
     def recovery(self) -> Recovery:
         return self
 
+    def outside_schemas(self) -> tuple[str, ...]:
+        return ()
+
     def explainer(self) -> None:
         return None  # its dequeue is one statement: EXPLAIN runs it (dequeue_sql)
 

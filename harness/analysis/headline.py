@@ -1,0 +1,117 @@
+"""A run's headline figures (pure): what results.json lists for other tools.
+
+Per strategy, worker count and tenant class: the p50 and p95 wait and the class's last
+job done; per strategy and worker count: throughput and the median claim latency; per
+plan capture: its time and buffers; and every reference figure the scenario gives, with
+its reference and whether the measured range is within it. Each figure's value is the
+median over repetitions (plan executions), its range the lowest and highest.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+
+import pandas as pd
+
+from harness.analysis.frames import ALL_TENANTS
+from harness.analysis.reference import is_within, measured_figure
+from harness.results.headline import Figure
+from harness.scenario.model import Reference
+
+_WAITS = (
+    ("wait_p50_s", "p50 wait", "s"),
+    ("wait_p95_s", "p95 wait", "s"),
+    ("makespan_s", "last job done", "s"),
+)
+_PER_REPETITION = (
+    ("throughput_jobs_s", "throughput", "jobs/s", False),
+    ("claim_p50_ms", "median claim latency", "ms", True),
+)
+_PLANS = (
+    ("total_ms", "one dequeue, planning + execution", "ms"),
+    ("shared_buffers", "one dequeue, shared buffers", "buffers"),
+)
+
+
+def figure_of(
+    name: str, unit: str, values: Iterable[float], lower_is_better: bool | None
+) -> Figure | None:
+    """The median and range of `values` (those that are numbers); None if there are none."""
+    numbers = [float(v) for v in values if pd.notna(v)]
+    if not numbers:
+        return None
+    return Figure(
+        name=name,
+        unit=unit,
+        value=statistics.median(numbers),
+        range=(min(numbers), max(numbers)),
+        lower_is_better=lower_is_better,
+        samples=len(numbers),
+    )
+
+
+def run_headline(
+    scenario: str,
+    summary: pd.DataFrame | None,
+    plan_runs: pd.DataFrame | None,
+    reference: Reference | None,
+) -> list[Figure]:
+    """Every headline figure of a run, reference figures first."""
+    found = _reference_figures(scenario, reference, summary, plan_runs)
+    if summary is not None:
+        found += _wait_figures(scenario, summary)
+    if plan_runs is not None and len(plan_runs):
+        found += _plan_figures(scenario, plan_runs)
+    return [figure for figure in found if figure is not None]
+
+
+def _wait_figures(scenario: str, summary: pd.DataFrame) -> list[Figure | None]:
+    found: list[Figure | None] = []
+    groups = summary.groupby(["strategy", "workers"], sort=False)
+    for (strategy, workers), rows in groups:
+        where = f"{scenario}: {strategy}, {workers} workers"
+        for tenant_class, of_class in rows.groupby("tenant_class", sort=False):
+            for column, label, unit in _WAITS:
+                found.append(
+                    figure_of(f"{where}, {tenant_class}: {label}", unit, of_class[column], True)
+                )
+        pooled = _pooled(rows)
+        for column, label, unit, lower in _PER_REPETITION:
+            found.append(figure_of(f"{where}: {label}", unit, pooled[column], lower))
+    return found
+
+
+def _pooled(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per repetition: the `all` class, or the only class there is."""
+    everyone = rows[rows["tenant_class"] == ALL_TENANTS]
+    return everyone if len(everyone) else rows
+
+
+def _plan_figures(scenario: str, runs: pd.DataFrame) -> list[Figure | None]:
+    found: list[Figure | None] = []
+    for (variant, strategy), rows in runs.groupby(["variant", "strategy"], sort=False):
+        for column, label, unit in _PLANS:
+            name = f"{scenario}: {strategy} on {variant}: {label}"
+            found.append(figure_of(name, unit, rows[column], True))
+    return found
+
+
+def _reference_figures(
+    scenario: str,
+    reference: Reference | None,
+    summary: pd.DataFrame | None,
+    plan_runs: pd.DataFrame | None,
+) -> list[Figure | None]:
+    if reference is None:
+        return []
+    found: list[Figure | None] = []
+    for wanted in reference.figures:
+        measured = measured_figure(wanted, summary, plan_runs)
+        lower = None if wanted.versus is not None else True
+        figure = figure_of(f"{scenario}: {wanted.label}", wanted.unit, measured, lower)
+        if figure is not None:
+            figure.reference = wanted.value
+            figure.within = is_within(wanted.value, reference.tolerance, *figure.range)
+        found.append(figure)
+    return found

@@ -1,0 +1,166 @@
+"""What a queue needs beyond the harness's own dependencies: checked before any server
+starts, one line naming what to install, exit 2; never a traceback from an import."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.errors import HarnessError
+from harness.queues.base import Missing, PythonPackages, QueueEntry
+from harness.queues.catalog import catalog, require, unmet
+from harness.queues.contract import runtime
+from harness.queues.contract.manifest import load_adapters
+from harness.queues.libraries import (
+    awa_queue,
+    dbos_queue,
+    pgqueuer_queue,
+    procrastinate_queue,
+)
+from harness.scenario.traits import QueueTraits
+from tests.conftest import ROOT
+
+
+class Tracked:
+    """A requirement that says whether it is met and counts its preparations."""
+
+    def __init__(self, missing: Missing | None) -> None:
+        self.absent, self.prepared = missing, 0
+
+    def missing(self) -> Missing | None:
+        return self.absent
+
+    def prepare(self, say: object) -> None:
+        self.prepared += 1
+
+
+def entry(name: str, *requires: object) -> QueueEntry:
+    return QueueEntry(name, QueueTraits(), lambda site, inputs: None, requires=requires)  # type: ignore[arg-type, return-value]
+
+
+def test_a_missing_module_names_itself_and_the_extra_that_brings_it() -> None:
+    absent = PythonPackages(("sys", "no_such_module_of_ours"), "libraries").missing()
+    assert absent is not None
+    assert absent.what == "no_such_module_of_ours"
+    assert "tenant-queue-bench[libraries]" in absent.install
+    assert PythonPackages(("sys", "json"), "libraries").missing() is None
+
+
+def test_the_queues_needing_one_install_share_one_sentence_and_nothing_is_prepared() -> None:
+    lacking = Missing("frobnicate", "pip install frobnicate")
+    met = Tracked(None)
+    entries = {
+        "a": entry("a", Tracked(lacking)),
+        "b": entry("b", Tracked(lacking), met),
+        "c": entry("c", Tracked(Missing("npm", "apt-get install npm"))),
+        "d": entry("d"),
+    }
+    with pytest.raises(HarnessError) as refused:
+        require(entries, ["a", "b", "c", "d"], "mix.yaml", print)
+    line = str(refused.value)
+    assert "\n" not in line
+    assert line == (
+        "mix.yaml: strategies a, b need frobnicate, not installed: pip install frobnicate; "
+        "strategy c needs npm, not installed: apt-get install npm"
+    )
+    assert met.prepared == 0  # nothing made ready while something is missing
+    require(entries, ["b", "d"][1:], "mix.yaml", print)  # d needs nothing
+    assert list(unmet(entries, ["d"])) == []
+
+
+def test_what_is_met_is_made_ready_before_the_server() -> None:
+    met = Tracked(None)
+    require({"a": entry("a", met)}, ["a"], "x.yaml", print)
+    assert met.prepared == 1
+
+
+def test_every_library_mapping_declares_what_it_needs() -> None:
+    entries = catalog()
+    modules = {
+        procrastinate_queue: "procrastinate",
+        pgqueuer_queue: "pgqueuer",
+        dbos_queue: "dbos",
+        awa_queue: "awa",
+    }
+    for module, imported in modules.items():
+        for name in module.MAPPINGS:
+            (requires,) = entries[name].requires
+            assert isinstance(requires, PythonPackages), name
+            assert requires.extra == "libraries" and imported in requires.modules, name
+    for adapter in load_adapters().values():
+        for declared in adapter.manifest.mappings:
+            requires = entries[declared.strategy].requires
+            assert requires == (runtime.AdapterRuntime(adapter),), declared.strategy
+    assert all(not entries[name].requires for name in ("fifo", "round_robin"))
+
+
+def test_an_adapter_whose_runtime_is_absent_says_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no node, perl or ruby on it
+    for adapter in load_adapters().values():
+        absent = runtime.AdapterRuntime(adapter).missing()
+        assert absent is not None, adapter.name
+        assert absent.what.endswith("fails here") and absent.install, adapter.name
+
+
+# The libraries' modules made unimportable, as in an install without the `libraries` extra.
+WITHOUT_LIBRARIES = """
+import runpy, sys
+for name in ("procrastinate", "pgqueuer", "asyncpg"):
+    sys.modules[name] = None
+sys.argv = ["harness", *sys.argv[1:]]
+runpy.run_module("harness", run_name="__main__")
+"""
+
+
+@pytest.mark.parametrize("verb", ["run", "explain"])
+def test_without_the_libraries_extra_real_queues_is_one_line_before_any_server(
+    verb: str, tmp_path: Path
+) -> None:
+    scenario = "real-queues" if verb == "run" else "real-queues-plans"
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_LIBRARIES, verb, scenario, "--results-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "procrastinate, pgqueuer, asyncpg, not installed" in done.stderr
+    assert "tenant-queue-bench[libraries]" in done.stderr
+    assert "Starting PostgreSQL" not in done.stdout
+    assert list(tmp_path.iterdir()) == []  # no run folder: nothing was measured
+
+
+def test_an_adapters_preparation_shows_its_progress_as_it_goes(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A stand-in npm that downloads three packages: each progress line counts its output
+    so far, and the last says how it ended."""
+    npm = tmp_path / "npm"
+    npm.write_text(
+        "#!/bin/sh\n"
+        'test "$1" = ci || exit 9\n'
+        'for p in a b c; do echo "npm http fetch GET 200 https://registry/$p 5ms" >&2; done\n'
+        "echo 'added 3 packages in 1s'\n"
+    )
+    npm.chmod(0o755)
+    monkeypatch.setattr(runtime, "PROGRESS_S", 0.0)
+    said: list[str] = []
+    code, last = runtime._run_showing_progress([str(npm), "ci"], tmp_path, "npm", said.append)
+    assert (code, last) == (0, "added 3 packages in 1s")
+    assert said[:3] == [f"npm: {n} lines of output, 0 s" for n in (1, 2, 3)]
+    assert said[-1].startswith("npm: done in ") and said[-1].endswith("(added 3 packages in 1s)")
+    failing = tmp_path / "fails"
+    failing.write_text("#!/bin/sh\necho 'ERR! no network'\nexit 3\n")
+    failing.chmod(0o755)
+    assert runtime._run_showing_progress([str(failing)], tmp_path, "npm", said.append) == (
+        3,
+        "ERR! no network",
+    )
