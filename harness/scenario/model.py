@@ -225,11 +225,20 @@ class Backlog(Model):
     def rotation_order(self) -> list[str]:
         return self.rotation or [group.name for group in self.groups]
 
-    def with_tenants(self, tenants: dict[str, int]) -> Backlog:
-        """The same backlog with some groups' tenant counts replaced (an explain variant),
-        validated again as a backlog of its own: model_copy alone would check nothing."""
+    def with_tenants(
+        self, tenants: dict[str, int], jobs_per_tenant: dict[str, int] | None = None
+    ) -> Backlog:
+        """The same backlog with some groups' tenant counts, and jobs per tenant, replaced
+        (an explain variant), validated again as a backlog of its own: model_copy alone
+        would check nothing."""
+        jobs = jobs_per_tenant or {}
         groups = [
-            group.model_copy(update={"tenants": tenants.get(group.name, group.tenants)})
+            group.model_copy(
+                update={
+                    "tenants": tenants.get(group.name, group.tenants),
+                    "jobs_per_tenant": jobs.get(group.name, group.jobs_per_tenant),
+                }
+            )
             for group in self.groups
         ]
         return Backlog(groups=groups, rotation=self.rotation)
@@ -247,10 +256,14 @@ class Backlog(Model):
 
 class ExplainVariant(Model):
     """One backlog shape to capture plans on: the scenario's backlog, with `tenants`
-    overriding groups' tenant counts. Strategies in `slow` are skipped unless asked for."""
+    overriding groups' tenant counts and `jobs_per_tenant` their queued jobs per tenant.
+    Strategies in `slow` are skipped unless asked for."""
 
     name: Name
     tenants: dict[Name, Annotated[int, Field(ge=0, le=MAX_TENANTS)]] = Field(default_factory=dict)
+    jobs_per_tenant: dict[Name, Annotated[int, Field(ge=0, le=MAX_BACKLOG_JOBS)]] = Field(
+        default_factory=dict
+    )
     slow: list[Name] = Field(default_factory=list)
 
 
@@ -396,7 +409,8 @@ class Scenario(Model):
         """The backlog as an explain variant reshapes it."""
         assert self.backlog is not None and self.explain is not None
         by_name = {v.name: v for v in self.explain.variants}
-        return self.backlog.with_tenants(by_name[variant].tenants)
+        reshaped = by_name[variant]
+        return self.backlog.with_tenants(reshaped.tenants, reshaped.jobs_per_tenant)
 
     @property
     def group_names(self) -> list[str]:
@@ -471,7 +485,7 @@ class Scenario(Model):
         backlog_groups = {group.name for group in self.backlog.groups}
         _no_duplicates("explain variant names", [variant.name for variant in explain.variants])
         for index, variant in enumerate(explain.variants):
-            unknown = sorted(set(variant.tenants) - backlog_groups)
+            unknown = sorted((set(variant.tenants) | set(variant.jobs_per_tenant)) - backlog_groups)
             if unknown:
                 raise ValueError(
                     f"explain variant '{variant.name}': {unknown} are not backlog "
@@ -486,9 +500,8 @@ class Scenario(Model):
         assert self.backlog is not None
         groups = self.backlog.groups
         counts = [variant.tenants.get(group.name, group.tenants) for group in groups]
-        jobs = sum(
-            count * group.jobs_per_tenant for count, group in zip(counts, groups, strict=True)
-        )
+        each = [variant.jobs_per_tenant.get(group.name, group.jobs_per_tenant) for group in groups]
+        jobs = sum(count * per_tenant for count, per_tenant in zip(counts, each, strict=True))
         if jobs > MAX_BACKLOG_JOBS:
             raise ValueError(
                 f"{where}: {jobs:,} backlog jobs in variant '{variant.name}'; "
