@@ -19,6 +19,9 @@ QUEUE_TABLE = "jobs"
 TENANT_TABLE = "queue_tenants"
 SORTS_TENANTS = "sorts all tenants before the Limit (locks one job per tenant)"
 WALKS_GLOBAL_INDEX = "walks all queued jobs (a global index or the table) filtering on tenant_id"
+READS_QUEUE = "reads at least half the queued jobs on every fetch: its cost follows the backlog"
+# Below this many queued jobs any fetch may read half of them: no sign of anything.
+READS_QUEUE_FLOOR = 1_000
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class PlanFigures:
     jobs_loops: int  # probes: how often the jobs scan ran
     rows_removed: int  # rows read and thrown away by filters, over all loops
     flags: tuple[str, ...]
+    rows_read: int = 0  # rows every scan read, kept or removed by its filter, over all loops
 
     @property
     def total_ms(self) -> float:
@@ -85,6 +89,7 @@ def plan_figures(explained: list[dict[str, Any]]) -> PlanFigures:
         jobs_loops=max((int(node.get("Actual Loops", 0)) for node in jobs), default=0),
         rows_removed=sum(_rows_removed(node) for node in nodes(root)),
         flags=tuple(dangerous_shapes(root)),
+        rows_read=sum(_rows_read(node) for node in nodes(root) if _is_scan(node)),
     )
 
 
@@ -110,6 +115,24 @@ def _rows_removed(node: dict[str, Any]) -> int:
     # total to within one row per loop.
     per_loop = float(node.get("Rows Removed by Filter", 0))
     return round(per_loop * int(node.get("Actual Loops", 1)))
+
+
+def _is_scan(node: dict[str, Any]) -> bool:
+    return "Relation Name" in node and node["Node Type"] != "ModifyTable"
+
+
+def _rows_read(node: dict[str, Any]) -> int:
+    per_loop = float(node.get("Actual Rows", 0)) + float(node.get("Rows Removed by Filter", 0))
+    return round(per_loop * int(node.get("Actual Loops", 1)))
+
+
+def backlog_flags(figures: PlanFigures, queued_jobs: int) -> tuple[str, ...]:
+    """The flags a plan earns on the backlog it ran on, beside those of its shape: a
+    fetch that reads half the queue or more (a scan of all of it, or a walk that filters
+    one tenant's or group's backlog away) costs in proportion to the backlog."""
+    if queued_jobs >= READS_QUEUE_FLOOR and 2 * figures.rows_read >= queued_jobs:
+        return (READS_QUEUE,)
+    return ()
 
 
 def dangerous_shapes(root: dict[str, Any]) -> list[str]:
@@ -147,7 +170,9 @@ def plan_runs(captures: list[Capture]) -> pd.DataFrame:
             **capture.backlog,
             "load_s": capture.load_s,
             **figures.as_dict(),
-            "flags": "; ".join(figures.flags),
+            "flags": "; ".join(
+                figures.flags + backlog_flags(figures, capture.backlog.get("queued_jobs", 0))
+            ),
         }
         for capture in captures
         for index, figures in enumerate(capture.figures, start=1)
@@ -172,6 +197,7 @@ def plans_summary(runs: pd.DataFrame, captures: list[Capture]) -> pd.DataFrame:
                 jobs_scan=("jobs_scan", "last"),
                 jobs_loops=("jobs_loops", "max"),
                 rows_removed=("rows_removed", "max"),
+                rows_read=("rows_read", "median"),
                 flags=("flags", "last"),
             )
             .reset_index()
@@ -187,7 +213,12 @@ def plans_summary(runs: pd.DataFrame, captures: list[Capture]) -> pd.DataFrame:
     return shapes.merge(medians, on=PLAN_KEYS, how="left")
 
 
-SHORT_FLAGS = {SORTS_TENANTS: "SORTS TENANTS", WALKS_GLOBAL_INDEX: "GLOBAL WALK", "-": "-"}
+SHORT_FLAGS = {
+    SORTS_TENANTS: "SORTS TENANTS",
+    WALKS_GLOBAL_INDEX: "GLOBAL WALK",
+    READS_QUEUE: "READS QUEUE",
+    "-": "-",
+}
 
 
 _COMPACT_PLAN_COLUMNS = [
@@ -243,6 +274,7 @@ def _plan_cells(r: dict[Any, Any], short: bool) -> dict[str, str]:
         "jobs scan": index_name(r["jobs_scan"]),
         "loops": whole(r["jobs_loops"]),
         "rows removed": whole(r["rows_removed"]),
+        "rows read": whole(r["rows_read"]),
         "flags": flags,
     }
 
@@ -261,6 +293,7 @@ _FIGURE_COLUMNS = [
     "jobs scan",
     "loops",
     "rows removed",
+    "rows read",
 ]
 
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.analysis.plans import SORTS_TENANTS, WALKS_GLOBAL_INDEX, plan_figures
+from harness.analysis.plans import (
+    READS_QUEUE,
+    SORTS_TENANTS,
+    WALKS_GLOBAL_INDEX,
+    backlog_flags,
+    plan_figures,
+)
 
 
 def scan(relation: str, index: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -92,3 +98,26 @@ def test_fifo_walks_its_own_index_without_a_flag() -> None:
     figures = plan_figures([{"Plan": fifo, "Planning Time": 0.03, "Execution Time": 0.02}])
     assert figures.flags == ()
     assert figures.jobs_scan == figures.outer_scan == "Index Scan using jobs_queued_fifo on jobs"
+
+
+def fetch(*scans: dict[str, Any]) -> list[dict[str, Any]]:
+    """A library's fetch as auto_explain reports it: an UPDATE over a LockRows."""
+    lock = {"Node Type": "LockRows", "Plans": list(scans)}
+    root = {"Node Type": "ModifyTable", "Relation Name": "q_harness", "Actual Rows": 1}
+    root["Plans"] = [lock]
+    return [{"Plan": root, "Execution Time": 22.0}]
+
+
+def test_a_fetch_reading_half_the_queue_is_flagged_on_its_backlog() -> None:
+    """Rows read are every scan's, kept or filtered away, over its loops (the UPDATE's own
+    rows are no read); reading half the queued jobs or more flags the fetch, on a backlog
+    of at least 1,000 jobs."""
+    walk = scan("saq_jobs", "saq_jobs_idx", **{"Actual Rows": 1, "Rows Removed by Filter": 999})
+    whole = scan("q_harness", **{"Actual Rows": 2003})
+    head = scan("q_harness", "q_harness_pkey", **{"Actual Rows": 1, "Actual Loops": 4})
+    assert plan_figures(fetch(walk)).rows_read == 1000
+    assert plan_figures(fetch(whole, head)).rows_read == 2007
+    assert backlog_flags(plan_figures(fetch(walk)), queued_jobs=2000) == (READS_QUEUE,)
+    assert backlog_flags(plan_figures(fetch(walk)), queued_jobs=2001) == ()
+    assert backlog_flags(plan_figures(fetch(head)), queued_jobs=2003) == ()
+    assert backlog_flags(plan_figures(fetch(scan("q", **{"Actual Rows": 9}))), 10) == ()
