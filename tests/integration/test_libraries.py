@@ -50,7 +50,10 @@ NODE = set(node_queue.MAPPINGS)
 NO_NPM = "pg-boss and graphile-worker need npm to install their Node runner"
 
 
-LIBRARY_OBJECTS = r"^(procrastinate_|pgqueuer|_private_job|job_common$|job$)"
+LIBRARY_OBJECTS = (
+    r"^(procrastinate_|pgqueuer|_private_job|job_common$|job$|[qa]_harness$|message_record$"
+    r"|saq_)"
+)
 
 
 def _entry(name: str) -> QueueEntry:
@@ -66,11 +69,14 @@ def _schemas_like(server: Server, prefix: str) -> list[str]:
 
 
 def _library_objects(server: Server) -> list[str]:
-    """Tables and types of any of the libraries, in any schema of the server."""
+    """Tables and types of any of the libraries in any schema of the server, pgmq's own
+    schema, and default privileges of a schema (pgmq's install grants pg_monitor some)."""
     with connect(server.dsn) as conn:
         rows = conn.execute(
             "select relname from pg_class where relname ~ %(names)s"
-            " union all select typname from pg_type where typname ~ %(names)s",
+            " union all select typname from pg_type where typname ~ %(names)s"
+            " union all select nspname from pg_namespace where nspname = 'pgmq'"
+            " union all select defaclobjtype::text from pg_default_acl",
             {"names": LIBRARY_OBJECTS},
         ).fetchall()
     return [row[0] for row in rows]
@@ -118,6 +124,8 @@ PLANS = {
         "pgqueuer_entrypoint_per_tenant",
         "pgboss_group_concurrency",
         "graphile_worker_queue_per_tenant",
+        "pgmq_round_robin",
+        "saq_group_key",
     ],
 )
 def test_plan_capture_is_the_library_fetch_as_it_ran(
@@ -139,6 +147,8 @@ def test_plan_capture_is_the_library_fetch_as_it_ran(
         "pgqueuer": "pgqueuer",
         "pgboss": "job_common",
         "graphile": "_private_jobs",
+        "pgmq": "q_harness",
+        "saq": "saq_jobs",
     }
     table = next(table for library, table in tables.items() if name.startswith(library))
     saved = json.loads((outcome.folder.path / "explain" / "backlog" / f"{name}.json").read_text())

@@ -158,10 +158,22 @@ def test_each_library_declares_its_own_mappings_and_the_catalog_takes_them_all()
     """Adding a library is a module of its own and a line: every mapping a module declares
     is a queue a scenario may name, each once, none declared twice."""
     from harness.queues import libraries
-    from harness.queues.libraries import node_queue, pgqueuer_queue, procrastinate_queue
+    from harness.queues.libraries import (
+        node_queue,
+        pgmq_queue,
+        pgqueuer_queue,
+        procrastinate_queue,
+        saq_queue,
+    )
 
     names = [entry.name for entry in libraries.entries()]
-    declared = [*procrastinate_queue.MAPPINGS, *pgqueuer_queue.MAPPINGS, *node_queue.MAPPINGS]
+    declared = [
+        *procrastinate_queue.MAPPINGS,
+        *pgqueuer_queue.MAPPINGS,
+        *node_queue.MAPPINGS,
+        *pgmq_queue.MAPPINGS,
+        *saq_queue.MAPPINGS,
+    ]
     assert sorted(names) == sorted(declared) and len(set(names)) == len(names)
 
 

@@ -1,5 +1,5 @@
-"""Queue libraries measured through their own code: procrastinate and pgqueuer (Python),
-pg-boss and graphile-worker (Node). Each mapping of tenants onto a library's knobs is a
+"""Queue libraries measured through their own code: procrastinate, pgqueuer, pgmq and saq
+(Python), pg-boss and graphile-worker (Node). Each mapping of tenants onto a library's knobs is a
 queue a scenario names in `strategies:` like a built-in SQL strategy.
 
 Each library is a module of its own that declares its mappings (`entries()`) and
@@ -17,9 +17,21 @@ from harness.queues.base import QueueEntry
 
 def _libraries() -> list[Callable[[], list[QueueEntry]]]:
     """Each library's entries, one line per library."""
-    from harness.queues.libraries import node_queue, pgqueuer_queue, procrastinate_queue
+    from harness.queues.libraries import (
+        node_queue,
+        pgmq_queue,
+        pgqueuer_queue,
+        procrastinate_queue,
+        saq_queue,
+    )
 
-    return [procrastinate_queue.entries, pgqueuer_queue.entries, node_queue.entries]
+    return [
+        procrastinate_queue.entries,
+        pgqueuer_queue.entries,
+        node_queue.entries,
+        pgmq_queue.entries,
+        saq_queue.entries,
+    ]
 
 
 def entries() -> list[QueueEntry]:

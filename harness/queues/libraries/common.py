@@ -12,6 +12,8 @@ job, and jobs.csv joins up with the workload whatever ids the library chose.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -22,6 +24,7 @@ from typing import Any, Protocol, Self, TypeVar
 import psycopg
 from pydantic import ConfigDict, TypeAdapter
 
+from harness.errors import HarnessError
 from harness.queues.base import (
     JobRecord,
     Ledger,
@@ -69,6 +72,16 @@ def library_entries(mappings: dict[str, str], make: LibraryFactory) -> list[Queu
         QueueEntry(name, LIBRARY_TRAITS, partial(make, name, mapping))
         for name, mapping in mappings.items()
     ]
+
+
+def require(module: str, library: str) -> None:
+    """A library the scenario names, installed, or one line saying how to install it
+    (checked when the run makes its queues, before anything is measured)."""
+    if importlib.util.find_spec(module) is None:
+        raise HarnessError(
+            f"{library} is not installed: it comes with the extra `libraries` "
+            "(pip install 'tenant-queue-bench[libraries]'; in a checkout, make venv)"
+        )
 
 
 def sql(block: str) -> str:
@@ -215,6 +228,16 @@ async def wait_event(event: Event) -> None:
     """A multiprocessing event awaited without blocking the event loop's other tasks."""
     while not event.is_set():
         await asyncio.sleep(STOP_POLL_S)
+
+
+def await_turn(signals: Signals, index: int) -> None:
+    """In a plan capture, slot `index` fetches once the slots before it hold their jobs:
+    fetch k then runs with the k - 1 jobs before it running, whatever the processes'
+    start order."""
+    while not all(signals.holding[slot] for slot in range(index)):
+        if signals.stop.is_set():
+            return
+        time.sleep(STOP_POLL_S)
 
 
 async def run_schedule(signals: Signals, schedule: Schedule, enqueue: Any) -> None:
