@@ -1,4 +1,5 @@
-"""The `integration` marker selects exactly the tests under tests/integration."""
+"""The `integration` marker selects exactly the tests under tests/integration; `heavy`
+tests are left out unless asked for."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import sys
 from tests.conftest import ROOT
 
 
-def collected(marker: str) -> list[str]:
-    """Test ids pytest collects with `-m marker`, in a subprocess (no server starts)."""
+def collected(marker: str | None) -> list[str]:
+    """Test ids pytest collects with `-m marker` (None: as `make test` runs it), in a
+    subprocess (no server starts)."""
+    select = ["-m", marker] if marker is not None else []
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", marker, "tests"],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", *select, "tests"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -35,3 +38,9 @@ def test_integration_collects_every_integration_test_and_nothing_else() -> None:
         str(path.relative_to(ROOT)) for path in (ROOT / "tests/integration").glob("test_*.py")
     }
     assert files == expected
+
+
+def test_heavy_tests_run_only_when_asked_for() -> None:
+    heavy = collected("heavy")
+    assert heavy, "make test-heavy has tests to run"
+    assert not set(heavy) & set(collected(None))
