@@ -126,6 +126,18 @@ def tenant_ids(inputs: RunInputs, rows: BacklogRows | None = None) -> list[int]:
     return sorted(set(backlog) | set(inputs.durations))
 
 
+def schema_conninfo(spec: LibrarySpec, **more: str) -> str:
+    """A libpq DSN for a library that takes one: the site's, in the run's schema, the
+    DSN's own options kept, and auto_explain in a plan capture's sessions."""
+    from harness.queues.libraries import captures  # it reads plans with pandas: when asked
+
+    options = f"-c search_path={spec.site.schema}"
+    if spec.plans_file is not None:
+        options += " " + captures.explain_options()
+    own = psycopg.conninfo.conninfo_to_dict(spec.site.dsn).get("options") or ""
+    return psycopg.conninfo.make_conninfo(spec.site.dsn, options=f"{own} {options}".strip(), **more)
+
+
 def dsn_keywords(dsn: str, names: dict[str, str]) -> dict[str, Any]:
     """The DSN's parts a driver that reads no libpq DSN takes as keywords (asyncpg,
     node-postgres), renamed as `names` says, the port a number; sslmode is left to each."""

@@ -173,7 +173,7 @@ def enqueuer_main(index: int, spec: Spec, signals: Signals) -> None:
 
 async def _enqueue(index: int, spec: Spec, signals: Signals) -> None:
     conn = await psycopg.AsyncConnection.connect(
-        _dsn(spec), autocommit=True, application_name=session_name()
+        common.schema_conninfo(spec), autocommit=True, application_name=session_name()
     )
     async with conn:
         signals.ready[index] = 1
@@ -185,21 +185,12 @@ async def _enqueue(index: int, spec: Spec, signals: Signals) -> None:
         await common.run_schedule(signals, spec.schedule, send)
 
 
-def _dsn(spec: Spec) -> str:
-    """The site's DSN in the run's schema (and, in a plan capture, with auto_explain)."""
-    extra = f"-c search_path={spec.site.schema}"
-    if spec.plans_file is not None:
-        extra += " " + captures.explain_options()
-    own = psycopg.conninfo.conninfo_to_dict(spec.site.dsn).get("options") or ""
-    return psycopg.conninfo.make_conninfo(spec.site.dsn, options=f"{own} {extra}".strip())
-
-
 def worker_main(index: int, spec: Spec, signals: Signals) -> None:
     run_program(index, signals, lambda report: _work(index, spec, signals, report))
 
 
 def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) -> None:
-    with connect(_dsn(spec)) as conn:
+    with connect(common.schema_conninfo(spec)) as conn:
         if spec.plans_file is not None:
             path = spec.plans_file
             conn.add_notice_handler(

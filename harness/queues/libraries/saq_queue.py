@@ -26,7 +26,7 @@ import logging
 import os
 import zlib
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import psycopg
 
@@ -45,6 +45,9 @@ from harness.queues.process import run_program
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
 from harness.server.connections import session_name
+
+if TYPE_CHECKING:  # saq is imported where it runs: the catalog lists it uninstalled too
+    from saq.types import Context
 
 Mapping = Literal["one_queue", "group_key", "processes"]
 MAPPINGS: dict[str, Mapping] = {  # strategy name -> mapping
@@ -68,7 +71,7 @@ def _queue(spec: Spec) -> Any:
     from saq.queue.postgres import PostgresQueue
 
     pool = AsyncConnectionPool(
-        _conninfo(spec),
+        common.schema_conninfo(spec, application_name=session_name()),
         check=AsyncConnectionPool.check_connection,
         open=False,
         configure=_notices_to(spec.plans_file) if spec.plans_file else None,
@@ -78,16 +81,6 @@ def _queue(spec: Spec) -> Any:
         name=spec.site.schema,
         saq_lock_keyspace=zlib.crc32(spec.site.schema.encode()) & 0x7FFFFFFF,
         manage_pool_lifecycle=True,
-    )
-
-
-def _conninfo(spec: Spec) -> str:
-    extra = f"-c search_path={spec.site.schema}"
-    if spec.plans_file is not None:
-        extra += " " + captures.explain_options()
-    own = psycopg.conninfo.conninfo_to_dict(spec.site.dsn).get("options") or ""
-    return psycopg.conninfo.make_conninfo(
-        spec.site.dsn, options=f"{own} {extra}".strip(), application_name=session_name()
     )
 
 
@@ -157,19 +150,21 @@ async def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) 
 
     # Its stop cancels the tasks still waiting for a job, with a warning each time.
     logging.getLogger("saq").setLevel(logging.ERROR)
-    async def harness_job(ctx: dict[str, Any], *, n: int, t: int, ms: float) -> None:
+
+    async def harness_job(ctx: Context, *, n: int, t: int, ms: float) -> None:
         if spec.hold:
             signals.holding[index] = n
             await common.wait_event(signals.stop)
         elif ms > 0:
             await asyncio.sleep(ms / 1000)
 
-    async def finished(ctx: dict[str, Any]) -> None:
+    async def finished(ctx: Context) -> None:
         """The task log, once saq has written the job complete (its after_process hook
         runs after the finish): the run ends when every job is, and no later."""
         job = ctx["job"]
         if job.status == "complete" and not spec.hold:
-            run = TaskRun(job.kwargs["n"], job.kwargs["t"], str(job.key))
+            kwargs = job.kwargs or {}
+            run = TaskRun(kwargs["n"], kwargs["t"], str(job.key))
             common.record_run(report, signals, index, run)
 
     async def run(queue: Any) -> None:
@@ -221,7 +216,9 @@ class SaqQueue(LibraryQueue):
         """One process per fetch, each with one task: saq's dequeue takes as many jobs as
         tasks wait, so one task makes each fetch take one job."""
         spec = replace(self.spec, concurrency=1, plans_file=plans_file)
-        return [Program("worker", worker_main, spec, f"saq-capture-{slot}") for slot in range(count)]
+        return [
+            Program("worker", worker_main, spec, f"saq-capture-{slot}") for slot in range(count)
+        ]
 
     def install(self, conn: psycopg.Connection[Any]) -> None:
         asyncio.run(_with_queue(self.spec, _connected))
