@@ -142,8 +142,10 @@ def test_each_library_declares_its_own_mappings_and_the_catalog_takes_them_all()
     from harness.queues.libraries import (
         awa_queue,
         dbos_queue,
+        pgmq_queue,
         pgqueuer_queue,
         procrastinate_queue,
+        saq_queue,
     )
     from harness.queues.sql.strategies import load_strategies
 
@@ -156,6 +158,8 @@ def test_each_library_declares_its_own_mappings_and_the_catalog_takes_them_all()
         *pgqueuer_queue.TUNED_MAPPINGS,
         *dbos_queue.MAPPINGS,
         *awa_queue.MAPPINGS,
+        *pgmq_queue.MAPPINGS,
+        *saq_queue.MAPPINGS,
         *adapters,
     ]
     assert sorted(names) == sorted(declared) and len(set(names)) == len(names)

@@ -118,6 +118,18 @@ def tenant_ids(inputs: RunInputs, rows: BacklogRows | None = None) -> list[int]:
     return sorted(set(backlog) | set(inputs.durations))
 
 
+def schema_conninfo(spec: LibrarySpec, **more: str) -> str:
+    """A libpq DSN for a library that takes one: the site's, in the run's schema, the
+    DSN's own options kept, and auto_explain in a plan capture's sessions."""
+    from harness.queues.libraries import captures  # it reads plans with pandas: when asked
+
+    options = f"-c search_path={spec.site.schema}"
+    if spec.plans_file is not None:
+        options += " " + captures.explain_options()
+    own = psycopg.conninfo.conninfo_to_dict(spec.site.dsn).get("options") or ""
+    return psycopg.conninfo.make_conninfo(spec.site.dsn, options=f"{own} {options}".strip(), **more)
+
+
 def dsn_keywords(dsn: str, names: dict[str, str]) -> dict[str, Any]:
     """The DSN's parts a driver that reads no libpq DSN takes as keywords (asyncpg,
     node-postgres), renamed as `names` says, the port a number; sslmode is left to each."""
@@ -220,6 +232,16 @@ async def wait_event(event: Event) -> None:
     """A multiprocessing event awaited without blocking the event loop's other tasks."""
     while not event.is_set():
         await asyncio.sleep(STOP_POLL_S)
+
+
+def await_turn(signals: Signals, index: int) -> None:
+    """In a plan capture, slot `index` fetches once the slots before it hold their jobs:
+    fetch k then runs with the k - 1 jobs before it running, whatever the processes'
+    start order."""
+    while not all(signals.holding[slot] for slot in range(index)):
+        if signals.stop.is_set():
+            return
+        time.sleep(STOP_POLL_S)
 
 
 async def run_schedule(signals: Signals, schedule: Schedule, enqueue: Any) -> None:
