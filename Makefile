@@ -20,12 +20,12 @@ test: $(STAMP)
 	$(BIN)/ruff check harness tests hatch_build.py
 	$(BIN)/ruff format --check harness tests hatch_build.py
 	$(BIN)/mypy
-	$(BIN)/pytest -m "not slow and not libraries and not adapters and not throughput and not heavy"
+	$(BIN)/pytest -m "not slow and not libraries and not adapters and not fleets and not throughput and not heavy"
 
-# The matrix, apart from make test (which runs one mapping of each library and one adapter
-# smoke test): everything below in one pytest session. CI runs it after make test.
+# The matrix, apart from make test (which runs one mapping of each library, one adapter
+# smoke test and a fleet's books): everything below in one pytest session. CI runs it after make test.
 test-matrix: $(STAMP)
-	$(BIN)/pytest -m "slow or libraries or adapters or throughput or heavy"
+	$(BIN)/pytest -m "slow or libraries or adapters or fleets or throughput or heavy"
 
 # The tests marked slow (a built wheel installed into fresh environments: the tool as
 # people install it, the CI recipe of docs/ci-check.md in another folder).

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import psycopg
+import pytest
 from psycopg import sql
 
 from harness import __version__
@@ -93,6 +94,7 @@ def test_three_members_run_a_scenario_and_jobs_csv_names_each(tmp_path: Path) ->
     assert document["options"]["fleet"] == 3
 
 
+@pytest.mark.fleets
 def test_a_killed_member_fails_the_run_and_leaves_nothing_behind(tmp_path: Path) -> None:
     """A member killed outright (its own workers die with it) goes silent; the
     coordinator fails the run naming it, the other members stop, no process is left."""
@@ -121,6 +123,7 @@ def test_a_killed_member_fails_the_run_and_leaves_nothing_behind(tmp_path: Path)
     assert document["status"] == "failed" and "stopped answering" in document["error"]
 
 
+@pytest.mark.fleets
 def test_a_member_of_another_run_or_version_is_refused(tmp_path: Path) -> None:
     """Wrong run id: refused at once. Another version (its row says so): refused. The
     coordinator, whose member never came, fails after its join timeout."""
@@ -141,6 +144,7 @@ def test_a_member_of_another_run_or_version_is_refused(tmp_path: Path) -> None:
     assert "only 0 of 1 fleet members joined within 8 s" in stderr
 
 
+@pytest.mark.fleets
 def test_a_member_whose_host_name_is_markup_is_named_as_it_is(tmp_path: Path) -> None:
     """A host name is the member's own text: `[/oops]` crashed the coordinator's console
     (rich markup). A member row written by hand joins and never speaks: the run fails

@@ -28,6 +28,7 @@ def _why_not() -> str | None:
 
 pytestmark = [
     pytest.mark.container,
+    pytest.mark.slow,  # a Docker build: about a minute
     pytest.mark.skipif(_why_not() is not None, reason=_why_not() or ""),
 ]
 

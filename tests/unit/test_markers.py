@@ -1,6 +1,4 @@
-"""The `integration` marker selects exactly the tests under tests/integration; the
-Makefile's `make test` leaves out every marker of minutes, and `make test-matrix` (which
-CI runs after it) runs what `make test` leaves out."""
+"""The `integration` marker selects exactly the tests under tests/integration."""
 
 from __future__ import annotations
 
@@ -8,24 +6,22 @@ import re
 import subprocess
 import sys
 
+import yaml
+
 from tests.conftest import ROOT
 
-NOTHING_COLLECTED = 5  # pytest's exit code when a selection is empty
 
-
-def collected(marker: str | None) -> list[str]:
-    """Test ids pytest collects with `-m marker` (None: every test), in a subprocess (no
-    server starts)."""
-    select = ["-m", marker] if marker is not None else []
+def collected(marker: str) -> list[str]:
+    """Test ids pytest collects with `-m marker`, in a subprocess (no server starts)."""
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", *select, "tests"],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", marker, "tests"],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
-    assert done.returncode in (0, NOTHING_COLLECTED), done.stdout + done.stderr
+    assert done.returncode == 0, done.stdout + done.stderr
     return [line for line in done.stdout.splitlines() if "::" in line]
 
 
@@ -44,22 +40,32 @@ def test_integration_collects_every_integration_test_and_nothing_else() -> None:
     assert files == expected
 
 
-def make_marker(target: str) -> str:
-    """The `-m` expression a Makefile target runs pytest with."""
+def test_ci_runs_the_readme_command_and_the_matrix() -> None:
+    """.ci/run and the GitHub workflow both run make test, then make test-matrix (what make
+    test leaves out) and the check; the workflow is YAML that parses (a colon in a plain
+    `run:` scalar made it a mapping)."""
+    workflow = yaml.safe_load((ROOT / ".github/workflows/ci.yml").read_text())
+    runs = [step.get("run", "") for step in workflow["jobs"]["test"]["steps"]]
+    makes = [run for run in runs if run.startswith("make ")]
+    assert makes == ["make test", "make test-matrix"]
+    assert any("harness check" in run for run in runs)
+    script = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()]
+    order = [line for line in script if line in ("make test", "make test-matrix", "make check")]
+    assert order == ["make test", "make test-matrix", "make check"]
+
+
+def test_what_make_test_leaves_out_the_matrix_runs() -> None:
+    """Every marker make test excludes is one make test-matrix selects: nothing falls
+    between the two."""
     makefile = (ROOT / "Makefile").read_text()
-    recipe = rf"^{target}:.*\n(?:\t.*\n)*?\t\$\(BIN\)/pytest -m \"([^\"]+)\""
-    found = re.search(recipe, makefile, re.M)
+    excluded = set(re.findall(r"not (\w+)", _pytest_m(makefile, "test")))
+    selected = set(re.findall(r"(\w+)", _pytest_m(makefile, "test-matrix"))) - {"or"}
+    assert excluded and excluded == selected
+    assert {"heavy", "throughput", "libraries"} <= excluded  # minutes each
+
+
+def _pytest_m(makefile: str, target: str) -> str:
+    block = makefile.split(f"\n{target}: ", 1)[1].split("\n\n", 1)[0]
+    found = re.search(r'pytest -m "([^"]+)"', block)
     assert found is not None, target
-    return found[1]
-
-
-def test_make_test_leaves_out_the_markers_of_minutes_and_the_matrix_runs_them() -> None:
-    """Each test runs in exactly one of the two: none of minutes in make test, none left
-    out of both (CI runs both)."""
-    fast, matrix = make_marker("test"), make_marker("test-matrix")
-    minutes = "heavy or throughput or libraries or adapters or slow"
-    in_both_or_neither = f"(({fast}) and ({matrix})) or not (({fast}) or ({matrix}))"
-    assert collected(f"(({fast}) and ({minutes})) or {in_both_or_neither}") == []
-    heavy_and_throughput = "\n".join(collected("heavy or throughput"))
-    assert "test_throughput.py" in heavy_and_throughput
-    assert "test_a_fetch_whose_cost_follows_the_backlog_shows_it" in heavy_and_throughput
+    return found.group(1)

@@ -168,3 +168,17 @@ def test_an_adapters_preparation_shows_its_progress_as_it_goes(
         3,
         "ERR! no network",
     )
+
+
+def test_a_preparation_that_hangs_without_output_is_killed_at_its_timeout(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(runtime, "PREPARE_TIMEOUT_S", 0.5)
+    hangs = tmp_path / "hangs"
+    hangs.write_text("#!/bin/sh\nexec sleep 30\n")
+    hangs.chmod(0o755)
+    said: list[str] = []
+    assert runtime._run_showing_progress([str(hangs)], tmp_path, "npm", said.append) == (
+        1,
+        "timed out after 0.5 s",
+    )

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,7 +157,7 @@ PROGRESS_S = 2.0  # how often a preparation's progress is shown
 def _run_showing_progress(argv: list[str], folder: Path, name: str, say: Say) -> tuple[int, str]:
     """The preparation's command, its output read as it comes and its progress said every
     PROGRESS_S (npm shows none where its output is no terminal): lines of output so far,
-    seconds. Its exit code and last line; PREPARE_TIMEOUT_S bounds it."""
+    seconds. Its exit code and last line; killed after PREPARE_TIMEOUT_S, output or not."""
     began = shown = time.monotonic()
     lines, last = 0, "no output"
     with subprocess.Popen(
@@ -167,15 +168,19 @@ def _run_showing_progress(argv: list[str], folder: Path, name: str, say: Say) ->
         stderr=subprocess.STDOUT,
         text=True,
     ) as process:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines += 1
-            last = line.strip() or last
-            if time.monotonic() - shown >= PROGRESS_S:
-                shown = time.monotonic()
-                say(f"{name}: {lines} lines of output, {shown - began:.0f} s")
-            if shown - began > PREPARE_TIMEOUT_S:
-                process.kill()
-                return 1, f"timed out after {PREPARE_TIMEOUT_S} s"
+        deadline = threading.Timer(PREPARE_TIMEOUT_S, process.kill)
+        deadline.start()
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:
+                lines += 1
+                last = line.strip() or last
+                if time.monotonic() - shown >= PROGRESS_S:
+                    shown = time.monotonic()
+                    say(f"{name}: {lines} lines of output, {shown - began:.0f} s")
+        finally:
+            deadline.cancel()
+    if time.monotonic() - began >= PREPARE_TIMEOUT_S:
+        return 1, f"timed out after {PREPARE_TIMEOUT_S} s"
     say(f"{name}: done in {time.monotonic() - began:.0f} s ({last})")
     return process.returncode, last

@@ -50,16 +50,19 @@ select enqueue_workflow(
   from unnest(%(numbers)s::bigint[], %(tenants)s::int[], %(ms)s::float8[]) as job(n, t, ms)
 
 -- name: dbos_ledger
--- DBOS keeps every workflow in workflow_status, with epoch milliseconds each now() of
--- its statement: created_at (the enqueue), started_at_epoch_ms (the dequeue that claimed
--- it), completed_at (the statement that recorded its outcome). The workflow id is
--- '<number>:<tenant>' (dbos_enqueue).
+-- DBOS keeps every workflow in workflow_status, with epoch milliseconds each the now()
+-- of a transaction: created_at (the enqueue), started_at_epoch_ms (the dequeue that
+-- claimed it), completed_at (the one that recorded its outcome). now() is when the
+-- transaction began, and the dequeue's runs several statements, each seeing what was
+-- committed by then: a job enqueued after the dequeue began and claimed by it reads a
+-- start before its enqueue. Its start is then its enqueue (a wait of 0), the nearest
+-- moment DBOS's stamps allow. The workflow id is '<number>:<tenant>' (dbos_enqueue).
 select workflow_uuid,
        split_part(workflow_uuid, ':', 1)::bigint,
        split_part(workflow_uuid, ':', 2)::int,
        status = 'SUCCESS',
        to_timestamp(created_at / 1000.0),
-       to_timestamp(started_at_epoch_ms / 1000.0),
+       to_timestamp(greatest(started_at_epoch_ms, created_at) / 1000.0),
        to_timestamp(completed_at / 1000.0)
   from workflow_status
  where queue_name = %(queue)s
