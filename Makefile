@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 # compile pandas anew: about 1.4 s each here, against 13 s once at install.
 UV_VERSION := 0.13.9
 
-.PHONY: bench test test-matrix test-slow test-libraries test-adapters test-majors check lint format venv lock clean
+.PHONY: bench test test-matrix test-slow test-libraries test-adapters test-majors throughput test-heavy check lint format venv lock clean
 
 bench: $(STAMP)
 	$(BIN)/harness run scenarios/noisy-neighbour.yaml scenarios/large-tenant-alone.yaml scenarios/skewed-backlog.yaml
@@ -20,13 +20,13 @@ test: $(STAMP)
 	$(BIN)/ruff check harness tests hatch_build.py
 	$(BIN)/ruff format --check harness tests hatch_build.py
 	$(BIN)/mypy
-	$(BIN)/pytest -m "not slow and not libraries and not adapters and not fleets and not majors and not container"
+	$(BIN)/pytest -m "not slow and not libraries and not adapters and not fleets and not majors and not container and not throughput and not heavy"
 
 # The matrix, apart from make test (which runs one mapping of each library, one adapter
 # smoke test and a fleet's books): everything below, and the container provider's tests, in
 # one pytest session. CI runs it after make test.
 test-matrix: $(STAMP)
-	$(BIN)/pytest -m "slow or libraries or adapters or fleets or majors or container"
+	$(BIN)/pytest -m "slow or libraries or adapters or fleets or majors or container or throughput or heavy"
 
 # The tests marked slow (a built wheel installed into fresh environments: the tool as
 # people install it, the CI recipe of docs/ci-check.md in another folder).
@@ -47,6 +47,16 @@ test-adapters: $(STAMP)
 # major that is not here skips, saying how to get it.
 test-majors: $(STAMP)
 	$(BIN)/pytest -m majors
+
+# The libraries' throughput runs (71 s here, load 1-2): outside make test, in make
+# test-matrix.
+throughput: $(STAMP)
+	$(BIN)/pytest -m throughput
+
+# The tests marked `heavy` (plan captures on backlogs of 100,000 jobs: 100 s here, load
+# 1-2): outside make test, in make test-matrix.
+test-heavy: $(STAMP)
+	$(BIN)/pytest -m heavy
 
 # Dequeue cost against the committed baseline: exit 1 on a regression.
 check: $(STAMP)

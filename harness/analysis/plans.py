@@ -6,6 +6,7 @@ Pure functions over the JSON PostgreSQL returns; harness/run/captures.py capture
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -19,6 +20,17 @@ QUEUE_TABLE = "jobs"
 TENANT_TABLE = "queue_tenants"
 SORTS_TENANTS = "sorts all tenants before the Limit (locks one job per tenant)"
 WALKS_GLOBAL_INDEX = "walks all queued jobs (a global index or the table) filtering on tenant_id"
+# A fetch whose cost follows the backlog, whatever the queue's tables are called: one plan
+# node reads at least half the queued jobs (a scan, a sort, an aggregate, a filter that
+# throws them away), or, across the variants of a growing backlog, its buffers or the rows
+# its busiest node reads grow with the queued jobs at least as fast as their square root
+# (both: a plan that turns from an index walk into a sequential scan as the backlog grows
+# reads fewer buffers, each holding more rows).
+READS_BACKLOG = "a node reads at least half the queued jobs: the fetch's cost follows the backlog"
+GROWS_WITH_BACKLOG = "its buffers or rows read grow with the queued jobs across the variants"
+BACKLOG_SHARE = 0.5
+BACKLOG_FLOOR = 1000  # below it, reading half the queue is no sign of anything
+GROWTH_EXPONENT = 0.5  # buffers ~ jobs^k, k at least this: it grows with the backlog
 
 
 @dataclass(frozen=True)
@@ -124,6 +136,22 @@ def dangerous_shapes(root: dict[str, Any]) -> list[str]:
     return sorted(set(flags))
 
 
+def reads_backlog(root: dict[str, Any], queued_jobs: int) -> bool:
+    """Whether one node of the plan reads at least half the queued jobs."""
+    if queued_jobs < BACKLOG_FLOOR:
+        return False
+    return any(rows_read(node) >= BACKLOG_SHARE * queued_jobs for node in nodes(root))
+
+
+def rows_read(node: dict[str, Any]) -> int:
+    """Rows a node produced and threw away, over all its loops."""
+    per_loop = sum(
+        float(node.get(key, 0))
+        for key in ("Actual Rows", "Rows Removed by Filter", "Rows Removed by Join Filter")
+    )
+    return round(per_loop * int(node.get("Actual Loops", 1)))
+
+
 def _scans(node: dict[str, Any], relation: str) -> bool:
     return any(child.get("Relation Name") == relation for child in nodes(node))
 
@@ -148,12 +176,21 @@ def plan_runs(captures: list[Capture]) -> pd.DataFrame:
             **capture.backlog,
             "load_s": capture.load_s,
             **figures.as_dict(),
-            "flags": "; ".join(figures.flags),
+            "rows_read": max(rows_read(node) for node in nodes(plan[0]["Plan"])),
+            "flags": "; ".join(_flags(figures, plan, capture.backlog)),
         }
         for capture in captures
-        for index, figures in enumerate(capture.figures, start=1)
+        for index, (figures, plan) in enumerate(
+            zip(capture.figures, capture.plans, strict=True), start=1
+        )
     ]
     return pd.DataFrame(rows)
+
+
+def _flags(figures: PlanFigures, plan: list[dict[str, Any]], backlog: dict[str, int]) -> list[str]:
+    """The plan's shapes, and whether it reads the backlog it ran on."""
+    reads = reads_backlog(plan[0]["Plan"], backlog.get("queued_jobs", 0))
+    return [*figures.flags, *([READS_BACKLOG] if reads else [])]
 
 
 def plans_summary(runs: pd.DataFrame, captures: list[Capture]) -> pd.DataFrame:
@@ -173,6 +210,7 @@ def plans_summary(runs: pd.DataFrame, captures: list[Capture]) -> pd.DataFrame:
                 jobs_scan=("jobs_scan", "last"),
                 jobs_loops=("jobs_loops", "max"),
                 rows_removed=("rows_removed", "max"),
+                rows_read=("rows_read", "max"),
                 flags=("flags", "last"),
             )
             .reset_index()
@@ -185,10 +223,51 @@ def plans_summary(runs: pd.DataFrame, captures: list[Capture]) -> pd.DataFrame:
             for c in captures
         ]
     )
-    return shapes.merge(medians, on=PLAN_KEYS, how="left")
+    return with_growth(shapes.merge(medians, on=PLAN_KEYS, how="left"))
 
 
-SHORT_FLAGS = {SORTS_TENANTS: "SORTS TENANTS", WALKS_GLOBAL_INDEX: "GLOBAL WALK", "-": "-"}
+def with_growth(plans: pd.DataFrame) -> pd.DataFrame:
+    """Each strategy captured on backlogs of different sizes, flagged where its buffers or
+    rows read grow with the queued jobs (GROWTH_EXPONENT): a curve, not a guess."""
+    if "queued_jobs" not in plans or "shared_buffers" not in plans:
+        return plans
+    plans = plans.copy()
+    for strategy in plans["strategy"].unique():
+        mine = plans["strategy"] == strategy
+        growth = max(growth_exponent(plans[mine], figure) for figure in GROWING_FIGURES)
+        if growth >= GROWTH_EXPONENT:
+            plans.loc[mine, "flags"] = plans.loc[mine, "flags"].map(_and_growing)
+    return plans
+
+
+GROWING_FIGURES = ("shared_buffers", "rows_read")
+
+
+def growth_exponent(captures: pd.DataFrame, figure: str = "shared_buffers") -> float:
+    """k in figure ~ queued_jobs^k, from the smallest and the largest backlog captured;
+    0 with fewer than two backlog sizes."""
+    measured = captures.dropna(subset=[figure])
+    measured = measured[(measured[figure] > 0) & (measured["queued_jobs"] > 0)]
+    if measured["queued_jobs"].nunique() < 2:
+        return 0.0
+    ordered = measured.sort_values("queued_jobs")
+    least, most = ordered.iloc[0], ordered.iloc[-1]
+    jobs = math.log(most["queued_jobs"] / least["queued_jobs"])
+    return math.log(most[figure] / least[figure]) / jobs
+
+
+def _and_growing(flags: Any) -> str:
+    present = [flag for flag in str(flags if isinstance(flags, str) else "").split("; ") if flag]
+    return "; ".join([*present, GROWS_WITH_BACKLOG])
+
+
+SHORT_FLAGS = {
+    SORTS_TENANTS: "SORTS TENANTS",
+    WALKS_GLOBAL_INDEX: "GLOBAL WALK",
+    READS_BACKLOG: "READS BACKLOG",
+    GROWS_WITH_BACKLOG: "GROWS WITH BACKLOG",
+    "-": "-",
+}
 
 
 _COMPACT_PLAN_COLUMNS = [
@@ -244,6 +323,7 @@ def _plan_cells(r: dict[Any, Any], short: bool) -> dict[str, str]:
         "jobs scan": index_name(r["jobs_scan"]),
         "loops": whole(r["jobs_loops"]),
         "rows removed": whole(r["rows_removed"]),
+        "rows read": whole(r.get("rows_read", float("nan"))),
         "flags": flags,
     }
 
@@ -262,6 +342,7 @@ _FIGURE_COLUMNS = [
     "jobs scan",
     "loops",
     "rows removed",
+    "rows read",
 ]
 
 

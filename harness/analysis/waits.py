@@ -18,8 +18,10 @@ import pandas as pd
 
 from harness.analysis.fairness import class_fairness, tenant_table
 from harness.analysis.frames import ALL_TENANTS, REPETITION_KEYS, ranges
+from harness.analysis.settings import SETTING_HEADER, any_tuned, grouped, setting_of, tuned_bullets
 from harness.report.cells import span
 from harness.report.sections import Section, Table
+from harness.results.document import QueueSetting
 
 SUMMARY_KEYS = [*REPETITION_KEYS, "tenant_class"]
 
@@ -150,12 +152,22 @@ _HEADERS = {
 }
 
 
-def summary_rows(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """Per strategy, workers and class: jobs, then each metric's range over repetitions."""
+def summary_rows(
+    summary: pd.DataFrame, settings: dict[str, QueueSetting] | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """Per strategy, workers and class: jobs, then each metric's range over repetitions.
+
+    With `settings` (run.json's) naming a tuned mapping, the rows go by library, each
+    library's default mappings before its tuned ones, and a column says which is which."""
+    settings = settings or {}
     spans = ranges(summary, SUMMARY_METRICS)
+    order = {name: i for i, name in enumerate(grouped(spans["strategy"], settings))}
+    spans = spans.sort_values("strategy", key=lambda names: names.map(order), kind="stable")
     counts = summary.groupby(["strategy", "workers", "tenant_class"], sort=False)
+    tuned = any_tuned(spans["strategy"], settings)
     headers = [
         "strategy",
+        *([SETTING_HEADER] if tuned else []),
         "workers",
         "tenants",
         "jobs",
@@ -165,9 +177,11 @@ def summary_rows(summary: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     rows = []
     for record in spans.to_dict("records"):
         group = counts.get_group((record["strategy"], record["workers"], record["tenant_class"]))
+        setting = setting_of(record["strategy"], settings).label
         rows.append(
             [
                 record["strategy"],
+                *([setting] if tuned else []),
                 str(record["workers"]),
                 record["tenant_class"],
                 str(int(group["jobs"].iloc[0])),
@@ -186,18 +200,28 @@ SUMMARY_INTRO = (
 )
 
 
-def summary_section(summary: pd.DataFrame, warnings: list[str] | None = None) -> Section:
-    """The waits table; `warnings` say where a queue ran unlike the scenario asks."""
+def summary_section(
+    summary: pd.DataFrame,
+    warnings: list[str] | None = None,
+    settings: dict[str, QueueSetting] | None = None,
+) -> Section:
+    """The waits table; `warnings` say where a queue ran unlike the scenario asks;
+    `settings` (run.json's) put each library's default and tuned mappings side by side,
+    the tuned settings named below the table."""
     table = Table.of(
-        summary_rows(summary), "Waits and last job done (seconds), range over repetitions"
+        summary_rows(summary, settings),
+        "Waits and last job done (seconds), range over repetitions",
     )
+    bullets = tuned_bullets(summary["strategy"], settings or {})
     return Section(
         "waits",
         "Waits and makespan",
         SUMMARY_INTRO,
+        bullets=bullets,
         tables=[table],
         console=[table],
         warnings=warnings or [],
+        console_notes=bullets,
     )
 
 

@@ -101,6 +101,7 @@ class TaskRun:
     enqueued_at: datetime | None = None
     started_at: datetime | None = None
     finished_at: datetime | None = None
+    claim_ms: float | None = None  # the library's fetch that brought it, where it is timed
 
 
 @dataclass

@@ -41,5 +41,7 @@ def show_sections(console: Console, sections: list[Section]) -> None:
             console.print(section.headline, style="bold", highlight=False, markup=False)
         for table in section.console:
             show_table(console, table)
+        for note in section.console_notes:
+            console.print(note, highlight=False, markup=False)
         for warning in section.warnings:
             console.print(f"WARNING: {warning}", style="bold yellow", highlight=False, markup=False)

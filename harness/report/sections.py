@@ -35,6 +35,7 @@ class Section:
     html_tables: list[Table] | None = None  # where the page shows them otherwise
     warnings: list[str] = field(default_factory=list)  # shown first, on every medium
     titled: bool = False  # documents show each table's title above it (several tables)
+    console_notes: list[str] = field(default_factory=list)  # lines the terminal shows too
     headline: str = ""  # the answer in one sentence, above everything else of it
 
     @property

@@ -120,6 +120,13 @@ RUN_FILES: tuple[RunFile, ...] = (
         "per strategy, workers, repetition and tenant class: waits, makespan, throughput",
     ),
     RunFile(
+        "throughput.csv",
+        "derived",
+        _RENDER + ", with a drained backlog (`backlog.drain`)",
+        "per strategy, workers and repetition: jobs, the drain's length and jobs/s, the "
+        "claim latency's p50 and p95",
+    ),
+    RunFile(
         "tenants.csv",
         "derived",
         _RENDER + ", with a timed workload",

@@ -23,6 +23,7 @@ Format history (RUN_FORMAT_VERSION):
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -36,6 +37,12 @@ RUN_FORMAT_VERSION = 3
 # In a queue's provenance: where it could not be set up as the scenario asks (a library's
 # minimum poll interval), each said in a phrase that follows the queue's name.
 UNLIKE_THE_SCENARIO = "unlike_the_scenario"
+# In a library queue's provenance: the library's name, and on a `_tuned` mapping the
+# settings its maintainers recommend that it runs with (name -> value), absent on a
+# library's default mapping (docs/real-queues.md says where each comes from).
+LIBRARY = "library"
+TUNED = "tuned"
+HARNESS = "harness"  # the library of the built-in SQL strategies, in tables grouped by one
 
 Status = Literal["running", "complete", "failed", "interrupted"]
 
@@ -210,3 +217,30 @@ def unlike_the_scenario(document: RunDocument) -> list[str]:
         for name, entry in document.queues.items()
         for phrase in entry.get(UNLIKE_THE_SCENARIO, [])
     ]
+
+
+@dataclass(frozen=True)
+class QueueSetting:
+    """Which library a strategy runs, and whether at its default mapping or tuned (with
+    the settings named): what tables that put a library's default and tuned mappings side
+    by side read."""
+
+    library: str
+    tuned: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return "tuned" if self.tuned else "default"
+
+    @property
+    def named(self) -> str:
+        """The tuned settings, `name=value` each."""
+        return ", ".join(f"{name}={value}" for name, value in self.tuned.items())
+
+
+def queue_settings(document: RunDocument) -> dict[str, QueueSetting]:
+    """Each strategy's library (the harness's own for a SQL strategy) and tuned settings."""
+    return {
+        name: QueueSetting(str(entry.get(LIBRARY) or HARNESS), dict(entry.get(TUNED) or {}))
+        for name, entry in document.queues.items()
+    }

@@ -58,6 +58,7 @@ from harness.analysis.properties import (
     property_table,
 )
 from harness.analysis.reference import reference_section, reference_table
+from harness.analysis.throughput import throughput_section, throughput_table
 from harness.analysis.waits import (
     claim_note,
     claims_over_time,
@@ -76,6 +77,7 @@ from harness.results.document import (
     RepetitionEntry,
     RunDocument,
     load_document,
+    queue_settings,
     unlike_the_scenario,
 )
 from harness.results.folder import RunFolder
@@ -138,6 +140,7 @@ class RunTables:
     """The analysed tables of a run: what the derived files hold."""
 
     summary: pd.DataFrame | None = None  # summary.csv
+    throughput: pd.DataFrame | None = None  # throughput.csv: a drained backlog's
     tenants: pd.DataFrame | None = None  # tenants.csv
     fairness: pd.DataFrame | None = None  # fairness.csv: per repetition
     ideal: pd.DataFrame | None = None  # ideal.csv
@@ -154,6 +157,7 @@ class RunTables:
         """(run.json key, file name, table) of every derived table."""
         return [
             ("summary", "summary.csv", self.summary),
+            ("throughput", "throughput.csv", self.throughput),
             ("tenants", "tenants.csv", self.tenants),
             ("fairness", "fairness.csv", self.fairness),
             ("ideal", "ideal.csv", self.ideal),
@@ -307,8 +311,10 @@ def derive(raw: RawRun) -> RunTables:
     runs = plan_runs(raw.captures) if raw.captures else None
     property_runs = _property_runs(raw, jobs)
     ideal, calibration = _versus_ideal(raw, jobs, summary)
+    drained = raw.scenario.backlog is not None and raw.scenario.backlog.drain
     return RunTables(
         summary=summary,
+        throughput=throughput_table(jobs) if jobs is not None and drained else None,
         tenants=tenants,
         fairness=repetition_fairness(tenants) if tenants is not None else None,
         ideal=ideal,
@@ -369,8 +375,12 @@ def _of_major(section: Section, version: str) -> Section:
 def feature_sections(raw: RawRun, tables: RunTables) -> list[Section]:
     """The sections of a run on one server, in reading order; each feature writes its own."""
     sections = _verdict(raw, tables)
+    settings = queue_settings(raw.document)
+    if tables.throughput is not None:
+        sections.append(throughput_section(tables.throughput, settings))
     if tables.summary is not None:
-        sections.append(summary_section(tables.summary, unlike_the_scenario(raw.document)))
+        warnings = unlike_the_scenario(raw.document)
+        sections.append(summary_section(tables.summary, warnings, settings))
         sections.append(fairness_section(tables.summary, tables.fairness))
     if tables.ideal is not None and len(tables.ideal):
         sections.append(ideal_section(tables.ideal))

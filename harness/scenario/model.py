@@ -216,6 +216,10 @@ class Backlog(Model):
 
     groups: list[BacklogGroup] = Field(min_length=1)
     rotation: list[Name] | None = None
+    # The workers drain it in a timed run even without tenant groups: a throughput
+    # scenario, whose clock starts with every job already queued. (With tenant groups a
+    # timed run drains the backlog anyway.)
+    drain: bool = False
 
     @property
     def total_jobs(self) -> int:
@@ -225,14 +229,20 @@ class Backlog(Model):
     def rotation_order(self) -> list[str]:
         return self.rotation or [group.name for group in self.groups]
 
-    def with_tenants(self, tenants: dict[str, int]) -> Backlog:
-        """The same backlog with some groups' tenant counts replaced (an explain variant),
-        validated again as a backlog of its own: model_copy alone would check nothing."""
+    def reshaped(self, tenants: dict[str, int], jobs_per_tenant: dict[str, int]) -> Backlog:
+        """The same backlog with some groups' tenant counts and queued jobs replaced (an
+        explain variant), validated again as a backlog of its own: model_copy alone would
+        check nothing."""
         groups = [
-            group.model_copy(update={"tenants": tenants.get(group.name, group.tenants)})
+            group.model_copy(
+                update={
+                    "tenants": tenants.get(group.name, group.tenants),
+                    "jobs_per_tenant": jobs_per_tenant.get(group.name, group.jobs_per_tenant),
+                }
+            )
             for group in self.groups
         ]
-        return Backlog(groups=groups, rotation=self.rotation)
+        return Backlog(groups=groups, rotation=self.rotation, drain=self.drain)
 
     @model_validator(mode="after")
     def _consistent(self) -> Backlog:
@@ -247,10 +257,14 @@ class Backlog(Model):
 
 class ExplainVariant(Model):
     """One backlog shape to capture plans on: the scenario's backlog, with `tenants`
-    overriding groups' tenant counts. Strategies in `slow` are skipped unless asked for."""
+    overriding groups' tenant counts and `jobs_per_tenant` their queued jobs (a backlog
+    that grows). Strategies in `slow` are skipped unless asked for."""
 
     name: Name
     tenants: dict[Name, Annotated[int, Field(ge=0, le=MAX_TENANTS)]] = Field(default_factory=dict)
+    jobs_per_tenant: dict[Name, Annotated[int, Field(ge=0, le=MAX_BACKLOG_JOBS)]] = Field(
+        default_factory=dict
+    )
     slow: list[Name] = Field(default_factory=list)
 
 
@@ -383,8 +397,9 @@ class Scenario(Model):
 
     @property
     def timed(self) -> bool:
-        """Whether workers run a timed workload (tenant groups arrive), not only plans."""
-        return bool(self.tenant_groups)
+        """Whether workers run a timed workload (tenant groups arrive, or a backlog is
+        drained), not only plans."""
+        return bool(self.tenant_groups) or (self.backlog is not None and self.backlog.drain)
 
     @property
     def expected_jobs(self) -> int:
@@ -407,8 +422,8 @@ class Scenario(Model):
     def variant_backlog(self, variant: str) -> Backlog:
         """The backlog as an explain variant reshapes it."""
         assert self.backlog is not None and self.explain is not None
-        by_name = {v.name: v for v in self.explain.variants}
-        return self.backlog.with_tenants(by_name[variant].tenants)
+        chosen = {v.name: v for v in self.explain.variants}[variant]
+        return self.backlog.reshaped(chosen.tenants, chosen.jobs_per_tenant)
 
     @property
     def group_names(self) -> list[str]:
@@ -421,10 +436,14 @@ class Scenario(Model):
         _no_duplicates("tenant group names", self.group_names)
         _no_duplicates("workers", [str(count) for count in self.workers])
         if self.timed and not self.workers:
-            raise ValueError("workers is required when tenant_groups arrive (e.g. workers: 4)")
+            raise ValueError(
+                "workers is required when tenant_groups arrive or the backlog is drained "
+                "(e.g. workers: 4)"
+            )
         if not self.timed and self.explain is None:
             raise ValueError(
-                "nothing to run: give tenant_groups (a timed run), explain (plan captures), or both"
+                "nothing to run: give tenant_groups or backlog.drain (a timed run), "
+                "explain (plan captures), or both"
             )
         if self.expected_jobs > MAX_TOTAL_JOBS and self.timed:
             raise ValueError(f"{self.expected_jobs:,} jobs in all; at most {MAX_TOTAL_JOBS:,}")
@@ -483,24 +502,28 @@ class Scenario(Model):
         backlog_groups = {group.name for group in self.backlog.groups}
         _no_duplicates("explain variant names", [variant.name for variant in explain.variants])
         for index, variant in enumerate(explain.variants):
-            unknown = sorted(set(variant.tenants) - backlog_groups)
+            unknown = sorted((set(variant.tenants) | set(variant.jobs_per_tenant)) - backlog_groups)
             if unknown:
                 raise ValueError(
                     f"explain variant '{variant.name}': {unknown} are not backlog "
                     f"groups {sorted(backlog_groups)}"
                 )
-            self._check_variant(f"explain.variants[{index}].tenants", variant)
+            reshaping = (
+                "tenants" if variant.tenants or not variant.jobs_per_tenant else "jobs_per_tenant"
+            )
+            self._check_variant(f"explain.variants[{index}].{reshaping}", variant)
 
     def _check_variant(self, where: str, variant: ExplainVariant) -> None:
         """The variant's backlog within the backlog's own limits, and its tenants with the
-        tenant groups' within MAX_TENANTS: the run builds it with_tenants, which checks
+        tenant groups' within MAX_TENANTS: the run builds it `reshaped`, which checks
         it again."""
         assert self.backlog is not None
         groups = self.backlog.groups
         counts = [variant.tenants.get(group.name, group.tenants) for group in groups]
-        jobs = sum(
-            count * group.jobs_per_tenant for count, group in zip(counts, groups, strict=True)
-        )
+        queued = [
+            variant.jobs_per_tenant.get(group.name, group.jobs_per_tenant) for group in groups
+        ]
+        jobs = sum(count * each for count, each in zip(counts, queued, strict=True))
         if jobs > MAX_BACKLOG_JOBS:
             raise ValueError(
                 f"{where}: {jobs:,} backlog jobs in variant '{variant.name}'; "

@@ -23,7 +23,9 @@ where application_name = %(application_name)s and pid <> pg_backend_pid();
 -- ... cascade` would drop with it (a user's view on one of its tables, a foreign key to
 -- one, a function of one of its types, an extension created in it). Only objects users
 -- made (oid 16384 and up). Rules, triggers, policies and defaults have no schema of their
--- own: theirs is their table's; a view's rule stands for the view, which goes with it.
+-- own: theirs is their table's; a view's rule stands for the view, which goes with it. A
+-- schema's default privileges (ALTER DEFAULT PRIVILEGES IN SCHEMA, as pgmq's install
+-- script grants pg_monitor) are the schema's own and go with it.
 with dependents as (
   select distinct d.classid, d.objid
   from pg_depend d
@@ -41,18 +43,20 @@ placed as (
     dep.classid,
     dep.objid,
     coalesce(r.ev_class, t.tgrelid, p.polrelid, a.adrelid) as relid,
-    coalesce(r.rulename = '_RETURN', false) as view_rule
+    coalesce(r.rulename = '_RETURN', false) as view_rule,
+    da.defaclnamespace
   from dependents dep
   left join pg_rewrite r on dep.classid = 'pg_rewrite'::regclass and r.oid = dep.objid
   left join pg_trigger t on dep.classid = 'pg_trigger'::regclass and t.oid = dep.objid
   left join pg_policy p on dep.classid = 'pg_policy'::regclass and p.oid = dep.objid
   left join pg_attrdef a on dep.classid = 'pg_attrdef'::regclass and a.oid = dep.objid
+  left join pg_default_acl da on dep.classid = 'pg_default_acl'::regclass and da.oid = dep.objid
 ),
 named as (
   select
     case when pl.view_rule then 'pg_class'::regclass else pl.classid end as classid,
     case when pl.view_rule then pl.relid else pl.objid end as objid,
-    rel.relnamespace
+    coalesce(rel.relnamespace, pl.defaclnamespace) as relnamespace
   from placed pl
   left join pg_class rel on rel.oid = pl.relid
 )

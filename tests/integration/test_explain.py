@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import psycopg
 import pytest
 import yaml
 
-from harness.analysis.plans import WALKS_GLOBAL_INDEX, PlanFigures
+from harness.analysis.plans import (
+    GROWS_WITH_BACKLOG,
+    READS_BACKLOG,
+    WALKS_GLOBAL_INDEX,
+    PlanFigures,
+)
 from harness.queues.sql.strategies import load_strategies
 from harness.run.captures import explain, requests
 from harness.run.render import Rendered
@@ -172,3 +178,37 @@ def test_requests_cover_every_variant_and_strategy() -> None:
         for r in chosen
         if r.variant == "large-first" and r.strategy == "round_robin_by_id_no_fifo_index"
     ]
+
+
+GROWING = """\
+name: growing-backlog
+strategies: [round_robin_by_id, fifo]
+backlog:
+  groups:
+    - {name: large, tenants: 1, jobs_per_tenant: 2000}
+    - {name: small, tenants: 3, jobs_per_tenant: 1}
+    - {name: idle, tenants: 20, jobs_per_tenant: 0}
+  rotation: [idle, small, large]
+explain:
+  repeat: 1
+  variants:
+    - name: jobs-2k
+    - name: jobs-20k
+      jobs_per_tenant: {large: 20000}
+"""
+
+
+def test_a_growing_backlog_flags_the_fetch_whose_buffers_follow_it(
+    server: Server, tmp_path: Path
+) -> None:
+    """The trap walks the large tenant's queue for each idle tenant ahead of it: its
+    buffers grow with the queue, and it reads it; FIFO takes the head whatever the size."""
+    outcome = run_yaml(server, tmp_path, GROWING, RunOptions(timed=False))
+    plans = outcome.plans
+    assert plans is not None
+    by = plans.set_index(["strategy", "variant"])
+    assert list(by.loc["fifo", "queued_jobs"]) == [2003, 20003]
+    for variant in ("jobs-2k", "jobs-20k"):
+        assert GROWS_WITH_BACKLOG in by.loc[("round_robin_by_id", variant), "flags"]
+        assert READS_BACKLOG in by.loc[("round_robin_by_id", variant), "flags"]
+        assert by.loc[("fifo", variant), "flags"] == ""

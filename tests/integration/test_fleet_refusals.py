@@ -79,8 +79,9 @@ HOSTILE = {
         _program("harness.run.member:os.system"),
         "'harness.run.member:os.system' is not a program of the harness; a member runs only "
         "adapter.enqueuer, adapter.worker, awa.enqueuer, awa.worker, dbos.enqueuer, "
-        "dbos.worker, pgqueuer.enqueuer, pgqueuer.worker, "
-        "procrastinate.enqueuer, procrastinate.worker, sql.enqueuer, sql.worker",
+        "dbos.worker, pgmq.enqueuer, pgmq.worker, pgqueuer.enqueuer, pgqueuer.worker, "
+        "procrastinate.enqueuer, procrastinate.worker, saq.enqueuer, saq.worker, "
+        "sql.enqueuer, sql.worker",
     ),
     "the CLI": (
         _program("harness.__main__:app"),

@@ -18,7 +18,15 @@ import yaml
 from harness.analysis.plans import nodes
 from harness.queues import libraries
 from harness.queues.base import QueueEntry, Site
-from harness.queues.libraries import awa_queue, dbos_queue, notices
+from harness.queues.libraries import (
+    awa_queue,
+    dbos_queue,
+    notices,
+    pgmq_queue,
+    pgqueuer_queue,
+    procrastinate_queue,
+    saq_queue,
+)
 from harness.run.repetition import Repetition, run_repetition
 from harness.run.scenario_run import RunOptions
 from harness.scenario.inputs import RunInputs
@@ -60,11 +68,20 @@ LIBRARY_OBJECTS = (
     r"^(procrastinate_|pgqueuer|_private_job|job_common$|job$|minion_|mojo_migrations$"
     r"|delayed_jobs"  # the four before, and the adapters' (tests/integration/test_adapters.py)
     r"|workflow_status$|dbos_migrations$"  # DBOS, in the run's schema
-    r"|ready_entries|queue_claim_heads$|jobs_hot$)"  # awa, in its schema awa
+    r"|ready_entries|queue_claim_heads$|jobs_hot$"  # awa, in its schema awa
+    r"|[qa]_harness$|message_record$|saq_)"  # pgmq (its script moved into the run's schema), saq
 )
 
 
 DBOS = set(dbos_queue.MAPPINGS)
+# Added since make test was last timed: pgmq's and saq's mappings, and the tuned mappings
+# of procrastinate and pgqueuer (their defaults stay in make test).
+LATER = (
+    set(pgmq_queue.MAPPINGS)
+    | set(saq_queue.MAPPINGS)
+    | set(procrastinate_queue.TUNED_MAPPINGS)
+    | set(pgqueuer_queue.TUNED_MAPPINGS)
+)
 # make test runs one mapping of each library added since the four (a few seconds each:
 # awa installs some 400 relations per repetition); make test-libraries runs them all.
 SMOKE = {"dbos_partitioned_capped", "awa"}
@@ -73,7 +90,7 @@ SMOKE = {"dbos_partitioned_capped", "awa"}
 def marked(names: list[str]) -> list[Any]:
     """The mappings as parameters, the later libraries' beyond the smoke ones marked
     `libraries` (make test-libraries)."""
-    later = (DBOS | AWA) - SMOKE
+    later = (DBOS | AWA | LATER) - SMOKE
     return [pytest.param(n, marks=pytest.mark.libraries) if n in later else n for n in names]
 
 
@@ -96,11 +113,14 @@ def _schemas_like(server: Server, prefix: str) -> list[str]:
 
 
 def _library_objects(server: Server) -> list[str]:
-    """Tables and types of any of the libraries, in any schema of the server."""
+    """Tables and types of any of the libraries in any schema of the server, pgmq's own
+    schema, and default privileges of a schema (pgmq's install grants pg_monitor some)."""
     with connect(server.dsn) as conn:
         rows = conn.execute(
             "select relname from pg_class where relname ~ %(names)s"
-            " union all select typname from pg_type where typname ~ %(names)s",
+            " union all select typname from pg_type where typname ~ %(names)s"
+            " union all select nspname from pg_namespace where nspname = 'pgmq'"
+            " union all select defaclobjtype::text from pg_default_acl",
             {"names": LIBRARY_OBJECTS},
         ).fetchall()
     return [row[0] for row in rows]
@@ -149,6 +169,8 @@ PLANS = {
             "pgqueuer_entrypoint_per_tenant",
             *sorted(DBOS),
             *sorted(AWA),
+            "pgmq_round_robin",
+            "saq_group_key",
         ]
     ),
 )
@@ -171,6 +193,8 @@ def test_plan_capture_is_the_library_fetch_as_it_ran(
         "pgqueuer": "pgqueuer",
         "dbos": "workflow_status",
         "awa": "claim_ready_runtime",
+        "pgmq": "q_harness",
+        "saq": "saq_jobs",
     }
     table = next(table for library, table in read.items() if name.startswith(library))
     saved = json.loads((outcome.folder.path / "explain" / "backlog" / f"{name}.json").read_text())

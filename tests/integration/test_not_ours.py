@@ -206,12 +206,16 @@ def test_a_lock_held_by_someone_else_leaves_the_schema_and_says_so(server: Serve
 
 def test_what_depends_on_a_schema_from_outside_is_read_from_pg_depend(server: Server) -> None:
     """Every kind of dependent a cascade would take, named as the server names it; what
-    the schema holds itself (a view on its own table, a sequence) is not counted."""
+    the schema holds itself (a view on its own table, a sequence, its default privileges,
+    which pgmq's install script sets) is not counted."""
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         conn.execute("create schema ours_deps")
         conn.execute("create table ours_deps.t (id int primary key)")
         conn.execute("create view ours_deps.inner_view as select id from ours_deps.t")
         conn.execute("create sequence ours_deps.s")
+        conn.execute(
+            "alter default privileges in schema ours_deps grant select on tables to pg_monitor"
+        )
         conn.execute(
             "create function ours_deps.f() returns trigger language plpgsql as "
             "'begin return new; end'"

@@ -6,8 +6,10 @@ import pandas as pd
 import pytest
 
 from harness.analysis.reference import reference_table
-from harness.analysis.waits import summarize, summary_section
+from harness.analysis.throughput import throughput_rows, throughput_table
+from harness.analysis.waits import summarize, summary_rows, summary_section
 from harness.report.sections import markdown
+from harness.results.document import HARNESS, QueueSetting
 from harness.scenario.model import ReferenceFigure
 
 T0 = datetime(2026, 9, 30, 12, 0, tzinfo=UTC)
@@ -131,3 +133,60 @@ def test_the_waits_carry_a_warning_where_a_queue_ran_unlike_the_scenario(
     section = summary_section(summarize(jobs), [warning])
     assert f"**Warning:** {warning}" in markdown("run", [section])
     assert "Warning" not in markdown("run", [summary_section(summarize(jobs))])
+
+
+def _library_jobs() -> pd.DataFrame:
+    """Four strategies listed with a library's tuned mapping before its default, and a
+    harness strategy between two libraries."""
+    names = ["lib_a_tuned", "fifo", "lib_b", "lib_a"]
+    return pd.DataFrame([job(name, n, "large", 0, n, n + 1) for name in names for n in (1, 2)])
+
+
+SETTINGS = {
+    "fifo": QueueSetting(HARNESS),
+    "lib_a": QueueSetting("a"),
+    "lib_a_tuned": QueueSetting("a", {"batch_size": 10, "processes": 2}),
+    "lib_b": QueueSetting("b"),
+}
+
+
+def test_the_waits_put_a_library_default_and_tuned_side_by_side_the_settings_named() -> None:
+    """Grouped by library in the order libraries first appear, each default before its
+    tuned mapping, a `setting` column, and the tuned settings named under the table."""
+    headers, rows = summary_rows(summarize(_library_jobs()), SETTINGS)
+    assert headers[:2] == ["strategy", "setting"]
+    assert [row[:2] for row in rows] == [
+        ["lib_a", "default"],
+        ["lib_a_tuned", "tuned"],
+        ["fifo", "default"],
+        ["lib_b", "default"],
+    ]
+    section = summary_section(summarize(_library_jobs()), settings=SETTINGS)
+    assert section.bullets == ["`lib_a_tuned` (a, tuned): batch_size=10, processes=2"]
+    assert section.console_notes == section.bullets
+
+
+def test_without_a_tuned_mapping_the_waits_keep_their_columns_and_order(
+    jobs: pd.DataFrame,
+) -> None:
+    assert summary_rows(summarize(jobs), {}) == summary_rows(summarize(jobs))
+    assert "setting" not in summary_rows(summarize(jobs))[0]
+
+
+def test_a_drained_backlog_rate_runs_from_the_first_claim_to_the_last_completion() -> None:
+    """Two jobs queued at 0, the first claimed at 10 s (a slow start-up, which does not
+    count), the last done at 12 s: 2 jobs in 2 s; the claims' latency is the workers'."""
+    frame = pd.DataFrame([job("lib_a", 1, "one", 0, 10, 11), job("lib_a", 2, "one", 0, 11, 12)])
+    frame.loc[1, "claim_ms"] = 3.0
+    table = throughput_table(frame).iloc[0]
+    assert table["drain_s"] == pytest.approx(2.0)
+    assert table["jobs_s"] == pytest.approx(1.0)
+    assert table["claim_p50_ms"] == pytest.approx(2.0)
+    headers, rows = throughput_rows(throughput_table(_library_jobs()), SETTINGS)
+    assert headers[:3] == ["library", "strategy", "setting"]
+    assert [row[:3] for row in rows] == [
+        ["a", "lib_a", "default"],
+        ["a", "lib_a_tuned", "tuned"],
+        [HARNESS, "fifo", "default"],
+        ["b", "lib_b", "default"],
+    ]

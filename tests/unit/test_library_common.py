@@ -12,7 +12,13 @@ from harness.queues.libraries.awa_queue import awa_url
 from harness.queues.libraries.dbos_queue import migration_url
 from harness.queues.libraries.notices import notice_message
 from harness.queues.libraries.pgqueuer_queue import asyncpg_arguments
-from harness.results.document import UNLIKE_THE_SCENARIO, RunDocument, unlike_the_scenario
+from harness.results.document import (
+    TUNED,
+    UNLIKE_THE_SCENARIO,
+    RunDocument,
+    queue_settings,
+    unlike_the_scenario,
+)
 from harness.scenario.inputs import RunInputs
 from harness.scenario.model import Scenario
 
@@ -136,8 +142,10 @@ def test_each_library_declares_its_own_mappings_and_the_catalog_takes_them_all()
     from harness.queues.libraries import (
         awa_queue,
         dbos_queue,
+        pgmq_queue,
         pgqueuer_queue,
         procrastinate_queue,
+        saq_queue,
     )
     from harness.queues.sql.strategies import load_strategies
 
@@ -145,9 +153,13 @@ def test_each_library_declares_its_own_mappings_and_the_catalog_takes_them_all()
     adapters = [m.strategy for a in load_adapters().values() for m in a.manifest.mappings]
     declared = [
         *procrastinate_queue.MAPPINGS,
+        *procrastinate_queue.TUNED_MAPPINGS,
         *pgqueuer_queue.MAPPINGS,
+        *pgqueuer_queue.TUNED_MAPPINGS,
         *dbos_queue.MAPPINGS,
         *awa_queue.MAPPINGS,
+        *pgmq_queue.MAPPINGS,
+        *saq_queue.MAPPINGS,
         *adapters,
     ]
     assert sorted(names) == sorted(declared) and len(set(names)) == len(names)
@@ -164,6 +176,64 @@ def test_a_library_queue_says_its_sides_a_sql_queue_the_others() -> None:
     assert library.recovery() is None and library.explainer() is library
     sql = SqlQueue(load_strategies(None)["round_robin"], site, inputs)
     assert sql.recovery() is sql and sql.explainer() is None
+
+
+def test_a_tuned_mapping_says_its_settings_and_shares_the_workers_out() -> None:
+    """The tuned mappings record their library and settings (what the tables name), keep
+    the scenario's workers as the jobs that may run at once, and split them over the
+    processes or queue managers their library recommends."""
+    from harness.queues.libraries import procrastinate_queue
+    from harness.queues.libraries.pgqueuer_queue import PgqueuerQueue, Spec
+
+    inputs, site = _inputs(1), Site("", "s")
+    tuned = procrastinate_queue.ProcrastinateQueue("p_t", "one_queue", site, inputs, tuned=True)
+    default = procrastinate_queue.ProcrastinateQueue("p", "one_queue", site, inputs)
+    document = RunDocument.model_validate(
+        {
+            "run_id": "r",
+            "status": "complete",
+            "started_at": "2026-12-01T00:00:00+00:00",
+            "scenario": {"name": "s", "path": "s.yaml", "sha256": "0", "seed": 1},
+            "queues": {"p_t": tuned.provenance(), "p": default.provenance()},
+        }
+    )
+    settings = queue_settings(document)
+    assert (settings["p"].library, settings["p"].label) == ("procrastinate", "default")
+    assert settings["p_t"].label == "tuned"
+    assert settings["p_t"].tuned["processes"] == procrastinate_queue.processors()
+    processes = tuned.workers(24)
+    assert len(processes) == min(24, procrastinate_queue.processors())
+    assert sum(program.spec.concurrency for program in processes) == 24
+    assert [program.spec.concurrency for program in default.workers(24)] == [24]
+    pgqueuer = PgqueuerQueue("q_t", "one_entrypoint", site, inputs, tuned=True)
+    assert pgqueuer.provenance()[TUNED]["event_loop"] == "uvloop"
+    spec = Spec(site=site, mapping="one_entrypoint", concurrency=100, tuned=True)
+    assert spec.manager_caps == [20] * 5
+    assert [spec.batch_size(cap) for cap in spec.manager_caps] == [10] * 5
+    small = Spec(site=site, mapping="one_entrypoint", concurrency=4, tuned=True)
+    assert small.manager_caps == [4] and small.batch_size(4) == 2  # its rule: tasks >= 2 x batch
+    limited = Spec(site=site, mapping="concurrency_limit", concurrency=4, tuned=True)
+    assert limited.batch_size(4) == 1
+
+
+def test_a_tuned_adapter_mapping_says_its_settings_and_shares_the_workers_out() -> None:
+    """pg-boss's and graphile-worker's tuned mappings are manifest mappings with options:
+    recorded as their tuned settings, and graphile-worker's runs a process per 24 jobs as
+    its perfTest does; their default mappings record none and run one process."""
+    from harness.queues.contract.manifest import load_adapters
+    from harness.queues.contract.queue import tuned_settings, worker_processes
+
+    adapters = load_adapters()
+    graphile, pgboss = adapters["graphile"], adapters["pgboss"]
+    tuned = graphile.declared("one_queue_tuned")
+    assert tuned_settings(tuned)[TUNED]["local_queue_size"] == 500
+    assert [worker_processes(tuned, count) for count in (4, 24, 25, 96)] == [1, 1, 2, 4]
+    assert tuned_settings(graphile.declared("one_queue")) == {}
+    assert worker_processes(graphile.declared("one_queue"), 96) == 1
+    assert tuned_settings(pgboss.declared("one_queue_tuned"))[TUNED] == {
+        "batch_size": 10,
+        "burst_when_batch_full": True,
+    }
 
 
 def test_awa_connects_as_the_dsn_says_sockets_tls_and_passwords_included() -> None:

@@ -62,6 +62,7 @@ def test_what_make_test_leaves_out_the_matrix_runs() -> None:
     excluded = set(re.findall(r"not (\w+)", _pytest_m(makefile, "test")))
     selected = set(re.findall(r"(\w+)", _pytest_m(makefile, "test-matrix"))) - {"or"}
     assert excluded and excluded == selected
+    assert {"heavy", "throughput", "libraries"} <= excluded  # minutes each
 
 
 def _pytest_m(makefile: str, target: str) -> str:

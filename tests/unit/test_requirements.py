@@ -17,8 +17,10 @@ from harness.queues.contract.manifest import load_adapters
 from harness.queues.libraries import (
     awa_queue,
     dbos_queue,
+    pgmq_queue,
     pgqueuer_queue,
     procrastinate_queue,
+    saq_queue,
 )
 from harness.scenario.traits import QueueTraits
 from tests.conftest import ROOT
@@ -84,6 +86,8 @@ def test_every_library_mapping_declares_what_it_needs() -> None:
         pgqueuer_queue: "pgqueuer",
         dbos_queue: "dbos",
         awa_queue: "awa",
+        pgmq_queue: "pgmq",
+        saq_queue: "saq",
     }
     for module, imported in modules.items():
         for name in module.MAPPINGS:

@@ -89,7 +89,10 @@ def test_an_unknown_strategy_lists_the_available_ones(write_yaml) -> None:
 
 def test_a_timed_run_without_workers_is_refused(write_yaml) -> None:
     message = error_for(write_yaml, SHORT_NOISY.replace("workers: 2\n", ""))
-    assert message == "1: workers is required when tenant_groups arrive (e.g. workers: 4)"
+    assert message == (
+        "1: workers is required when tenant_groups arrive or the backlog is drained "
+        "(e.g. workers: 4)"
+    )
 
 
 def test_a_missing_field_is_named_at_its_item(write_yaml) -> None:
@@ -170,6 +173,19 @@ def test_a_scenario_with_nothing_to_run_is_refused(write_yaml) -> None:
 def test_a_variant_naming_an_unknown_group_is_refused(write_yaml) -> None:
     message = error_for(write_yaml, SKEWED.replace("{idle: 50}", "{busy: 50}"))
     assert "explain variant 'more': ['busy'] are not backlog groups" in message
+
+
+def test_a_variant_grows_a_groups_backlog_per_tenant(write_yaml) -> None:
+    """`jobs_per_tenant` reshapes the queued jobs as `tenants` the tenant counts, both
+    checked against the backlog's limits."""
+    grown = SKEWED.replace("tenants: {idle: 50}", "jobs_per_tenant: {large: 1000000}")
+    scenario = load_scenario(write_yaml(grown), STRATEGIES).scenario
+    assert scenario.variant_backlog("more").total_jobs == 1_000_000
+    assert scenario.backlog is not None and scenario.backlog.total_jobs == 100
+    unknown = grown.replace("{large: 1000000}", "{busy: 10}")
+    assert "['busy'] are not backlog groups" in error_for(write_yaml, unknown)
+    huge = grown.replace("{large: 1000000}", "{large: 10000001}")
+    assert "less than or equal to 10000000" in error_for(write_yaml, huge)
 
 
 def test_a_rotation_must_list_every_group_once(write_yaml) -> None:

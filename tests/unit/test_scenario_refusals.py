@@ -362,13 +362,27 @@ def test_a_variant_within_the_job_cap_but_past_the_tenant_cap_is_refused(write_y
     )
 
 
+def test_a_variant_that_grows_a_queue_is_held_to_the_backlog_cap_and_its_groups(
+    write_yaml,
+) -> None:
+    """jobs_per_tenant replaces a group's queue like tenants its size: its total is held to
+    the backlog's cap, and it names backlog groups only."""
+    grown = PLANS.replace("tenants: {large: 1000000}", "jobs_per_tenant: {idle: 1000000}")
+    assert refusal(write_yaml(grown)) == (
+        "11: explain.variants[1].jobs_per_tenant: 20,000,000 backlog jobs in variant 'huge'; "
+        "at most 10,000,000"
+    )
+    unknown = PLANS.replace("tenants: {large: 1000000}", "jobs_per_tenant: {bulk: 5}")
+    assert "['bulk'] are not backlog groups" in refusal(write_yaml(unknown))
+
+
 def test_a_variant_built_by_the_run_is_validated_again() -> None:
     """Whoever builds a variant's backlog gets a checked one: model_copy checks nothing."""
     backlog = Backlog.model_validate(
         {"groups": [{"name": "large", "tenants": 1, "jobs_per_tenant": MAX_BACKLOG_JOBS}]}
     )
     with pytest.raises(ValidationError, match="backlog jobs; at most 10,000,000"):
-        backlog.with_tenants({"large": 2})
+        backlog.reshaped({"large": 2}, {})
 
 
 def test_groups_of_a_million_idle_tenants_are_refused_at_the_group_past_the_cap(

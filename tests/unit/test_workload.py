@@ -93,7 +93,7 @@ def test_backlog_rows_follow_insertion_order_and_the_rotation() -> None:
 def test_an_explain_variant_replaces_tenant_counts() -> None:
     scenario = skewed()
     assert scenario.backlog is not None and scenario.explain is not None
-    variant = scenario.backlog.with_tenants(scenario.explain.variants[0].tenants)
+    variant = scenario.backlog.reshaped(scenario.explain.variants[0].tenants, {})
     rows = backlog_rows(scenario, variant)
     assert rows.tenant_ids == list(range(1, 9))
     assert rows.rotation[:3] == [8, 6, 7]

@@ -39,7 +39,7 @@ from harness.queues.base import (
     WorkerReport,
 )
 from harness.queues.contract import runtime
-from harness.queues.contract.manifest import Adapter, MappingName, load_adapters
+from harness.queues.contract.manifest import Adapter, MappingDecl, MappingName, load_adapters
 from harness.queues.contract.process import STOP_BOUND_S, AdapterProcess, run_role
 from harness.queues.contract.protocol import (
     AdapterFailed,
@@ -72,7 +72,7 @@ from harness.queues.programs import (
     Wire,
     register,
 )
-from harness.results.document import UNLIKE_THE_SCENARIO
+from harness.results.document import TUNED, UNLIKE_THE_SCENARIO
 from harness.scenario.inputs import RunInputs
 from harness.scenario.traits import QueueTraits
 from harness.scenario.workload import BacklogRows
@@ -80,6 +80,11 @@ from harness.server.connections import connect, session_name
 from harness.server.dsn import password_for
 
 BACKLOG_CHUNK = 10_000
+# A mapping's option read by the harness as well as the adapter: how many of the workers
+# one of its processes runs (graphile-worker's perfTest: 24 jobs a process); the harness
+# starts as many worker processes as that takes and shares the workers among them.
+JOBS_PER_PROCESS = "jobs_per_process"
+TUNED_SUFFIX = "_tuned"  # a strategy at its library's maintainers' settings: its options
 PollMs = Annotated[float, Field(gt=0, le=10_000)]
 
 
@@ -365,6 +370,9 @@ class ContractQueue(LibraryQueue):
     def mains(self) -> tuple[ProgramMain, ProgramMain]:
         return worker_main, enqueuer_main
 
+    def processes(self, count: int) -> int:
+        return worker_processes(self.adapter.declared(self.spec.mapping), count)
+
     def install(self, conn: psycopg.Connection[Any]) -> None:
         run_role(self.adapter, self.spec.config("install"), Installed)
 
@@ -402,7 +410,28 @@ class ContractQueue(LibraryQueue):
             "mapping": self.spec.mapping,
             "settings": versions.settings,
             UNLIKE_THE_SCENARIO: versions.unlike_the_scenario,
+            **self._tuned(),
         }
+
+    def _tuned(self) -> dict[str, Any]:
+        return tuned_settings(self.adapter.declared(self.spec.mapping))
+
+
+def worker_processes(declared: MappingDecl, count: int) -> int:
+    """How many worker processes share `count` workers: one, or as many as the mapping's
+    `jobs_per_process` takes."""
+    per_process = declared.options.get(JOBS_PER_PROCESS)
+    if not isinstance(per_process, int) or per_process < 1:
+        return 1
+    return -(-count // per_process)
+
+
+def tuned_settings(declared: MappingDecl) -> dict[str, Any]:
+    """A `_tuned` strategy's settings, for the tables that set it beside its default: its
+    mapping's options, as the manifest names them; nothing for any other strategy."""
+    if not declared.strategy.endswith(TUNED_SUFFIX):
+        return {}
+    return {TUNED: dict(declared.options)}
 
 
 def ledger_of(records: list[Record], reports: list[WorkerReport]) -> Ledger:

@@ -54,7 +54,7 @@ from harness.queues.libraries import captures, common, notices
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
 from harness.queues.programs import TenantWeight
-from harness.results.document import UNLIKE_THE_SCENARIO
+from harness.results import document
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows, tenant_ranges
 from harness.server.connections import session_name
@@ -336,8 +336,10 @@ class AwaQueue(LibraryQueue):
         return {"kind": KIND}
 
     def provenance(self) -> dict[str, Any]:
+        tuned = {"poll_interval_ms": DEFAULT_POLL_S * 1000, "max_connections": self.spec.pool_size}
         return {
-            "library": "awa",
+            **({document.TUNED: tuned} if self.spec.tuned else {}),
+            document.LIBRARY: "awa",
             "version": importlib.metadata.version("awa-pg"),
             "driver": "awa's own (Rust: sqlx) in the awa-pg wheel",
             "mapping": self.spec.mapping,
@@ -354,7 +356,7 @@ class AwaQueue(LibraryQueue):
                 "max_connections": self.spec.pool_size,
                 "queue_storage_queue_rotate_interval_ms": self.spec.rotate_ms,
             },
-            UNLIKE_THE_SCENARIO: self.departures(),
+            document.UNLIKE_THE_SCENARIO: self.departures(),
         }
 
     def departures(self) -> list[str]:

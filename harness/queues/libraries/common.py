@@ -12,7 +12,8 @@ job, and jobs.csv joins up with the workload whatever ids the library chose.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -60,6 +61,7 @@ LIBRARY_TRAITS = QueueTraits(
     long_transaction="its fetch runs inside the library; nothing for the holder to sample",
 )
 STOP_POLL_S = 0.01
+NO_CLAIM_MS = float("nan")  # a fetch the harness cannot time from the outside
 LibraryFactory = Callable[[str, str, Site, RunInputs], Queue]  # (name, mapping, site, inputs)
 
 
@@ -114,6 +116,18 @@ def tenant_ids(inputs: RunInputs, rows: BacklogRows | None = None) -> list[int]:
     """Every tenant a worker serving all of them must name (queue or entrypoint per tenant)."""
     backlog = rows.tenant_ids if rows is not None else []
     return sorted(set(backlog) | set(inputs.durations))
+
+
+def schema_conninfo(spec: LibrarySpec, **more: str) -> str:
+    """A libpq DSN for a library that takes one: the site's, in the run's schema, the
+    DSN's own options kept, and auto_explain in a plan capture's sessions."""
+    from harness.queues.libraries import captures  # it reads plans with pandas: when asked
+
+    options = f"-c search_path={spec.site.schema}"
+    if spec.plans_file is not None:
+        options += " " + captures.explain_options()
+    own = psycopg.conninfo.conninfo_to_dict(spec.site.dsn).get("options") or ""
+    return psycopg.conninfo.make_conninfo(spec.site.dsn, options=f"{own} {options}".strip(), **more)
 
 
 def dsn_keywords(dsn: str, names: dict[str, str]) -> dict[str, Any]:
@@ -220,6 +234,16 @@ async def wait_event(event: Event) -> None:
         await asyncio.sleep(STOP_POLL_S)
 
 
+def await_turn(signals: Signals, index: int) -> None:
+    """In a plan capture, slot `index` fetches once the slots before it hold their jobs:
+    fetch k then runs with the k - 1 jobs before it running, whatever the processes'
+    start order."""
+    while not all(signals.holding[slot] for slot in range(index)):
+        if signals.stop.is_set():
+            return
+        time.sleep(STOP_POLL_S)
+
+
 async def run_schedule(signals: Signals, schedule: Schedule, enqueue: Any) -> None:
     """Each batch at its offset from the start, through the library's bulk enqueue."""
     await wait_event(signals.start)
@@ -238,8 +262,41 @@ async def run_schedule(signals: Signals, schedule: Schedule, enqueue: Any) -> No
 def record_run(report: WorkerReport, signals: Signals, index: int, run: TaskRun) -> None:
     """The task log: one entry per run of the task, and the process's done count."""
     report.task_runs.append(run)
-    report.claims.append((run.job, run.tenant, float("nan")))
+    claim_ms = run.claim_ms if run.claim_ms is not None else NO_CLAIM_MS
+    report.claims.append((run.job, run.tenant, claim_ms))
     signals.done[index] += 1
+
+
+class FetchTimes:
+    """The library's fetch call timed from the outside, for each job it brought: what a
+    library's claim latency is (a batch's call for each of its jobs). The wrapped call is
+    the library's own, unchanged; the task looks its job up once it runs."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, float] = {}
+
+    def wrap(self, fetch: Callable[..., Awaitable[Any]], ids: Callable[[Any], list[str]]) -> Any:
+        """`fetch` timed; `ids` names the jobs of what it returned."""
+
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            fetched = await fetch(*args, **kwargs)
+            elapsed_ms = (time.perf_counter() - began) * 1000
+            for job_id in ids(fetched):
+                self.by_id[job_id] = elapsed_ms
+            return fetched
+
+        return timed
+
+    def claim_ms(self, job_id: str) -> float | None:
+        return self.by_id.pop(job_id, None)
+
+
+def shares(total: int, parts: int) -> list[int]:
+    """`total` workers over `parts` processes, as evenly as they go (the first take the
+    remainder), none empty."""
+    parts = max(1, min(parts, total))
+    return [total // parts + (1 if index < total % parts else 0) for index in range(parts)]
 
 
 @dataclass(frozen=True)
@@ -295,6 +352,7 @@ def _record(row: LibraryRow, seen: tuple[int, TaskRun] | None) -> JobRecord:
         started_at=_first(row.started_at, run.started_at if run else None),
         finished_at=_first(row.finished_at, run.finished_at if run else None),
         worker=worker,
+        claim_ms=run.claim_ms if run else None,
     )
 
 
@@ -308,6 +366,7 @@ def _from_run(worker: int, run: TaskRun) -> JobRecord:
         started_at=run.started_at,
         finished_at=run.finished_at,
         worker=worker,
+        claim_ms=run.claim_ms,
     )
 
 

@@ -97,6 +97,45 @@ select id::text,
   from awa.jobs
  where kind = %(kind)s
 
+-- name: pgmq_ledger
+-- pgmq keeps a message in its queue table q_harness until it is archived into a_harness
+-- (the harness's worker archives each one when its task is done, as pgmq-py's docs
+-- show): enqueued_at is now() of the send, last_read_at clock_timestamp() of the read
+-- that handed it out (the last read: a message read twice is two task runs), archived_at
+-- now() of the archive. A message still in the queue is unfinished.
+select msg_id::text,
+       (message ->> 'n')::bigint,
+       (message ->> 't')::int,
+       true,
+       enqueued_at,
+       last_read_at,
+       archived_at
+  from a_harness
+union all
+select msg_id::text,
+       (message ->> 'n')::bigint,
+       (message ->> 't')::int,
+       false,
+       enqueued_at,
+       last_read_at,
+       null::timestamptz
+  from q_harness
+
+-- name: saq_ledger
+-- saq keeps a finished job in saq_jobs (its ttl, 0 here: kept), the job itself a JSON
+-- document in the bytea `job`: queued, started and completed are epoch milliseconds
+-- from its processes' clocks (time.time(): the enqueuer's at the enqueue, the worker's
+-- when its task starts and when it is finished), the harness's number in its kwargs.
+select key,
+       (data -> 'kwargs' ->> 'n')::bigint,
+       (data -> 'kwargs' ->> 't')::int,
+       status = 'complete',
+       to_timestamp((data ->> 'queued')::bigint / 1000.0),
+       to_timestamp((data ->> 'started')::bigint / 1000.0),
+       to_timestamp((data ->> 'completed')::bigint / 1000.0)
+  from saq_jobs
+ cross join lateral (select convert_from(job, 'UTF8')::jsonb) as saved (data)
+
 -- name: analyze_tables
 -- Statistics on every table of the run's schema (or of the schema a library keeps its
 -- tables in) after a backlog load, as after the SQL strategies' load (and as autovacuum

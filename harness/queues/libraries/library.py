@@ -46,9 +46,19 @@ class LibraryQueue:
     def capture_concurrency(self, fetches: int) -> int:
         return fetches
 
+    def processes(self, count: int) -> int:
+        """How many worker processes share `count` workers: one, unless a tuned mapping
+        runs several, as its library recommends for throughput."""
+        return 1
+
     def workers(self, count: int) -> list[Program]:
-        spec = replace(self.spec, concurrency=count)
-        return [Program("worker", self.mains()[0], spec, name=f"{self.label}-worker")]
+        main = self.mains()[0]
+        return [
+            Program(
+                "worker", main, replace(self.spec, concurrency=share), name=f"{self.label}-worker"
+            )
+            for share in common.shares(count, self.processes(count))
+        ]
 
     def capture_workers(self, count: int, plans_file: str) -> list[Program]:
         """The worker of a plan capture (harness/queues/libraries/captures.py)."""

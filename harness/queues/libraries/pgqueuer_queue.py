@@ -14,6 +14,11 @@ Mappings of tenants onto its knobs:
 Its dequeue merges the registered entrypoints into one `priority DESC, id` order; the
 limit is enforced in SQL (a slot per running job). It wakes on its trigger's NOTIFY and
 re-polls after `dequeue_timeout` (here the scenario's poll interval).
+
+The `_tuned` mappings run as its docs and its benchmark (tools/benchmark.py) do: on
+uvloop (its `pgq run`), with its default batch of 10 and up to five QueueManagers on
+connections of their own; under a concurrency limit with a batch of 1, which frees a
+capped slot at each completion rather than every 0.1 s (docs/real-queues.md).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import json
 import os
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any, Literal
 
 import psycopg
@@ -41,6 +47,7 @@ from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
 from harness.queues.programs import TenantCap
+from harness.results.document import LIBRARY, TUNED
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
 
@@ -50,18 +57,39 @@ MAPPINGS: dict[str, Mapping] = {  # strategy name -> mapping
     "pgqueuer_entrypoint_per_tenant": "entrypoint_per_tenant",
     "pgqueuer_concurrency_limit": "concurrency_limit",
 }
+TUNED_MAPPINGS: dict[str, Mapping] = {  # its docs' and its benchmark's settings
+    "pgqueuer_tuned": "one_entrypoint",
+    "pgqueuer_concurrency_limit_tuned": "concurrency_limit",
+}
 ENTRYPOINT = "harness"
+TUNED_BATCH = 10  # its own default batch_size, and its benchmark's
+TUNED_MANAGERS = 5  # tools/benchmark.py --dequeue: QueueManagers, each its own connection
 
 
 @dataclass(frozen=True)
 class Spec(common.PythonSpec):
     mapping: Mapping
     cap: TenantCap = 1  # concurrency_limit: each entrypoint's
+    tuned: bool = False
 
     @property
-    def batch_size(self) -> int:
-        """pgqueuer refuses max_concurrent_tasks below twice batch_size."""
-        return 1 if self.plans_file is not None else max(1, self.concurrency // 2)
+    def manager_caps(self) -> list[int]:
+        """Each QueueManager's max_concurrent_tasks: the process's workers, over one
+        manager, or tuned over as many as its benchmark runs (5) while each keeps room for
+        a full batch twice (pgqueuer's rule)."""
+        managers = min(TUNED_MANAGERS, self.concurrency // (2 * TUNED_BATCH)) if self.tuned else 1
+        return common.shares(self.concurrency, max(1, managers))
+
+    def batch_size(self, cap: int) -> int:
+        """pgqueuer refuses max_concurrent_tasks below twice batch_size. Tuned: its default
+        batch of 10 ("increase it when jobs are short-lived"), or 1 under a concurrency
+        limit (a slot is freed when the completion buffer flushes, every batch_size
+        completions: "decrease it ... for finer concurrency control")."""
+        if self.plans_file is not None:
+            return 1
+        if self.tuned:
+            return 1 if self.mapping == "concurrency_limit" else min(TUNED_BATCH, cap // 2)
+        return max(1, cap // 2)
 
     @property
     def entrypoints(self) -> list[str]:
@@ -161,16 +189,20 @@ async def _enqueue(index: int, spec: Spec, signals: Signals) -> None:
 
 
 def worker_main(index: int, spec: Spec, signals: Signals) -> None:
-    run_program(index, signals, lambda report: asyncio.run(_work(index, spec, signals, report)))
+    def body(report: WorkerReport) -> None:
+        work = _work(index, spec, signals, report)
+        if spec.tuned:
+            import uvloop  # a dependency of pgqueuer's, whose `pgq run` runs on it
+
+            uvloop.run(work)
+        else:
+            asyncio.run(work)
+
+    run_program(index, signals, body)
 
 
 async def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) -> None:
-    from pgqueuer.qm import QueueManager
-
-    conn, queries = await _queries(spec)
-    manager = QueueManager(queries, channel=_settings(spec).channel)
-    # Its re-poll while work is known to be queued (0.1 s), no longer than the scenario's.
-    manager.min_dequeue_poll_interval = timedelta(seconds=min(0.1, spec.poll_interval_s))
+    fetches = common.FetchTimes()
 
     async def task(job: Any) -> None:
         payload = json.loads(job.payload)
@@ -178,25 +210,46 @@ async def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) 
             await common.wait_event(signals.stop)
         elif payload["ms"] > 0:
             await asyncio.sleep(payload["ms"] / 1000)
-        common.record_run(report, signals, index, TaskRun(payload["n"], payload["t"], str(job.id)))
+        job_id = str(job.id)
+        run = TaskRun(payload["n"], payload["t"], job_id, claim_ms=fetches.claim_ms(job_id))
+        common.record_run(report, signals, index, run)
 
+    managers = [await _manager(spec, task, fetches) for _ in spec.manager_caps]
+    signals.ready[index] = 1
+    await common.wait_event(signals.start)
+    running = [
+        asyncio.create_task(manager.run(**_run_options(spec, cap)))
+        for (_, manager), cap in zip(managers, spec.manager_caps, strict=True)
+    ]
+    await common.wait_event(signals.stop)
+    for _, manager in managers:
+        manager.shutdown.set()
+    await asyncio.gather(*running)
+    for conn, _ in managers:
+        await conn.close()
+
+
+async def _manager(spec: Spec, task: Any, fetches: common.FetchTimes) -> tuple[Any, Any]:
+    """A QueueManager on a connection of its own, every entrypoint registered, its
+    dequeue timed (the claim latency)."""
+    from pgqueuer.qm import QueueManager
+
+    conn, queries = await _queries(spec)
+    queries.dequeue = fetches.wrap(queries.dequeue, lambda jobs: [str(job.id) for job in jobs])
+    manager = QueueManager(queries, channel=_settings(spec).channel)
+    # Its re-poll while work is known to be queued (0.1 s), no longer than the scenario's.
+    manager.min_dequeue_poll_interval = timedelta(seconds=min(0.1, spec.poll_interval_s))
     limit = spec.cap if spec.mapping == "concurrency_limit" else 0
     for name in spec.entrypoints:
         manager.entrypoint(name, concurrency_limit=limit)(task)
-    signals.ready[index] = 1
-    await common.wait_event(signals.start)
-    running = asyncio.create_task(manager.run(**_run_options(spec)))
-    await common.wait_event(signals.stop)
-    manager.shutdown.set()
-    await running
-    await conn.close()
+    return conn, manager
 
 
-def _run_options(spec: Spec) -> dict[str, Any]:
+def _run_options(spec: Spec, cap: int) -> dict[str, Any]:
     return {
         "dequeue_timeout": timedelta(seconds=spec.poll_interval_s),
-        "batch_size": spec.batch_size,
-        "max_concurrent_tasks": spec.concurrency,
+        "batch_size": spec.batch_size(cap),
+        "max_concurrent_tasks": cap,
         # Folding the log into statistics on a timer would mark the rows the ledger reads.
         "log_aggregation_interval": timedelta(0),
     }
@@ -207,9 +260,11 @@ class PgqueuerQueue(LibraryQueue):
     ledger_block = "pgqueuer_ledger"
     fetch_marker = "SET status = 'picked'"  # its fetch, among a capture's
 
-    def __init__(self, name: str, mapping: str, site: Site, inputs: RunInputs) -> None:
-        spec = Spec.of(site, inputs, mapping, cap=inputs.scenario.tenant_cap or 1)
-        super().__init__(name, site, inputs, spec)
+    def __init__(
+        self, name: str, mapping: str, site: Site, inputs: RunInputs, tuned: bool = False
+    ) -> None:
+        cap = inputs.scenario.tenant_cap or 1
+        super().__init__(name, site, inputs, Spec.of(site, inputs, mapping, cap=cap, tuned=tuned))
 
     def mains(self) -> tuple[ProgramMain, ProgramMain]:
         return worker_main, enqueuer_main
@@ -228,14 +283,16 @@ class PgqueuerQueue(LibraryQueue):
         common.analyze(conn)
 
     def provenance(self) -> dict[str, Any]:
-        return {
-            "library": "pgqueuer",
+        provenance = {
+            LIBRARY: "pgqueuer",
             "version": importlib.metadata.version("pgqueuer"),
-            "driver": "AsyncpgDriver (one asyncpg connection per process)",
+            "driver": "AsyncpgDriver (one asyncpg connection per QueueManager)",
             "mapping": self.spec.mapping,
             "settings": {
-                "max_concurrent_tasks": "the scenario's workers",
-                "batch_size": "max(1, workers // 2) (at most half of max_concurrent_tasks)",
+                "queue_managers": self._managers(),
+                "max_concurrent_tasks": "the scenario's workers, shared by the managers",
+                "batch_size": self._batch(),
+                "event_loop": "uvloop" if self.spec.tuned else "asyncio",
                 "dequeue_timeout_s": self.spec.poll_interval_s,
                 "min_dequeue_poll_interval_s": min(0.1, self.spec.poll_interval_s),
                 "concurrency_limit": self.spec.cap
@@ -245,12 +302,34 @@ class PgqueuerQueue(LibraryQueue):
                 "log_aggregation_interval_s": 0,
             },
         }
+        if self.spec.tuned:
+            provenance[TUNED] = {
+                "batch_size": self._batch(),
+                "queue_managers": self._managers(),
+                "event_loop": "uvloop",
+            }
+        return provenance
+
+    def _batch(self) -> str:
+        if not self.spec.tuned:
+            return "max(1, workers // 2) (at most half of max_concurrent_tasks)"
+        if self.spec.mapping == "concurrency_limit":
+            return "1"
+        return f"{TUNED_BATCH}, at most half a manager's max_concurrent_tasks"
+
+    def _managers(self) -> str:
+        if not self.spec.tuned:
+            return "1"
+        return f"workers // {2 * TUNED_BATCH}, 1 to {TUNED_MANAGERS}, one connection each"
 
 
 common.register_programs("pgqueuer", Spec, worker_main, enqueuer_main)
 
 
 def entries() -> list[QueueEntry]:
-    return common.library_entries(
-        dict(MAPPINGS), PgqueuerQueue, (PythonPackages(("pgqueuer", "asyncpg"), "libraries"),)
-    )
+    requires = (PythonPackages(("pgqueuer", "asyncpg"), "libraries"),)
+    tuned = partial(PgqueuerQueue, tuned=True)
+    return [
+        *common.library_entries(dict(MAPPINGS), PgqueuerQueue, requires),
+        *common.library_entries(dict(TUNED_MAPPINGS), tuned, requires),
+    ]

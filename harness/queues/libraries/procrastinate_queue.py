@@ -10,13 +10,19 @@ Mappings of tenants onto its knobs:
 Its fetch (`procrastinate_fetch_job_v2`, plpgsql) takes one job per round trip in
 `priority DESC, id` order; the worker wakes on LISTEN/NOTIFY and polls every
 `fetch_job_polling_interval` (5 s by default, here the scenario's poll interval).
+
+`procrastinate_tuned` is the one queue as its docs recommend for throughput: several
+worker processes (its "launch multiple workers, each using their own process"), each
+with async concurrency and a pool of concurrency + 1 connections (docs/real-queues.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import os
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Literal
 
 import psycopg
@@ -33,6 +39,7 @@ from harness.queues.base import (
 from harness.queues.libraries import captures, common
 from harness.queues.libraries.library import LibraryQueue
 from harness.queues.process import run_program
+from harness.results.document import LIBRARY, TUNED
 from harness.scenario.inputs import RunInputs
 from harness.scenario.workload import BacklogRows
 
@@ -42,8 +49,12 @@ MAPPINGS: dict[str, Mapping] = {  # strategy name -> mapping
     "procrastinate_lock_per_tenant": "lock_per_tenant",
     "procrastinate_queue_per_tenant": "queue_per_tenant",
 }
+TUNED_MAPPINGS: dict[str, Mapping] = {"procrastinate_tuned": "one_queue"}  # its docs' settings
 TASK = "harness_job"
 QUEUE = "harness"
+# Its docs: the pool needs as many connections as the concurrency, plus one, for short
+# jobs (the LISTEN connection is apart); the default mapping keeps one spare more.
+POOL_SPARE = {False: 2, True: 1}
 
 
 @dataclass(frozen=True)
@@ -51,6 +62,17 @@ class Spec(common.PythonSpec):
     """procrastinate's programs need nothing beyond what every Python library's do."""
 
     mapping: Mapping
+    tuned: bool = False
+
+
+def tuned_processes(workers: int) -> int:
+    """Its docs' first advice for throughput: more worker processes. One per processor,
+    never more than the workers."""
+    return min(workers, processors())
+
+
+def processors() -> int:
+    return os.cpu_count() or 1
 
 
 def _app(spec: Spec, **pool: Any) -> Any:
@@ -127,7 +149,10 @@ def worker_main(index: int, spec: Spec, signals: Signals) -> None:
 async def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) -> None:
     from procrastinate.worker import Worker
 
-    app = _app(spec, min_size=1, max_size=spec.concurrency + 2)
+    app = _app(spec, min_size=1, max_size=spec.concurrency + POOL_SPARE[spec.tuned])
+    fetches = common.FetchTimes()
+    manager = app.job_manager
+    manager.fetch_job = fetches.wrap(manager.fetch_job, lambda job: [str(job.id)] if job else [])
 
     @app.task(name=TASK, pass_context=True)
     async def harness_job(context: Any, n: int, t: int, ms: float) -> None:
@@ -135,7 +160,9 @@ async def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) 
             await common.wait_event(signals.stop)
         elif ms > 0:
             await asyncio.sleep(ms / 1000)
-        common.record_run(report, signals, index, TaskRun(n, t, str(context.job.id)))
+        job_id = str(context.job.id)
+        run = TaskRun(n, t, job_id, claim_ms=fetches.claim_ms(job_id))
+        common.record_run(report, signals, index, run)
 
     async with app.open_async():
         signals.ready[index] = 1
@@ -166,11 +193,16 @@ class ProcrastinateQueue(LibraryQueue):
     ledger_block = "procrastinate_ledger"
     fetch_marker = "FOR UPDATE OF jobs SKIP LOCKED"  # its fetch, among a capture's
 
-    def __init__(self, name: str, mapping: str, site: Site, inputs: RunInputs) -> None:
-        super().__init__(name, site, inputs, Spec.of(site, inputs, mapping))
+    def __init__(
+        self, name: str, mapping: str, site: Site, inputs: RunInputs, tuned: bool = False
+    ) -> None:
+        super().__init__(name, site, inputs, Spec.of(site, inputs, mapping, tuned=tuned))
 
     def mains(self) -> tuple[ProgramMain, ProgramMain]:
         return worker_main, enqueuer_main
+
+    def processes(self, count: int) -> int:
+        return tuned_processes(count) if self.spec.tuned else 1
 
     def install(self, conn: psycopg.Connection[Any]) -> None:
         asyncio.run(_install(self.spec))
@@ -181,24 +213,32 @@ class ProcrastinateQueue(LibraryQueue):
         common.analyze(conn)
 
     def provenance(self) -> dict[str, Any]:
-        return {
-            "library": "procrastinate",
+        spare = POOL_SPARE[self.spec.tuned]
+        provenance = {
+            LIBRARY: "procrastinate",
             "version": importlib.metadata.version("procrastinate"),
             "connector": "PsycopgConnector (psycopg_pool.AsyncConnectionPool)",
             "mapping": self.spec.mapping,
             "settings": {
-                "concurrency": "the scenario's workers",
+                "processes": "one per processor, at most the workers" if self.spec.tuned else 1,
+                "concurrency": "the scenario's workers, shared by the processes",
                 "listen_notify": True,
                 "fetch_job_polling_interval_s": self.spec.poll_interval_s,
-                "pool_max_size": "concurrency + 2",
+                "pool_max_size": f"concurrency + {spare}",
             },
         }
+        if self.spec.tuned:
+            provenance[TUNED] = {"processes": processors(), "pool_max_size": "concurrency + 1"}
+        return provenance
 
 
 common.register_programs("procrastinate", Spec, worker_main, enqueuer_main)
 
 
 def entries() -> list[QueueEntry]:
-    return common.library_entries(
-        dict(MAPPINGS), ProcrastinateQueue, (PythonPackages(("procrastinate",), "libraries"),)
-    )
+    requires = (PythonPackages(("procrastinate",), "libraries"),)
+    tuned = partial(ProcrastinateQueue, tuned=True)
+    return [
+        *common.library_entries(dict(MAPPINGS), ProcrastinateQueue, requires),
+        *common.library_entries(dict(TUNED_MAPPINGS), tuned, requires),
+    ]

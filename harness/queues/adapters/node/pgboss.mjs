@@ -2,6 +2,10 @@
 // work() with localConcurrency = the scenario's workers. The mappings:
 //   one_queue          every job in the queue "harness"
 //   group_concurrency  each job's group is its tenant; work() takes groupConcurrency = cap
+//   one_queue_tuned    one_queue at its maintainers' settings: the mapping's options
+// The options of a tuned mapping (pgboss.toml): batch_size (batchSize) and
+// burst_when_batch_full (burstWhenBatchFull), each worker running its batch's jobs one
+// after another.
 //
 // Each job's moments are pg-boss's own (created_on, started_on: now() of its insert and its
 // fetch), read with the server's clock as its work ends, in one statement.
@@ -45,10 +49,16 @@ export async function versions() {
   return { "pg-boss": version("pg-boss"), pg: version("pg") };
 }
 
+function batchSize(config) {
+  return config.options?.batch_size ?? 1;
+}
+
 export function settings(config) {
   return {
     localConcurrency: "the repetition's workers",
-    batchSize: 1,
+    batchSize: batchSize(config),
+    burstWhenBatchFull: Boolean(config.options?.burst_when_batch_full),
+    handler: "a batch's jobs one after another",
     pollingIntervalSeconds: pollSeconds(config),
     pollingIntervalSeconds_requested: config.poll_interval_ms / 1000,
     notifyPollingIntervalSeconds: pollSeconds(config),
@@ -101,18 +111,21 @@ export async function worker(config, emit) {
       finished_at: finishedAt,
     });
   };
-  const handler = async ([job]) => {
-    await work(job.data, config.hold ? stopping.promise : null);
-    const read = report(job).catch((error) => {
-      emit({ event: "error", message: `reading job ${job.id}: ${error}` });
-      process.exit(1);
-    });
-    reading.add(read);
-    read.finally(() => reading.delete(read));
+  const handler = async (jobs) => {
+    for (const job of jobs) {
+      await work(job.data, config.hold ? stopping.promise : null);
+      const read = report(job).catch((error) => {
+        emit({ event: "error", message: `reading job ${job.id}: ${error}` });
+        process.exit(1);
+      });
+      reading.add(read);
+      read.finally(() => reading.delete(read));
+    }
   };
   const workOptions = {
     localConcurrency: config.concurrency,
-    batchSize: 1,
+    batchSize: batchSize(config),
+    burstWhenBatchFull: Boolean(config.options?.burst_when_batch_full),
     pollingIntervalSeconds: pollSeconds(config),
     // With LISTEN/NOTIFY on, its poll would otherwise back off to 30 s, and it waits out
     // that interval after every fetch that finds a job, unless a NOTIFY comes meanwhile.

@@ -92,7 +92,15 @@ async function main() {
   } else {
     await serve(adapter, config, next);
   }
+  await flushed();
   process.exit(0);
+}
+
+// Everything written to stdout reaches the harness before the exit: a pipe the harness has
+// not read yet takes a write only in part, and exit() drops the rest (a ledger of
+// thousands of records was cut mid-line).
+function flushed() {
+  return new Promise((resolve) => process.stdout.write("", resolve));
 }
 
 main().catch((error) => fail(error?.stack ?? String(error)));
