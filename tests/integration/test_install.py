@@ -18,6 +18,7 @@ from xml.etree import ElementTree
 import pytest
 import yaml
 
+from harness.check.baseline import BASELINE_FORMAT_VERSION
 from harness.shipped import shipped_scenarios
 from tests.conftest import ROOT
 
@@ -265,7 +266,7 @@ def test_the_workflow_snippet_runs_in_another_repository(wheel: Path, runner: Ru
     fresh(runner)  # run by hand: the baseline is made on the runner
     made = runner.steps(workflow["jobs"]["make-baseline"]["steps"], variables, {})
     assert set(made.values()) == {0}, made
-    assert json.loads(baseline.read_text())["format_version"] == 1
+    assert json.loads(baseline.read_text())["format_version"] == BASELINE_FORMAT_VERSION
     assert "## harness check: a new baseline (exit 0)" in runner.summary()
 
     fresh(runner)  # a pull request, against the baseline committed
