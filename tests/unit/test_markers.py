@@ -3,37 +3,59 @@ exactly those under tests/majors, which make test leaves out and make test-matri
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 
+import pytest
 import yaml
+from _pytest.mark.expression import Expression
 
 from tests.conftest import ROOT
 
 
-def collected(marker: str) -> list[str]:
-    """Test ids pytest collects with `-m marker`, in a subprocess (no server starts)."""
+@pytest.fixture(scope="module")
+def markers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
+    """Every test's id and markers, from one collection in a subprocess (no server
+    starts)."""
+    out = tmp_path_factory.mktemp("markers") / "markers.json"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", marker, "tests"],
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "tests.marker_listing"],
         cwd=ROOT,
+        env={**os.environ, "TQB_MARKERS_OUT": str(out)},
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    return [line for line in done.stdout.splitlines() if "::" in line]
+    listing: dict[str, list[str]] = json.loads(out.read_text())
+    return listing
 
 
-def test_not_integration_collects_no_integration_test() -> None:
-    unit = collected("not integration")
+def selected(markers: dict[str, list[str]], expression: str) -> list[str]:
+    """The tests `pytest -m expression` runs, evaluated as pytest evaluates it."""
+    compiled = Expression.compile(expression)
+    return [test for test, names in markers.items() if compiled.evaluate(_has(names))]
+
+
+def _has(names: list[str]) -> Callable[..., bool]:
+    return lambda name, /, **kwargs: name in names
+
+
+def test_not_integration_collects_no_integration_test(markers: dict[str, list[str]]) -> None:
+    unit = selected(markers, "not integration")
     assert unit, "the unit tests are collected"
     assert all(test.startswith(("tests/unit/", "tests/majors/")) for test in unit), unit
 
 
-def test_integration_collects_every_integration_test_and_nothing_else() -> None:
-    integration = collected("integration")
+def test_integration_collects_every_integration_test_and_nothing_else(
+    markers: dict[str, list[str]],
+) -> None:
+    integration = selected(markers, "integration")
     files = {test.split("::")[0] for test in integration}
     expected = {
         str(path.relative_to(ROOT)) for path in (ROOT / "tests/integration").glob("test_*.py")
@@ -72,10 +94,12 @@ def _pytest_m(makefile: str, target: str) -> str:
     return found.group(1)
 
 
-def test_majors_collects_the_tests_of_every_major_make_test_none_the_matrix_all() -> None:
-    majors = collected("majors")
+def test_majors_collects_the_tests_of_every_major_make_test_none_the_matrix_all(
+    markers: dict[str, list[str]],
+) -> None:
+    majors = selected(markers, "majors")
     assert majors and all(test.startswith("tests/majors/") for test in majors), majors
     makefile = (ROOT / "Makefile").read_text()
-    in_make_test = collected(_pytest_m(makefile, "test"))
+    in_make_test = selected(markers, _pytest_m(makefile, "test"))
     assert in_make_test and not [t for t in in_make_test if t.startswith("tests/majors/")]
-    assert set(majors) <= set(collected(_pytest_m(makefile, "test-matrix")))
+    assert set(majors) <= set(selected(markers, _pytest_m(makefile, "test-matrix")))
