@@ -94,7 +94,11 @@ def test_saq_group_key_passes_over_the_active_groups_backlog(skewed: Any) -> Non
     `priority, scheduled` order and filters the large tenant's queued jobs away (the
     `group_key NOT IN` active groups) before it reaches a small tenant's."""
     runs = _runs(skewed, "saq_group_key")
-    assert (runs["rows_removed"] >= LARGE - 100).all()  # those of the same second may trail
+    # saq stamps `scheduled` in whole seconds, and the harness enqueues a thousand jobs at
+    # once over its pool (ENQUEUE_CHUNK): large jobs of the small ones' second and batch
+    # may sit after them in the index (1,833 of 2,000 were before them at load 2), the
+    # earlier batches' may not.
+    assert (runs["rows_removed"] >= LARGE - saq_queue.ENQUEUE_CHUNK).all()
     assert (runs["flags"] == READS_BACKLOG).all()
     plain = _runs(skewed, "saq")
     assert (plain["rows_removed"] == 0).all() and (plain["flags"] == "").all()

@@ -31,7 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from urllib.parse import quote, urlencode
@@ -160,21 +163,26 @@ def awa_url(dsn: str, relay: str | None = None) -> str:
     return f"postgres://{auth}{netloc}/{database}?{urlencode(query, quote_via=quote)}"
 
 
-def _client(url: str, pool: int = DEFAULT_POOL) -> Any:
+@asynccontextmanager
+async def _client(
+    spec: Spec, relay: str | None = None, pool: int = DEFAULT_POOL
+) -> AsyncIterator[Any]:
+    """awa's client on the run's server (through a plan capture's relay), closed after."""
     import awa
 
-    return awa.AsyncClient(url, max_connections=pool)
+    client = awa.AsyncClient(awa_url(spec.site.dsn, relay), max_connections=pool)
+    try:
+        yield client
+    finally:
+        await client.close()
 
 
 async def _install(spec: Spec, conn: psycopg.Connection[Any]) -> None:
-    client = _client(awa_url(spec.site.dsn))
-    try:
+    async with _client(spec) as client:
         await client.migrate()
         conn.execute(common.sql("awa_activate"))  # type: ignore[arg-type]
         for queue in spec.queues:
             await client.pause_queue(queue, paused_by="tenant-queue-bench")
-    finally:
-        await client.close()
 
 
 async def _enqueue(client: Any, spec: Spec, jobs: list[common.Job]) -> None:
@@ -185,30 +193,19 @@ async def _enqueue(client: Any, spec: Spec, jobs: list[common.Job]) -> None:
     )
 
 
+@asynccontextmanager
+async def _sending(spec: Spec) -> AsyncIterator[common.Enqueue]:
+    async with _client(spec) as client:
+        yield partial(_enqueue, client, spec)
+
+
 async def _load(spec: Spec, jobs: list[common.Job]) -> None:
-    client = _client(awa_url(spec.site.dsn))
-    try:
-        await _enqueue(client, spec, jobs)
-    finally:
-        await client.close()
+    async with _sending(spec) as enqueue:
+        await enqueue(jobs)
 
 
 def enqueuer_main(index: int, spec: Spec, signals: Signals) -> None:
-    run_program(index, signals, lambda report: asyncio.run(_enqueuer(index, spec, signals)))
-
-
-async def _enqueuer(index: int, spec: Spec, signals: Signals) -> None:
-    client = _client(awa_url(spec.site.dsn))
-    signals.ready[index] = 1
-    assert spec.schedule is not None
-
-    async def enqueue(jobs: list[common.Job]) -> None:
-        await _enqueue(client, spec, jobs)
-
-    try:
-        await common.run_schedule(signals, spec.schedule, enqueue)
-    finally:
-        await client.close()
+    common.run_enqueuer(index, signals, spec.schedule, lambda: _sending(spec))
 
 
 def worker_main(index: int, spec: Spec, signals: Signals) -> None:
@@ -218,11 +215,8 @@ def worker_main(index: int, spec: Spec, signals: Signals) -> None:
 async def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) -> None:
     relay = _relay(spec.site.dsn, spec.plans_file) if spec.plans_file is not None else None
     try:
-        client = _client(awa_url(spec.site.dsn, relay.folder if relay else None), spec.pool_size)
-        try:
+        async with _client(spec, relay.folder if relay else None, spec.pool_size) as client:
             await _serve(index, spec, signals, report, client)
-        finally:
-            await client.close()
     finally:
         if relay is not None:
             relay.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -34,6 +35,7 @@ from harness.queues.base import (
     TaskRun,
     WorkerReport,
 )
+from harness.queues.process import run_program
 from harness.queues.programs import (
     Concurrency,
     Local,
@@ -53,6 +55,7 @@ from harness.sqlfiles import builtin_blocks
 
 Job = tuple[int, int, float]  # the harness's number, the tenant, the duration in ms
 Schedule = list[tuple[float, list[Job]]]  # (offset in s, the batch's jobs), by offset
+Enqueue = Callable[[list[Job]], Awaitable[None]]  # a batch through the library's own enqueue
 
 # A library's fetch is captured from its own worker with auto_explain (harness explain,
 # harness/queues/libraries/captures.py), so explain captures are no refusal.
@@ -244,7 +247,25 @@ def await_turn(signals: Signals, index: int) -> None:
         time.sleep(STOP_POLL_S)
 
 
-async def run_schedule(signals: Signals, schedule: Schedule, enqueue: Any) -> None:
+def run_enqueuer(
+    index: int,
+    signals: Signals,
+    schedule: Schedule | None,
+    sending: Callable[[], AbstractAsyncContextManager[Enqueue]],
+) -> None:
+    """An enqueuer process of a Python library: its client opened by `sending`, the slot
+    ready once it is, the schedule handed to the enqueue it yields, the client closed."""
+    assert schedule is not None, "an enqueuer's spec carries its schedule"
+
+    async def enqueuer() -> None:
+        async with sending() as enqueue:
+            signals.ready[index] = 1
+            await run_schedule(signals, schedule, enqueue)
+
+    run_program(index, signals, lambda report: asyncio.run(enqueuer()))
+
+
+async def run_schedule(signals: Signals, schedule: Schedule, enqueue: Enqueue) -> None:
     """Each batch at its offset from the start, through the library's bulk enqueue."""
     await wait_event(signals.start)
     loop = asyncio.get_running_loop()

@@ -31,6 +31,8 @@ import os
 import socket
 import threading
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -196,18 +198,19 @@ def _enqueue(conn: psycopg.Connection[Any], spec: Spec, jobs: list[common.Job]) 
 
 
 def enqueuer_main(index: int, spec: Spec, signals: Signals) -> None:
-    run_program(index, signals, lambda report: _enqueuer(index, spec, signals))
+    common.run_enqueuer(index, signals, spec.schedule, lambda: _sending(spec))
 
 
-def _enqueuer(index: int, spec: Spec, signals: Signals) -> None:
+@asynccontextmanager
+async def _sending(spec: Spec) -> AsyncIterator[common.Enqueue]:
+    """DBOS's SQL enqueue (dbos_enqueue) on one connection, a batch a statement: the
+    schedule's event loop waits for each, as an enqueuer's would."""
     with connect(spec.site.dsn, schema=spec.site.schema) as conn:
-        signals.ready[index] = 1
-        assert spec.schedule is not None
 
         async def enqueue(jobs: list[common.Job]) -> None:
             _enqueue(conn, spec, jobs)
 
-        asyncio.run(common.run_schedule(signals, spec.schedule, enqueue))
+        yield enqueue
 
 
 def worker_main(index: int, spec: Spec, signals: Signals) -> None:

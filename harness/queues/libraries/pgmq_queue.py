@@ -21,10 +21,11 @@ with it; the functions' SQL is otherwise the script's.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.metadata
 import re
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -170,21 +171,20 @@ def _load(conn: psycopg.Connection[Any], spec: Spec, jobs: list[common.Job]) -> 
 
 
 def enqueuer_main(index: int, spec: Spec, signals: Signals) -> None:
-    run_program(index, signals, lambda report: asyncio.run(_enqueue(index, spec, signals)))
+    common.run_enqueuer(index, signals, spec.schedule, lambda: _sending(spec))
 
 
-async def _enqueue(index: int, spec: Spec, signals: Signals) -> None:
+@asynccontextmanager
+async def _sending(spec: Spec) -> AsyncIterator[common.Enqueue]:
     conn = await psycopg.AsyncConnection.connect(
         common.schema_conninfo(spec), autocommit=True, application_name=session_name()
     )
     async with conn:
-        signals.ready[index] = 1
 
         async def send(jobs: list[common.Job]) -> None:
             await conn.execute(*_send_params(spec, jobs))
 
-        assert spec.schedule is not None
-        await common.run_schedule(signals, spec.schedule, send)
+        yield send
 
 
 def worker_main(index: int, spec: Spec, signals: Signals) -> None:

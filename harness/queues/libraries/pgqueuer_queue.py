@@ -27,6 +27,8 @@ import asyncio
 import importlib.metadata
 import json
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
@@ -146,12 +148,19 @@ def asyncpg_arguments(dsn: str) -> dict[str, Any]:
     return arguments
 
 
-async def _install(spec: Spec) -> None:
+@asynccontextmanager
+async def _connected(spec: Spec) -> AsyncIterator[Any]:
+    """pgqueuer's Queries on a connection of their own, closed after."""
     conn, queries = await _queries(spec)
     try:
-        await queries.install(create_schema=False)
+        yield queries
     finally:
         await conn.close()
+
+
+async def _install(spec: Spec) -> None:
+    async with _connected(spec) as queries:
+        await queries.install(create_schema=False)
 
 
 async def _enqueue_jobs(queries: Any, spec: Spec, jobs: list[common.Job]) -> None:
@@ -162,30 +171,19 @@ async def _enqueue_jobs(queries: Any, spec: Spec, jobs: list[common.Job]) -> Non
     )
 
 
+@asynccontextmanager
+async def _sending(spec: Spec) -> AsyncIterator[common.Enqueue]:
+    async with _connected(spec) as queries:
+        yield partial(_enqueue_jobs, queries, spec)
+
+
 async def _load(spec: Spec, jobs: list[common.Job]) -> None:
-    conn, queries = await _queries(spec)
-    try:
-        await _enqueue_jobs(queries, spec, jobs)
-    finally:
-        await conn.close()
+    async with _sending(spec) as enqueue:
+        await enqueue(jobs)
 
 
 def enqueuer_main(index: int, spec: Spec, signals: Signals) -> None:
-    run_program(index, signals, lambda report: asyncio.run(_enqueue(index, spec, signals)))
-
-
-async def _enqueue(index: int, spec: Spec, signals: Signals) -> None:
-    conn, queries = await _queries(spec)
-    signals.ready[index] = 1
-    assert spec.schedule is not None
-
-    async def enqueue(jobs: list[common.Job]) -> None:
-        await _enqueue_jobs(queries, spec, jobs)
-
-    try:
-        await common.run_schedule(signals, spec.schedule, enqueue)
-    finally:
-        await conn.close()
+    common.run_enqueuer(index, signals, spec.schedule, lambda: _sending(spec))
 
 
 def worker_main(index: int, spec: Spec, signals: Signals) -> None:

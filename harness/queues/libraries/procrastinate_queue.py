@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Literal
@@ -127,19 +129,18 @@ async def _install(spec: Spec) -> None:
 
 
 def enqueuer_main(index: int, spec: Spec, signals: Signals) -> None:
-    run_program(index, signals, lambda report: asyncio.run(_enqueue(index, spec, signals)))
+    common.run_enqueuer(index, signals, spec.schedule, lambda: _sending(spec))
 
 
-async def _enqueue(index: int, spec: Spec, signals: Signals) -> None:
+@asynccontextmanager
+async def _sending(spec: Spec) -> AsyncIterator[common.Enqueue]:
     app = _app(spec, min_size=1, max_size=1)
     async with app.open_async():
-        signals.ready[index] = 1
 
         async def defer(jobs: list[common.Job]) -> None:
             await app.job_manager.batch_defer_jobs_async([_job(spec, job) for job in jobs])
 
-        assert spec.schedule is not None
-        await common.run_schedule(signals, spec.schedule, defer)
+        yield defer
 
 
 def worker_main(index: int, spec: Spec, signals: Signals) -> None:

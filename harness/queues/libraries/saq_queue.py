@@ -25,7 +25,10 @@ import importlib.metadata
 import logging
 import os
 import zlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 import psycopg
@@ -117,30 +120,30 @@ async def _enqueue_jobs(queue: Any, spec: Spec, jobs: list[common.Job]) -> None:
         )
 
 
-async def _with_queue(spec: Spec, work: Any) -> None:
+@asynccontextmanager
+async def _connected(spec: Spec) -> AsyncIterator[Any]:
+    """saq's queue, connected: `connect` also makes its tables (its migrations)."""
     queue = _queue(spec)
     await queue.connect()
     try:
-        await work(queue)
+        yield queue
     finally:
         await queue.disconnect()
 
 
+async def _install(spec: Spec) -> None:
+    async with _connected(spec):
+        pass  # its tables, made by `connect`, and nothing else
+
+
 def enqueuer_main(index: int, spec: Spec, signals: Signals) -> None:
-    run_program(index, signals, lambda report: asyncio.run(_enqueue(index, spec, signals)))
+    common.run_enqueuer(index, signals, spec.schedule, lambda: _sending(spec))
 
 
-async def _enqueue(index: int, spec: Spec, signals: Signals) -> None:
-    async def run(queue: Any) -> None:
-        signals.ready[index] = 1
-
-        async def enqueue(jobs: list[common.Job]) -> None:
-            await _enqueue_jobs(queue, spec, jobs)
-
-        assert spec.schedule is not None
-        await common.run_schedule(signals, spec.schedule, enqueue)
-
-    await _with_queue(spec, run)
+@asynccontextmanager
+async def _sending(spec: Spec) -> AsyncIterator[common.Enqueue]:
+    async with _connected(spec) as queue:
+        yield partial(_enqueue_jobs, queue, spec)
 
 
 def worker_main(index: int, spec: Spec, signals: Signals) -> None:
@@ -169,7 +172,7 @@ async def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) 
             run = TaskRun(kwargs["n"], kwargs["t"], str(job.key))
             common.record_run(report, signals, index, run)
 
-    async def run(queue: Any) -> None:
+    async with _connected(spec) as queue:
         worker = Worker(
             queue,
             functions=[(TASK, harness_job)],
@@ -185,8 +188,6 @@ async def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) 
         await common.wait_event(signals.stop)
         await worker.stop()
         await running
-
-    await _with_queue(spec, run)
 
 
 def processes(workers: int) -> list[int]:
@@ -221,15 +222,16 @@ class SaqQueue(LibraryQueue):
         ]
 
     def install(self, conn: psycopg.Connection[Any]) -> None:
-        asyncio.run(_with_queue(self.spec, _connected))
+        asyncio.run(_install(self.spec))
 
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
         jobs = common.backlog_jobs(self.inputs, rows)
 
-        async def load(queue: Any) -> None:
-            await _enqueue_jobs(queue, self.spec, jobs)
+        async def load() -> None:
+            async with _sending(self.spec) as enqueue:
+                await enqueue(jobs)
 
-        asyncio.run(_with_queue(self.spec, load))
+        asyncio.run(load())
         common.analyze(conn)
 
     def provenance(self) -> dict[str, Any]:
@@ -251,10 +253,6 @@ class SaqQueue(LibraryQueue):
                 "job_ttl_s": 0,
             },
         }
-
-
-async def _connected(queue: Any) -> None:
-    """Its tables, made by `connect` (its migrations), and nothing else."""
 
 
 common.register_programs("saq", Spec, worker_main, enqueuer_main)
