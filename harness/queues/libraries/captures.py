@@ -125,8 +125,12 @@ def explained(
 
 
 def read_plans(path: Path, marker: str, locks: bool = True, rows: bool = False) -> list[FetchPlan]:
+    """The file's complete notices. It is read while the worker still appends to it, and a
+    notice is complete only once its separator is written: what follows the last one is a
+    notice being written (a plan of tens of kilobytes may be read half written), or
+    nothing."""
     if not path.exists():
         return []
-    messages = path.read_text(encoding="utf-8").split(SEPARATOR)
-    found = (parse_notice(text, marker, locks, rows) for text in messages)
+    *complete, _being_written = path.read_text(encoding="utf-8").split(SEPARATOR)
+    found = (parse_notice(text, marker, locks, rows) for text in complete)
     return [plan for plan in found if plan is not None]
