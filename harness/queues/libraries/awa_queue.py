@@ -199,11 +199,6 @@ async def _sending(spec: Spec) -> AsyncIterator[common.Enqueue]:
         yield partial(_enqueue, client, spec)
 
 
-async def _load(spec: Spec, jobs: list[common.Job]) -> None:
-    async with _sending(spec) as enqueue:
-        await enqueue(jobs)
-
-
 def enqueuer_main(index: int, spec: Spec, signals: Signals) -> None:
     common.run_enqueuer(index, signals, spec.schedule, lambda: _sending(spec))
 
@@ -316,7 +311,7 @@ class AwaQueue(LibraryQueue):
 
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
         self.spec = weighed(self.spec.serving(self.inputs, rows), self.inputs, rows)
-        asyncio.run(_load(self.spec, common.backlog_jobs(self.inputs, rows)))
+        common.load_through(_sending(self.spec), common.backlog_jobs(self.inputs, rows))
         common.analyze(conn, SCHEMA)
 
     def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:

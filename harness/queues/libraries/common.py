@@ -265,6 +265,17 @@ def run_enqueuer(
     run_program(index, signals, lambda report: asyncio.run(enqueuer()))
 
 
+def load_through(sending: AbstractAsyncContextManager[Enqueue], jobs: list[Job]) -> None:
+    """A backlog through the library's own client and enqueue, before the clock starts,
+    as its enqueuers send a batch."""
+
+    async def load() -> None:
+        async with sending as enqueue:
+            await enqueue(jobs)
+
+    asyncio.run(load())
+
+
 async def run_schedule(signals: Signals, schedule: Schedule, enqueue: Enqueue) -> None:
     """Each batch at its offset from the start, through the library's bulk enqueue."""
     await wait_event(signals.start)

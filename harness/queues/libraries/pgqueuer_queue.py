@@ -177,11 +177,6 @@ async def _sending(spec: Spec) -> AsyncIterator[common.Enqueue]:
         yield partial(_enqueue_jobs, queries, spec)
 
 
-async def _load(spec: Spec, jobs: list[common.Job]) -> None:
-    async with _sending(spec) as enqueue:
-        await enqueue(jobs)
-
-
 def enqueuer_main(index: int, spec: Spec, signals: Signals) -> None:
     common.run_enqueuer(index, signals, spec.schedule, lambda: _sending(spec))
 
@@ -277,7 +272,7 @@ class PgqueuerQueue(LibraryQueue):
 
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
         self.spec = self.spec.serving(self.inputs, rows)
-        asyncio.run(_load(self.spec, common.backlog_jobs(self.inputs, rows)))
+        common.load_through(_sending(self.spec), common.backlog_jobs(self.inputs, rows))
         common.analyze(conn)
 
     def provenance(self) -> dict[str, Any]:

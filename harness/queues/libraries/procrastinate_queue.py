@@ -116,12 +116,6 @@ def _job(spec: Spec, job: common.Job) -> Any:
     )
 
 
-async def _defer(spec: Spec, jobs: list[common.Job]) -> None:
-    app = _app(spec, min_size=1, max_size=1)
-    async with app.open_async():
-        await app.job_manager.batch_defer_jobs_async([_job(spec, job) for job in jobs])
-
-
 async def _install(spec: Spec) -> None:
     app = _app(spec, min_size=1, max_size=1)
     async with app.open_async():
@@ -210,7 +204,7 @@ class ProcrastinateQueue(LibraryQueue):
 
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
         self.spec = self.spec.serving(self.inputs, rows)
-        asyncio.run(_defer(self.spec, common.backlog_jobs(self.inputs, rows)))
+        common.load_through(_sending(self.spec), common.backlog_jobs(self.inputs, rows))
         common.analyze(conn)
 
     def provenance(self) -> dict[str, Any]:

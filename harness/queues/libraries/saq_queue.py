@@ -225,13 +225,7 @@ class SaqQueue(LibraryQueue):
         asyncio.run(_install(self.spec))
 
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
-        jobs = common.backlog_jobs(self.inputs, rows)
-
-        async def load() -> None:
-            async with _sending(self.spec) as enqueue:
-                await enqueue(jobs)
-
-        asyncio.run(load())
+        common.load_through(_sending(self.spec), common.backlog_jobs(self.inputs, rows))
         common.analyze(conn)
 
     def provenance(self) -> dict[str, Any]:
