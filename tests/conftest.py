@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,18 @@ from harness.scenario.traits import QueueTraits
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """A suite started in the background by a shell without job control (`make test &`
+    in a script) inherits SIGINT and SIGQUIT ignored, and so does every process it
+    starts: the interrupt tests' Ctrl-C would reach no harness, and the stand-in server
+    of a killed harness would not die of its parent-death SIGQUIT (PostgreSQL sets its
+    own). Their defaults back, for this process and the ones it starts."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 @pytest.fixture
