@@ -72,6 +72,7 @@ def members(line: str, count: int) -> list[subprocess.Popen[str]]:
     return [harness("worker", "--dsn", found["dsn"], "--run", found["run"]) for _ in range(count)]
 
 
+@pytest.mark.fleets
 def test_three_members_run_a_scenario_and_jobs_csv_names_each(tmp_path: Path) -> None:
     run, line = coordinator(tmp_path, FLEET, "--fleet", "3", "--fleet-id", f"t{os.getpid()}")
     workers = members(line, 3)
@@ -175,6 +176,7 @@ LIBRARY_FLEET = FLEET.replace("workers: 6", "workers: 4").replace(
 PASSWORD = "fleet-Sekr3t-47"
 
 
+@pytest.mark.fleets
 def test_the_fleet_tables_hold_no_password_and_a_library_fleet_balances_its_books(
     server: Server, tmp_path: Path
 ) -> None:
