@@ -255,9 +255,9 @@ def run_enqueuer(
 ) -> None:
     """An enqueuer process of a Python library: its client opened by `sending`, the slot
     ready once it is, the schedule handed to the enqueue it yields, the client closed."""
-    assert schedule is not None, "an enqueuer's spec carries its schedule"
 
     async def enqueuer() -> None:
+        assert schedule is not None, "an enqueuer's spec carries its schedule"
         async with sending() as enqueue:
             signals.ready[index] = 1
             await run_schedule(signals, schedule, enqueue)
