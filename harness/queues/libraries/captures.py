@@ -27,9 +27,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import psycopg
+from psycopg.errors import Diagnostic
 
 from harness.analysis.plans import nodes
 from harness.queues.base import ExplainedFetch
@@ -59,6 +63,20 @@ def append_notice(path: str, message: str) -> None:
     if message.startswith("duration:"):
         with Path(path).open("a", encoding="utf-8") as handle:
             handle.write(message + SEPARATOR)
+
+
+def notice_handler(path: str) -> Callable[[Diagnostic], None]:
+    """A psycopg connection's notice handler that appends its plans to `path`."""
+    return lambda notice: append_notice(path, notice.message_primary or "")
+
+
+def pool_configure(path: str) -> Callable[[psycopg.AsyncConnection[Any]], Awaitable[None]]:
+    """A psycopg_pool's `configure`: each connection it opens hands its plans to `path`."""
+
+    async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
+        conn.add_notice_handler(notice_handler(path))
+
+    return configure
 
 
 @dataclass(frozen=True)

@@ -115,10 +115,7 @@ def _engine(spec: Spec) -> Any:
     def creator() -> psycopg.Connection[Any]:
         conn = connect(dsn, schema=spec.site.schema, autocommit=False, connect_timeout=10)
         if spec.plans_file is not None:
-            path = spec.plans_file
-            conn.add_notice_handler(
-                lambda notice: captures.append_notice(path, notice.message_primary or "")
-            )
+            conn.add_notice_handler(captures.notice_handler(spec.plans_file))
         return conn
 
     return sqlalchemy.create_engine(

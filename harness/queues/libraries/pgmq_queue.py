@@ -194,10 +194,7 @@ def worker_main(index: int, spec: Spec, signals: Signals) -> None:
 def _work(index: int, spec: Spec, signals: Signals, report: WorkerReport) -> None:
     with connect(common.schema_conninfo(spec)) as conn:
         if spec.plans_file is not None:
-            path = spec.plans_file
-            conn.add_notice_handler(
-                lambda notice: captures.append_notice(path, notice.message_primary or "")
-            )
+            conn.add_notice_handler(captures.notice_handler(spec.plans_file))
         signals.ready[index] = 1
         signals.start.wait()
         if spec.hold:

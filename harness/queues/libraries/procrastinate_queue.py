@@ -83,20 +83,11 @@ def _app(spec: Spec, **pool: Any) -> Any:
     options = f"-c search_path={spec.site.schema}"
     if spec.plans_file is not None:
         options += " " + captures.explain_options()
-        pool["configure"] = _notices_to(spec.plans_file)
+        pool["configure"] = captures.pool_configure(spec.plans_file)
     connector = procrastinate.PsycopgConnector(
         conninfo=spec.site.dsn, kwargs={"options": options}, **pool
     )
     return procrastinate.App(connector=connector)
-
-
-def _notices_to(path: str) -> Any:
-    async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
-        conn.add_notice_handler(
-            lambda notice: captures.append_notice(path, notice.message_primary or "")
-        )
-
-    return configure
 
 
 def _queue_of(spec: Spec, tenant: int) -> str:

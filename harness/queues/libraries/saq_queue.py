@@ -79,7 +79,7 @@ def _queue(spec: Spec) -> Any:
         common.schema_conninfo(spec, application_name=session_name()),
         check=AsyncConnectionPool.check_connection,
         open=False,
-        configure=_notices_to(spec.plans_file) if spec.plans_file else None,
+        configure=captures.pool_configure(spec.plans_file) if spec.plans_file else None,
     )
     return PostgresQueue(
         pool=pool,
@@ -87,15 +87,6 @@ def _queue(spec: Spec) -> Any:
         saq_lock_keyspace=zlib.crc32(spec.site.schema.encode()) & 0x7FFFFFFF,
         manage_pool_lifecycle=True,
     )
-
-
-def _notices_to(path: str) -> Any:
-    async def configure(conn: psycopg.AsyncConnection[Any]) -> None:
-        conn.add_notice_handler(
-            lambda notice: captures.append_notice(path, notice.message_primary or "")
-        )
-
-    return configure
 
 
 async def _enqueue_jobs(queue: Any, spec: Spec, jobs: list[common.Job]) -> None:
