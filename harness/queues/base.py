@@ -37,13 +37,21 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import psycopg
 
+from harness.errors import HarnessError
 from harness.scenario.traits import QueueTraits
 
 if TYPE_CHECKING:  # annotations only: every spawned process loads this module, and the
     # scenario model (pydantic) would cost it a tenth of a second to import
+    from harness.results.document import QueueProvenance
     from harness.scenario.arrivals import Arrivals
     from harness.scenario.inputs import RunInputs
     from harness.scenario.workload import BacklogRows
+
+
+class QueueRefused(HarnessError):
+    """A queue cannot run on this server as configured (awa's queue per tenant needs a
+    connection per tenant), said by the queue itself as it installs: one line for a run,
+    a capture's skip reason for harness explain."""
 
 
 @dataclass(frozen=True)
@@ -164,8 +172,10 @@ class Queue(Protocol):
     @property
     def site(self) -> Site: ...
 
-    def install(self, conn: psycopg.Connection[Any]) -> None:
-        """Fresh queue objects in the run's schema (the connection's search_path)."""
+    def install(self, conn: psycopg.Connection[Any], rows: BacklogRows | None = None) -> None:
+        """Fresh queue objects in the run's schema (the connection's search_path), for the
+        scenario's tenants and those of `rows` (the backlog about to be loaded: an explain
+        variant's); QueueRefused where it cannot run here as configured."""
 
     def outside_schemas(self) -> tuple[str, ...]:
         """Schemas its library creates by a fixed name beside the run's (awa's `awa`): the
@@ -194,7 +204,7 @@ class Queue(Protocol):
         """Sampled while the workers run: stranded jobs and the oldest one's age (s), for
         queues that can strand a job; None otherwise."""
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> QueueProvenance:
         """What run.json records of this queue: versions, effective settings."""
 
     def recovery(self) -> Recovery | None:
@@ -227,11 +237,6 @@ class FetchExplainer(Protocol):
 
     def explained(self, plans_file: str) -> list[ExplainedFetch]:
         """The fetches among the plans the capture's worker wrote, in order."""
-
-    def capture_refused(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> str | None:
-        """Why its worker cannot run on this backlog on this server (awa's queue per
-        tenant holds a connection per queue), said in plans.csv as the capture's skip
-        reason; None where it can."""
 
 
 class Recovery(Protocol):

@@ -1,11 +1,12 @@
 """Every queue a scenario can name in `strategies:`, in one place.
 
-The built-in SQL strategies and the files of `--strategies-dir` (harness/queues/sql/),
-the Python queue libraries' mappings (harness/queues/libraries/), and the mappings of
-every declared adapter (harness/queues/contract/; the shipped ones and `--adapters-dir`).
-Each entry says what the queue cannot take (its traits, which the scenario loader
-checks), how to make it for a run, what `harness sql NAME` shows of it, and what it
-needs installed (its requirements, checked and made ready before any server starts).
+Two kinds, each through one door: the built-in SQL strategies and the files of
+`--strategies-dir` (harness/queues/sql/), and the mappings of every declared adapter, a
+queue library in any language, Python's included (harness/queues/contract/; the shipped
+ones in harness/queues/adapters/ and those of `--adapters-dir`). Each entry says what
+the queue cannot take (its traits, which the scenario loader checks), how to make it for
+a run, what `harness sql NAME` shows of it, and what it needs installed (its
+requirements, checked and made ready before any server starts).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.errors import HarnessError
-from harness.queues import libraries
 from harness.queues.base import Missing, QueueEntry, Say
 from harness.queues.contract import queue as contract
 from harness.queues.sql.queue import sql_entry
@@ -24,16 +24,15 @@ from harness.scenario.traits import QueueTraits
 def catalog(
     strategies_dir: Path | None = None, adapters_dir: Path | None = None
 ) -> dict[str, QueueEntry]:
-    """Every queue by name: the SQL strategies (and those of `strategies_dir`), the
-    Python libraries' mappings, and every declared adapter's (and those of
-    `adapters_dir`). Two libraries or adapters may not declare one name."""
+    """Every queue by name: the SQL strategies (and those of `strategies_dir`), and every
+    declared adapter's mappings (and those of `adapters_dir`). Two adapters may not
+    declare one name."""
     built_in = {name: sql_entry(s) for name, s in load_strategies(strategies_dir).items()}
     found: dict[str, QueueEntry] = {}
-    for entry in libraries.entries() + contract.entries(adapters_dir):
+    for entry in contract.entries(adapters_dir):
         if entry.name in found:
             raise HarnessError(
-                f"strategy '{entry.name}' is declared twice (by a library or an adapter of "
-                "--adapters-dir): rename one"
+                f"strategy '{entry.name}' is declared twice (by two adapters): rename one"
             )
         found[entry.name] = entry
     return {**found, **built_in}
@@ -72,10 +71,3 @@ def _sentence(install: str, queues: list[tuple[str, str]]) -> str:
     strategies = ", ".join(name for name, _ in queues)
     verb = "strategy {} needs" if len(queues) == 1 else "strategies {} need"
     return f"{verb.format(strategies)} {needs}, not installed: {install}"
-
-
-def register_programs() -> None:
-    """Every program a fleet member may be assigned, registered (harness/queues/programs.py):
-    the SQL strategies' and the adapters' were as this module imported theirs; the
-    libraries' now."""
-    libraries.register_programs()

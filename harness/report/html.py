@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.report.sections import Section, Table
-from harness.results.document import RunDocument, ServerEntry
+from harness.results.document import QueueProvenance, RunDocument, ServerEntry
 from harness.results.redaction import redacted_settings
 
 FOLD_ROWS = 12  # a table longer than this is folded, its size in its summary
@@ -276,5 +276,7 @@ def _with_unit(value: dict[str, Any]) -> str:
     return f"{value['setting']} x {unit}" if unit else str(value["setting"])
 
 
-def _queue(entry: dict[str, object]) -> str:
-    return "; ".join(f"{key}: {value}" for key, value in entry.items())
+def _queue(entry: QueueProvenance) -> str:
+    """Its record's fields that say something, `name: value` each."""
+    shown = entry.model_dump(exclude_defaults=True)
+    return "; ".join(f"{key}: {value}" for key, value in shown.items())

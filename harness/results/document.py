@@ -19,6 +19,13 @@ Format history (RUN_FORMAT_VERSION):
      bloat.csv gained a `pg_version` column); a run of several majors keeps its
      captures under explain/pg<major>/. Version 2 documents read with their one server
      taken out of `metadata`.
+  4  `queues`: each strategy's provenance is one typed record, the same keys for every
+     queue (QueueProvenance: its kind, library, language, mapping, versions, settings,
+     tuned settings with their sources, departures from the scenario, and an adapter's
+     name, digest, protocol and the shipped adapter it replaces). Version 3 entries are
+     read into it: a library's `version` (and `sql_version`) into `versions`, its
+     `driver` or `connector` into `settings`, a SQL strategy's `files` and `claim` into
+     `settings`.
 """
 
 from __future__ import annotations
@@ -33,15 +40,7 @@ from harness.errors import HarnessError
 from harness.results.contract import NAME_PATTERN
 from harness.results.versioned import Migrations, Versioned
 
-RUN_FORMAT_VERSION = 3
-# In a queue's provenance: where it could not be set up as the scenario asks (a library's
-# minimum poll interval), each said in a phrase that follows the queue's name.
-UNLIKE_THE_SCENARIO = "unlike_the_scenario"
-# In a library queue's provenance: the library's name, and on a `_tuned` mapping the
-# settings its maintainers recommend that it runs with (name -> value), absent on a
-# library's default mapping (docs/real-queues.md says where each comes from).
-LIBRARY = "library"
-TUNED = "tuned"
+RUN_FORMAT_VERSION = 4
 HARNESS = "harness"  # the library of the built-in SQL strategies, in tables grouped by one
 
 Status = Literal["running", "complete", "failed", "interrupted"]
@@ -63,6 +62,61 @@ class ScenarioRef(_Part):
 
 # A server's version, major.minor as PostgreSQL 10 and later number it: "17.10".
 PgVersion = Annotated[str, Field(pattern=r"^[0-9]{1,3}\.[0-9]{1,4}$")]
+
+
+class QueueProvenance(_Part):
+    """What run.json records of the queue a strategy names, the same keys for every
+    queue: a SQL strategy of the harness's (its files and claim in `settings`) or a
+    library's adapter (docs/adapters.md)."""
+
+    kind: Literal["sql", "adapter"]
+    library: str  # the harness's own for a SQL strategy
+    language: str
+    mapping: str | None = None  # the mapping of tenants onto its library's knobs
+    versions: dict[str, str] = Field(default_factory=dict)  # library, driver, runtime
+    settings: dict[str, Any] = Field(default_factory=dict)  # as it actually set them
+    # At its maintainers' settings: each setting's value, and where they recommend it;
+    # empty at the library's defaults.
+    tuned: dict[str, Any] = Field(default_factory=dict)
+    tuned_sources: dict[str, str] = Field(default_factory=dict)
+    # Where it could not be set up as the scenario asks (a library's minimum poll
+    # interval), each a phrase that follows the queue's name.
+    unlike_the_scenario: list[str] = Field(default_factory=list)
+    adapter: str | None = None
+    adapter_sha256: str | None = None
+    protocol: int | None = None
+    replaces: str | None = None  # the shipped adapter's folder an --adapters-dir one replaced
+
+
+_LIBRARY_DESCRIPTIONS = ("driver", "connector")
+
+
+def _typed_provenance(entry: dict[str, Any]) -> dict[str, Any]:
+    """A version 3 entry (an untyped dict whose keys differed by library) as format 4's."""
+    if entry.get("kind") == "sql":
+        sql = {key: entry[key] for key in ("files", "claim") if key in entry}
+        return {"kind": "sql", "library": HARNESS, "language": "SQL", "settings": sql}
+    library = str(entry.get("library") or entry.get("adapter") or "unknown")
+    versions = dict(entry.get("versions") or {})
+    versions |= {library: str(entry["version"])} if "version" in entry else {}
+    versions |= {"sql": str(entry["sql_version"])} if "sql_version" in entry else {}
+    settings: dict[str, Any] = dict(entry.get("settings") or {})
+    settings |= {key: entry[key] for key in _LIBRARY_DESCRIPTIONS if key in entry}
+    kept = ("mapping", "unlike_the_scenario", "adapter", "adapter_sha256", "protocol")
+    return {
+        "kind": "adapter",
+        "library": library,
+        "language": str(entry.get("language") or "Python"),
+        "versions": versions,
+        "settings": settings,
+        "tuned": dict(entry.get("tuned") or {}),
+        **{key: entry[key] for key in kept if key in entry},
+    }
+
+
+def _typed_queues(data: dict[str, Any]) -> dict[str, Any]:
+    queues = data.get("queues") or {}
+    return {**data, "queues": {name: _typed_provenance(e) for name, e in queues.items()}}
 
 
 class RepetitionEntry(_Part):
@@ -142,7 +196,11 @@ def _one_server(data: dict[str, Any]) -> dict[str, Any]:
 class RunDocument(Versioned):
     NAME = "run.json"
     VERSION = RUN_FORMAT_VERSION
-    MIGRATIONS: ClassVar[Migrations] = {1: _queues_unrecorded, 2: _one_server}
+    MIGRATIONS: ClassVar[Migrations] = {
+        1: _queues_unrecorded,
+        2: _one_server,
+        3: _typed_queues,
+    }
 
     run_id: str
     status: Status = "running"
@@ -158,7 +216,7 @@ class RunDocument(Versioned):
     plans: list[PlanEntry] = Field(default_factory=list)
     files: dict[str, str] = Field(default_factory=dict)  # what each render wrote
     simulation: dict[str, str | None] = Field(default_factory=dict)  # strategy -> policy
-    queues: dict[str, dict[str, Any]] = Field(default_factory=dict)  # strategy -> provenance
+    queues: dict[str, QueueProvenance] = Field(default_factory=dict)  # strategy -> its record
 
     def document(self) -> dict[str, Any]:
         data = super().document()
@@ -215,7 +273,7 @@ def unlike_the_scenario(document: RunDocument) -> list[str]:
     return [
         f"{name} {phrase}: compare its figures with that in mind"
         for name, entry in document.queues.items()
-        for phrase in entry.get(UNLIKE_THE_SCENARIO, [])
+        for phrase in entry.unlike_the_scenario
     ]
 
 
@@ -241,6 +299,6 @@ class QueueSetting:
 def queue_settings(document: RunDocument) -> dict[str, QueueSetting]:
     """Each strategy's library (the harness's own for a SQL strategy) and tuned settings."""
     return {
-        name: QueueSetting(str(entry.get(LIBRARY) or HARNESS), dict(entry.get(TUNED) or {}))
+        name: QueueSetting(entry.library, dict(entry.tuned))
         for name, entry in document.queues.items()
     }

@@ -22,7 +22,7 @@ from psycopg import sql
 
 from harness.analysis.plans import Capture
 from harness.errors import HarnessError, RunFailed
-from harness.queues.base import ExplainedFetch, FetchExplainer, Queue, Site
+from harness.queues.base import ExplainedFetch, FetchExplainer, Queue, QueueRefused, Site
 from harness.run.crew import Crew
 from harness.scenario.model import Scenario
 from harness.scenario.workload import BacklogRows, backlog_rows
@@ -76,7 +76,7 @@ def capture_all(
         for request in chosen:
             rows = backlog_rows(scenario, scenario.variant_backlog(request.variant))
             queue = queues[request.strategy]
-            skipped = _skip_reason(conn, request, queue, include_slow, rows)
+            skipped = _skip_reason(conn, request, queue, include_slow)
             if skipped is not None:
                 yield Capture(request.variant, queue.name, _backlog_shape(rows), skipped=skipped)
                 continue
@@ -85,26 +85,20 @@ def capture_all(
 
 
 def _skip_reason(
-    conn: psycopg.Connection[Any],
-    request: CaptureRequest,
-    queue: Queue,
-    include_slow: bool,
-    rows: BacklogRows,
+    conn: psycopg.Connection[Any], request: CaptureRequest, queue: Queue, include_slow: bool
 ) -> str | None:
     if request.slow and not include_slow:
         return "slow: pass --include-slow to capture it"
-    explainer = queue.explainer() if queue.dequeue_sql() is None else None
-    refused = explainer.capture_refused(conn, rows) if explainer is not None else None
-    return _why_not_captured(conn, queue) or refused
+    return _why_not_captured(conn, queue)
 
 
 def _why_not_captured(conn: psycopg.Connection[Any], queue: Queue) -> str | None:
-    """A queue without a dequeue statement of its own (a library) is captured with
-    auto_explain loaded in its worker's sessions, which only a superuser, or a role
-    granted SET on session_preload_libraries, may ask for: on a managed server the
-    capture is skipped with the reason, and the strategies the harness explains itself
-    are captured as always."""
-    if queue.dequeue_sql() is not None:
+    """A queue whose fetch is captured from its own worker (a library's: its explainer)
+    is captured with auto_explain loaded in its worker's sessions, which only a
+    superuser, or a role granted SET on session_preload_libraries, may ask for: on a
+    managed server the capture is skipped with the reason, and the strategies the
+    harness explains itself are captured as always."""
+    if queue.explainer() is None:
         return None
     row = conn.execute("select has_parameter_privilege('session_preload_libraries', 'SET')")
     allowed = row.fetchone()
@@ -146,17 +140,20 @@ def capture(
     """Build the schema, load the backlog, EXPLAIN the dequeue: text once, JSON `repeat`."""
     began = time.perf_counter()
     recreate(conn, queue.site.schema, queue.outside_schemas())
-    queue.install(conn)
+    try:
+        queue.install(conn, rows)
+    except QueueRefused as refused:  # its library cannot run on this backlog here
+        return Capture(variant, queue.name, _backlog_shape(rows), skipped=str(refused))
     queue.load_backlog(conn, rows)
     result = Capture(
         variant, queue.name, _backlog_shape(rows), load_s=round(time.perf_counter() - began, 3)
     )
-    dequeue = queue.dequeue_sql()
-    if dequeue is None:
-        explainer = queue.explainer()
-        if explainer is None:  # validation refuses it before anything runs (the traits)
-            raise HarnessError(f"{queue.name} has no dequeue to explain: {queue.traits.explain}")
+    explainer = queue.explainer()
+    if explainer is not None:
         return _captured_fetches(explainer, result, repeat, observer)
+    dequeue = queue.dequeue_sql()
+    if dequeue is None:  # validation refuses it before anything runs (the traits)
+        raise HarnessError(f"{queue.name} has no dequeue to explain: {queue.traits.explain}")
     # The text form is the first execution, which also warms up: one execution of a trap
     # variant takes ten seconds, and the backlog has just been loaded, so caches are warm.
     result.text = explain(conn, dequeue, "text", params)

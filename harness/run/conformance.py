@@ -10,8 +10,9 @@ tracebacks. The checks:
   protocol    every line it writes is an event of protocol 1, in its place
   books       every job enqueued is reported run exactly once, and its library agrees
   timestamps  every job's three moments present, enqueued <= started <= finished
-  schema      nothing created outside the run's schema, nothing left once it is dropped
-  stop        a `stop` honoured within STOP_BOUND_S: `stopped`, then its exit
+  schema      nothing created outside the run's schema (and the schemas its manifest
+              declares), nothing left once it is dropped
+  stop        a `stop` honoured within STOP_BOUND_S, as in a run: `stopped`, then its exit
   error       a database it cannot reach is an `error` event and an exit, not a hang
 """
 
@@ -24,24 +25,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.queues.base import Site, WorkerReport
+from harness.queues.contract import jobs
 from harness.queues.contract.manifest import Adapter
-from harness.queues.contract.process import AdapterProcess, run_role
+from harness.queues.contract.process import STOP_BOUND_S, AdapterProcess, run_role
 from harness.queues.contract.protocol import (
     AdapterExited,
     AdapterFailed,
     Installed,
-    JobDone,
     ProtocolError,
     Ready,
     Record,
     Recorded,
-    Requeued,
-    Stopped,
+    Refused,
     Versions,
     command,
 )
-from harness.queues.contract.queue import ContractSpec, connection_of, enqueue, ledger_of, task_run
-from harness.queues.libraries import common
+from harness.queues.contract.queue import ContractSpec, connection_of, enqueue_all
+from harness.queues.contract.reader import WorkerEvents
 from harness.run.books import check_books
 from harness.scenario.inputs import RunInputs
 from harness.scenario.model import Scenario
@@ -51,7 +51,6 @@ from harness.sqlfiles import builtin_blocks
 
 MOMENTS = ("enqueued_at", "started_at", "finished_at")
 CHECKS = ("protocol", "books", "timestamps", "schema", "stop", "error")
-STOP_BOUND_S = 10.0  # a stop honoured within this
 DONE_BOUND_S = 60.0  # every job reported within this of the last enqueue
 ERROR_BOUND_S = 30.0  # an unreachable database said within this
 POLL_MS = 10.0
@@ -114,8 +113,10 @@ def conformance(adapter: Adapter, dsn: str, say: Say = lambda line: None) -> Ver
 
 def _mapping(verdict: Verdict, adapter: Adapter, mapping: str, dsn: str, inputs: RunInputs) -> None:
     schema = f"tqb_kit_{RUN_TOKEN[:8]}_{mapping}"[:63]
-    before = _outside(dsn, schema)
+    outside = tuple(adapter.manifest.outside_schemas)
+    before = _outside(dsn, schema, outside)
     site = Site(dsn, schema)
+    tenants = jobs.tenant_ids(inputs)
     spec = ContractSpec(
         adapter=adapter,
         mapping=mapping,
@@ -123,21 +124,27 @@ def _mapping(verdict: Verdict, adapter: Adapter, mapping: str, dsn: str, inputs:
         poll_interval_ms=POLL_MS,
         cap=1,
         concurrency=2,
-        tenants=tuple(common.tenant_ids(inputs)),
+        tenants=tuple(tenants),
+        weights=tuple(jobs.tenant_weights(inputs, tenants, None)),
+        timeout_s=DONE_BOUND_S,
     )
-    with own_schema(dsn, schema):
+    with own_schema(dsn, schema, outside=outside):
         _run(verdict, spec, inputs, mapping)
-        _compare(verdict, "created outside the run's schema", before, _outside(dsn, schema))
-    _compare(verdict, "left after the run's schema was dropped", before, _outside(dsn, schema))
+        after = _outside(dsn, schema, outside)
+        _compare(verdict, "created outside the run's schema", before, after)
+    after = _outside(dsn, schema, ())
+    _compare(verdict, "left after the run's schema was dropped", before, after)
 
 
 def _run(verdict: Verdict, spec: ContractSpec, inputs: RunInputs, mapping: str) -> None:
     where = f"mapping {mapping}"
     try:
-        run_role(spec.adapter, spec.config("install"), Installed)
-        run_role(spec.adapter, spec.config("versions"), Versions)
+        _, installed = run_role(spec.adapter, spec.config("install"), (Installed, Refused))
+        if isinstance(installed, Refused):
+            return verdict.fail("books", f"{where}: it refused to install: {installed.reason}")
+        run_role(spec.adapter, spec.config("versions"), (Versions,))
         report = _work(verdict, spec, inputs, where)
-        records, _ = run_role(spec.adapter, spec.config("ledger"), Recorded, (Record,))
+        records, _ = run_role(spec.adapter, spec.config("ledger"), (Recorded,), (Record,))
     except ProtocolError as error:
         check = "timestamps" if error.field in MOMENTS else "protocol"
         return verdict.fail(check, f"{where}: {error}")
@@ -153,11 +160,11 @@ def _work(verdict: Verdict, spec: ContractSpec, inputs: RunInputs, where: str) -
     try:
         worker.expect(Ready)
         worker.send(command("start"))
-        reader = _Reader(worker, report)
-        reader.start()
+        events = WorkerEvents(worker, report)
+        events.start()
         _enqueue_all(spec, inputs)
-        reader.wait_for(inputs.total_jobs, DONE_BOUND_S)
-        _stop(verdict, worker, reader, where)
+        events.wait_for(inputs.total_jobs, DONE_BOUND_S)
+        _stop(verdict, worker, events, where)
     finally:
         worker.close(bound_s=1.0)
         if worker.stopped_in_time is False and not verdict.problems["stop"]:
@@ -167,36 +174,20 @@ def _work(verdict: Verdict, spec: ContractSpec, inputs: RunInputs, where: str) -
 
 def _enqueue_all(spec: ContractSpec, inputs: RunInputs) -> None:
     """The scenario's batches at their offsets, through one enqueuer."""
-    schedule = _merged(inputs)
-    enqueuer = AdapterProcess(spec.adapter, spec.config("enqueuer"))
-    try:
-        enqueuer.expect(Ready)
-        began = time.monotonic()
-        for at_s, jobs in schedule:
-            time.sleep(max(0.0, at_s - (time.monotonic() - began)))
-            enqueue(enqueuer, jobs)
-        enqueuer.send(command("stop"))
-        enqueuer.expect(Stopped)
-    finally:
-        enqueuer.close()
+    numbered = jobs.numbered_schedules(inputs, inputs.schedules)
+    merged = sorted((batch for schedule in numbered for batch in schedule), key=lambda b: b[0])
+    enqueue_all(spec, merged)
 
 
-def _merged(inputs: RunInputs) -> common.Schedule:
-    numbered = common.numbered_schedules(inputs, inputs.schedules)
-    return sorted((batch for schedule in numbered for batch in schedule), key=lambda b: b[0])
-
-
-def _stop(verdict: Verdict, worker: AdapterProcess, reader: _Reader, where: str) -> None:
-    if reader.error is not None:
-        raise reader.error
+def _stop(verdict: Verdict, worker: AdapterProcess, events: WorkerEvents, where: str) -> None:
     began = time.monotonic()
-    worker.send(command("stop"))
-    reader.join(timeout=STOP_BOUND_S)
-    if reader.error is not None:
-        raise reader.error
-    if reader.is_alive():
-        verdict.fail("stop", f"{where}: no `stopped` within {STOP_BOUND_S:g} s of `stop`")
-        return
+    try:
+        events.stop()
+    except AdapterFailed as error:
+        if events.is_alive():  # no `stopped` in time: the kit's finding, not the run's
+            verdict.fail("stop", f"{where}: no `stopped` within {STOP_BOUND_S:g} s of `stop`")
+            return
+        raise error
     left = STOP_BOUND_S - (time.monotonic() - began)
     try:
         worker.process.wait(timeout=max(left, 0.1))
@@ -204,40 +195,10 @@ def _stop(verdict: Verdict, worker: AdapterProcess, reader: _Reader, where: str)
         verdict.fail("stop", f"{where}: `stopped` said, but no exit within {STOP_BOUND_S:g} s")
 
 
-class _Reader(threading.Thread):
-    """The worker's events as they come: its task log, or the error that ended it."""
-
-    def __init__(self, worker: AdapterProcess, report: WorkerReport) -> None:
-        super().__init__(daemon=True)
-        self.worker, self.report = worker, report
-        self.error: Exception | None = None
-
-    def run(self) -> None:
-        try:
-            while not isinstance(event := self.worker.next_event(), Stopped):
-                if isinstance(event, JobDone):
-                    self.report.task_runs.append(task_run(event))
-                elif not isinstance(event, Requeued):
-                    raise ProtocolError(
-                        f"adapter {self.worker.adapter.name}: protocol: stdout line "
-                        f"{self.worker.lines}: '{event.event}' while working"  # type: ignore[union-attr]
-                    )
-        except Exception as error:
-            self.error = error
-
-    def wait_for(self, jobs: int, bound_s: float) -> None:
-        deadline = time.monotonic() + bound_s
-        while len(self.report.task_runs) < jobs and self.is_alive():
-            if time.monotonic() > deadline:
-                return  # the books say which are missing
-            time.sleep(0.02)
-
-
 def _books(
     verdict: Verdict, records: list[Record], report: WorkerReport, inputs: RunInputs, where: str
 ) -> None:
-    report.claims = [(run.job, run.tenant, float("nan")) for run in report.task_runs]
-    books = check_books(inputs.total_jobs, ledger_of(records, [report]))
+    books = check_books(inputs.total_jobs, jobs.ledger_of(records, [report]))
     for problem in books.problems:
         check = "timestamps" if "timestamps" in problem else "books"
         verdict.fail(check, f"{where}: {problem}")
@@ -247,10 +208,11 @@ def _books(
         verdict.fail("books", f"{where}: job(s) reported with another tenant: {wrong[:5]}")
 
 
-def _outside(dsn: str, schema: str) -> set[str]:
+def _outside(dsn: str, schema: str, declared: tuple[str, ...]) -> set[str]:
+    """Every object outside the run's schema and those its manifest declares."""
     statement = builtin_blocks("harness.run", "conformance.sql")["objects_outside"].sql
     with connect(dsn) as conn:
-        rows = conn.execute(statement, {"schema": schema}).fetchall()  # type: ignore[call-overload]
+        rows = conn.execute(statement, {"schema": schema, "declared": list(declared)}).fetchall()  # type: ignore[call-overload]
     return {row[0] for row in rows}
 
 

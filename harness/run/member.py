@@ -29,8 +29,8 @@ from psycopg.types.json import Jsonb
 
 import harness
 from harness.errors import HarnessError, RunFailed
+from harness.queues import catalog  # noqa: F401  # registers every program a member may run
 from harness.queues.base import Program, WorkerReport
-from harness.queues.catalog import register_programs
 from harness.queues.contract.manifest import load_adapters
 from harness.queues.programs import Local, Refused
 from harness.queues.sql.strategies import load_strategies
@@ -97,7 +97,6 @@ def serve(
 ) -> None:
     """Join the fleet and work its repetitions until the run ends."""
     local = Local(dsn, load_strategies(strategies_dir), load_adapters(adapters_dir))
-    register_programs()
     try:
         conn = connect(dsn, schema=fleet_schema(fleet_id))
     except psycopg.OperationalError as error:

@@ -104,7 +104,7 @@ def run_repetition(
     `placement` is where the programs run (here, or over a fleet)."""
     with connect(site.dsn, schema=site.schema, utc=True) as conn:
         recreate(conn, site.schema, queue.outside_schemas())
-        queue.install(conn)
+        queue.install(conn, inputs.backlog)
         observer.repetition_started(repetition, inputs.total_jobs)
         started_at = _now(conn)
         driver = _driver(queue, inputs, site, conn, restart)

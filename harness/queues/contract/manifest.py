@@ -1,14 +1,18 @@
-"""An adapter's manifest: a small TOML file that declares a queue in any language.
+"""An adapter's manifest: a small TOML file that declares a queue in any language, and
+the one place each queue is declared: its command, its mappings, what each is tuned to
+and where its maintainers say so, its fetch among a capture's plans, the schemas its
+library insists on, what it needs installed (docs/adapters.md).
 
 An adapters folder holds one folder per adapter (or per runtime several adapters share,
 like the Node runner's pg-boss and graphile-worker); each `*.toml` in such a folder is
-one adapter's manifest (docs/adapters.md). The shipped ones are in
-harness/queues/adapters/; `--adapters-dir DIR` adds more, and replaces a shipped one of
-the same name.
+one adapter's manifest. The shipped ones are in harness/queues/adapters/ (the Python
+libraries among them, run by the harness's own interpreter); `--adapters-dir DIR` adds
+more, and may replace a shipped one of the same name, which is said and recorded.
 
 A manifest is untrusted input: every field is validated where it is read, its command
-is run without a shell, its program either a name looked up on PATH or a path inside
-its own folder, and nothing in it is SQL the harness runs.
+is run without a shell, its program either a name looked up on PATH, a path inside its
+own folder, or `{python}` (the harness's own interpreter), and nothing in it is SQL the
+harness runs.
 """
 
 from __future__ import annotations
@@ -16,9 +20,9 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
-from typing import Annotated, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     AfterValidator,
@@ -31,19 +35,21 @@ from pydantic import (
 
 from harness.errors import HarnessError
 
-PROTOCOL: Final = 1  # the contract's version this harness speaks (docs/adapters.md)
+PROTOCOL: Final = 2  # the contract's version this harness speaks (docs/adapters.md)
+PROTOCOLS: Final = (1, 2)  # the versions it reads: 2 only adds optional fields to 1
+HARNESS_PYTHON: Final = "{python}"  # a command's program: the harness's own interpreter
 SHIPPED = Path(__file__).resolve().parent.parent / "adapters"
 MAX_MANIFEST_BYTES = 64 * 1024
-MAX_FOLDER_FILES = 200  # hashed for its digest; node_modules and dotfiles are left out
+MAX_FOLDER_FILES = 200  # hashed for its digest (dotfiles too: an .npmrc changes what runs)
 _SKIPPED = ("node_modules", "__pycache__")
 _BARE_PROGRAM = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
 
 
 def _program(argv: list[str]) -> list[str]:
-    """A command's program: a bare name (found on PATH) or a relative path inside the
-    adapter's folder; never absolute, never out of it."""
+    """A command's program: a bare name (found on PATH), a relative path inside the
+    adapter's folder (never absolute, never out of it), or the harness's interpreter."""
     first = argv[0]
-    if _BARE_PROGRAM.fullmatch(first):
+    if first == HARNESS_PYTHON or _BARE_PROGRAM.fullmatch(first):
         return argv
     path = PurePosixPath(first)
     if path.is_absolute() or ".." in path.parts or "\\" in first or not path.parts:
@@ -67,6 +73,10 @@ Command = Annotated[
     AfterValidator(_program),
 ]
 AdapterName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]
+SchemaName = Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")]
+ModuleName = Annotated[
+    str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,62}(\.[A-Za-z_][A-Za-z0-9_]{0,62}){0,5}$")
+]
 MappingName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]
 StrategyName = Annotated[str, Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 OptionValue = str | int | float | bool
@@ -78,11 +88,19 @@ class _Strict(BaseModel):
 
 
 class Requirement(_Strict):
-    """A runtime the adapter needs: a command that exits 0 where it is installed, and
-    what to install where it is not (said in one line)."""
+    """A runtime the adapter needs: a command that exits 0 where it is installed, or
+    Python modules the harness's interpreter must find; and what to install where it is
+    not (said in one line)."""
 
-    command: Command
+    command: Command | None = None
+    python_modules: Annotated[list[ModuleName], Field(min_length=1, max_length=10)] | None = None
     install: Text
+
+    @model_validator(mode="after")
+    def _one_check(self) -> Requirement:
+        if (self.command is None) == (self.python_modules is None):
+            raise ValueError("a requirement has either a command or python_modules")
+        return self
 
 
 class Prepare(_Strict):
@@ -92,28 +110,117 @@ class Prepare(_Strict):
     command: Command
 
 
+OptionName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")]
+# How the harness runs a mapping's workers: one process with all of them (its library's
+# own concurrency), a process per core or per worker with the workers dealt among them,
+# or as many processes as `jobs_per_process` takes.
+Processes = Literal["one", "per_core", "per_worker"]
+PROCESSES_SETTING = "processes"  # the name a tuned mapping cites its `processes` by
+
+
+class Fetch(_Strict):
+    """How its library's fetch is told among the plans of a capture (harness explain):
+    the plans whose query text holds `marker`, with a LockRows node unless `locks` is
+    false (a library whose costly step picks its jobs before another statement locks
+    them), and, with `rows`, only those that returned a job (a library that polls every
+    queue, those without work too)."""
+
+    marker: Annotated[str, Field(min_length=3, max_length=200)]
+    locks: bool = True
+    rows: bool = False
+
+
+class Tuned(_Strict):
+    """A mapping at its library's maintainers' settings: each setting (one of the
+    mapping's options, or `processes`) and where its maintainers recommend it (a page,
+    an issue, a quote). Its values are the options'; this says which they are and why."""
+
+    sources: Annotated[dict[OptionName, Text], Field(min_length=1, max_length=20)]
+
+
 class MappingDecl(_Strict):
     """One mapping of tenants onto the library's knobs: a strategy a scenario names."""
 
     strategy: StrategyName
     mapping: MappingName
     promises: Text
-    options: dict[Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,39}$")], OptionValue] = Field(
-        default_factory=dict, max_length=20
-    )
+    options: dict[OptionName, OptionValue] = Field(default_factory=dict, max_length=20)
+    processes: Processes = "one"
+    jobs_per_process: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    tuned: Tuned | None = None
+    fetch: Fetch | None = None  # this mapping's, where it is not the adapter's
+
+    @model_validator(mode="after")
+    def _tuned_settings_are_its_own(self) -> MappingDecl:
+        if self.jobs_per_process is not None and self.processes != "one":
+            raise ValueError("jobs_per_process and processes: give one of them")
+        if self.tuned is None:
+            if self.strategy.endswith("_tuned"):
+                raise ValueError(
+                    f"strategy '{self.strategy}' is named tuned: give its [tuned] sources"
+                )
+            return self
+        own = {*self.options, PROCESSES_SETTING, "jobs_per_process"}
+        unknown = sorted(set(self.tuned.sources) - own)
+        if unknown:
+            raise ValueError(
+                f"tuned cites {unknown}: each tuned setting is one of the mapping's options "
+                "or processes"
+            )
+        return self
+
+    def tuned_settings(self) -> dict[str, Any]:
+        """The tuned settings' values, by name: {} for a mapping at its defaults."""
+        if self.tuned is None:
+            return {}
+        values: dict[str, Any] = {
+            **self.options,
+            PROCESSES_SETTING: self.processes,
+            "jobs_per_process": self.jobs_per_process,
+        }
+        return {name: values[name] for name in self.tuned.sources}
 
 
 class Manifest(_Strict):
-    protocol: Literal[1]
+    protocol: Literal[1, 2]
     name: AdapterName
     library: Annotated[str, Field(min_length=1, max_length=60)]
     language: Annotated[str, Field(min_length=1, max_length=60)]
     command: Command
     mappings: Annotated[list[MappingDecl], Field(min_length=1, max_length=20)]
     fetch_marker: Annotated[str, Field(min_length=3, max_length=200)] | None = None
+    fetch: Fetch | None = None
+    # Schemas its library creates by a fixed name beside the run's (awa's `awa`): the run
+    # refuses one it did not make, makes them afresh and drops them (harness/server/schema.py).
+    outside_schemas: Annotated[list[SchemaName], Field(max_length=5)] = Field(default_factory=list)
     requires: Annotated[list[Requirement], Field(max_length=10)] = Field(default_factory=list)
     prepare: Prepare | None = None
     description: Text | None = None
+
+    @model_validator(mode="after")
+    def _fields_of_its_protocol(self) -> Manifest:
+        if self.fetch is not None and self.fetch_marker is not None:
+            raise ValueError("fetch_marker and fetch: give one of them (fetch.marker)")
+        if self.protocol == 1 and (self.fetch or self.outside_schemas or self._v2_mappings()):
+            raise ValueError(
+                "fetch, outside_schemas and a mapping's processes, jobs_per_process, tuned "
+                "and fetch are protocol 2: say protocol = 2"
+            )
+        return self
+
+    def _v2_mappings(self) -> bool:
+        return any(
+            m.fetch or m.tuned or m.processes != "one" or m.jobs_per_process for m in self.mappings
+        )
+
+    def fetch_of(self, mapping: MappingDecl) -> Fetch | None:
+        """How its fetch is told among a capture's plans, for that mapping: None where
+        the manifest does not say (its strategies cannot be explained)."""
+        if mapping.fetch is not None:
+            return mapping.fetch
+        if self.fetch is not None:
+            return self.fetch
+        return Fetch(marker=self.fetch_marker) if self.fetch_marker is not None else None
 
     @model_validator(mode="after")
     def _strategies_named_after_the_adapter(self) -> Manifest:
@@ -135,11 +242,13 @@ class Manifest(_Strict):
 @dataclass(frozen=True)
 class Adapter:
     """A declared adapter: its manifest, the folder it came from, and that folder's
-    digest (its files' SHA-256: what a fleet member's install must match)."""
+    digest (its files' SHA-256: what a fleet member's install must match); `replaces`,
+    the shipped adapter's folder it stands in for (an --adapters-dir one of its name)."""
 
     manifest: Manifest
     folder: Path
     digest: str
+    replaces: Path | None = None
 
     @property
     def name(self) -> str:
@@ -154,13 +263,26 @@ class Adapter:
 
 
 def load_adapters(extra: Path | None = None) -> dict[str, Adapter]:
-    """The shipped adapters, and those of `extra` (--adapters-dir) over them by name."""
+    """The shipped adapters, and those of `extra` (--adapters-dir) over them by name (each
+    such adapter knows the shipped one it replaces)."""
     found = _adapters_in(SHIPPED)
-    if extra is not None:
-        if not extra.is_dir():
-            raise HarnessError(f"--adapters-dir {extra}: not a folder")
-        found |= _adapters_in(extra)
+    if extra is None:
+        return found
+    if not extra.is_dir():
+        raise HarnessError(f"--adapters-dir {extra}: not a folder")
+    for name, adapter in _adapters_in(extra).items():
+        shipped = found.get(name)
+        found[name] = replace(adapter, replaces=shipped.folder if shipped else None)
     return found
+
+
+def replacements(adapters: dict[str, Adapter]) -> list[str]:
+    """One sentence per shipped adapter an --adapters-dir one replaces."""
+    return [
+        f"adapter {a.name} of {a.folder} replaces the shipped one ({a.replaces})"
+        for a in adapters.values()
+        if a.replaces is not None
+    ]
 
 
 def _adapters_in(root: Path) -> dict[str, Adapter]:
@@ -168,8 +290,11 @@ def _adapters_in(root: Path) -> dict[str, Adapter]:
     for folder in sorted(path for path in root.iterdir() if path.is_dir()):
         if folder.name.startswith((".", "_")):
             continue
+        manifests = sorted(folder.glob("*.toml"))
+        if not manifests:
+            continue
         digest = folder_digest(folder)
-        for path in sorted(folder.glob("*.toml")):
+        for path in manifests:
             adapter = Adapter(read_manifest(path), folder, digest)
             if adapter.name in found:
                 raise HarnessError(f"{path}: name: adapter '{adapter.name}' is declared twice")
@@ -186,10 +311,10 @@ def read_manifest(path: Path) -> Manifest:
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise HarnessError(f"{path}: not TOML: {error}") from None
     protocol = data.get("protocol")
-    if isinstance(protocol, int) and protocol != PROTOCOL:
+    if isinstance(protocol, int) and protocol not in PROTOCOLS:
         raise HarnessError(
             f"{path}: protocol: the adapter speaks protocol {protocol}; this harness "
-            f"speaks {PROTOCOL} (docs/adapters.md)"
+            f"speaks {' and '.join(map(str, PROTOCOLS))} (docs/adapters.md)"
         )
     try:
         return Manifest.model_validate(data)
@@ -218,7 +343,7 @@ def _files(folder: Path) -> list[Path]:
     found = []
     for path in folder.rglob("*"):
         parts = path.relative_to(folder).parts
-        if any(part.startswith(".") or part in _SKIPPED for part in parts):
+        if any(part in _SKIPPED for part in parts):
             continue
         if path.is_file():
             found.append(path)

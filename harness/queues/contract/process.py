@@ -129,10 +129,14 @@ def _kill_group(group: int) -> None:
 
 
 def run_role(
-    adapter: Adapter, config: Config, ending: type[E], before: tuple[type[Any], ...] = ()
-) -> tuple[list[Any], E]:
+    adapter: Adapter,
+    config: Config,
+    ending: tuple[type[Any], ...],
+    before: tuple[type[Any], ...] = (),
+) -> tuple[list[Any], Any]:
     """A one-shot role (install, versions, ledger): the events of the types `before`, then
-    its last, of type `ending`; it must then exit 0. Any other event is a protocol error."""
+    its last, of one of the types `ending`; it must then exit 0. Any other event is a
+    protocol error."""
     process = AdapterProcess(adapter, config)
     began = time.monotonic()
     try:

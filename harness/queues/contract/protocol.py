@@ -1,6 +1,8 @@
-"""The adapter contract's messages, protocol 1 (docs/adapters.md): the config the harness
+"""The adapter contract's messages, protocol 2 (docs/adapters.md): the config the harness
 writes as an adapter's first line on stdin, the commands after it, and the events the
-adapter writes on stdout, one JSON object a line.
+adapter writes on stdout, one JSON object a line. Protocol 2 adds optional fields to
+protocol 1 (a job's moments and claim time, a record's, a refusal, a fetch of its own),
+so an adapter of protocol 1 is read as it always was.
 
 An adapter is untrusted input: every line it writes is validated here, where it enters,
 against the model of its event (unknown events and fields refused, numbers bounded,
@@ -23,12 +25,13 @@ from pydantic import (
     ValidationError,
 )
 
-from harness.queues.contract.manifest import PROTOCOL, OptionValue
+from harness.queues.contract.manifest import PROTOCOL, Fetch, OptionValue
 from harness.queues.programs import TenantId
 
 MAX_LINE_BYTES = 8 * 1024 * 1024  # a plan notice of a large plan stays well below
 MAX_JOB = 2**53  # JSON numbers every language reads exactly
 Role = Literal["install", "versions", "worker", "enqueuer", "ledger"]
+MAX_CLAIM_MS = 86_400_000.0
 Job = tuple[int, int, float]  # the harness's number, the tenant, the duration in ms
 
 
@@ -73,7 +76,7 @@ class Config(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    protocol: Literal[1] = PROTOCOL
+    protocol: Literal[1, 2] = PROTOCOL  # the adapter's, as its manifest says
     role: Role
     adapter: str
     mapping: str
@@ -84,6 +87,9 @@ class Config(BaseModel):
     poll_interval_ms: float
     cap: int  # the scenario's tenant_cap: a mapping that caps a tenant's running jobs
     tenants: list[int]  # every tenant a worker must name (a queue or an entrypoint each)
+    weights: list[int] = Field(default_factory=list)  # each tenant's weight, as `tenants`
+    timeout_s: float = 60.0  # the scenario's bound on a repetition
+    processes: int = 1  # how many worker processes share the repetition's workers
     hold: bool = False  # a plan capture: each job holds its slot until the stop
     explain_options: str | None = None  # a plan capture: libpq options for every connection
 
@@ -134,7 +140,9 @@ class Installed(_Event):
 
 class Versions(_Event):
     """Its versions (the library's, the runtime's, the driver's) and the settings it
-    actually used, with where it could not do as the scenario asks."""
+    actually used, with where it could not do as the scenario asks; `fetch`, where its
+    fetch among a capture's plans is told otherwise for this config than its manifest
+    says (DBOS sweeps the partitions only at a cap of 1)."""
 
     event: Literal["versions"]
     versions: Annotated[dict[Annotated[str, Field(max_length=60)], Message], Field(max_length=30)]
@@ -142,6 +150,14 @@ class Versions(_Event):
     unlike_the_scenario: Annotated[list[Message], Field(max_length=20)] = Field(
         default_factory=list
     )
+    fetch: Fetch | None = None
+
+
+class Refused(_Event):
+    """The install role: its mapping cannot run on this server as configured, and why."""
+
+    event: Literal["refused"]
+    reason: Message
 
 
 class Enqueued(_Event):
@@ -151,15 +167,19 @@ class Enqueued(_Event):
 
 class JobDone(_Event):
     """One run of its task, done: the job's number and tenant from its payload, the
-    library's id for it, and its three moments on the server's clock."""
+    library's id for it, and its three moments on the server's clock, where the task
+    reads them (a library that keeps them in its tables gives them in its ledger's
+    records instead); `claim_ms`, its library's fetch that brought it, timed where it
+    ran."""
 
     event: Literal["job"]
     job: JobNumber
     tenant: TenantId
     id: LibraryId
-    enqueued_at: Moment
-    started_at: Moment
-    finished_at: Moment
+    enqueued_at: Moment | None = None
+    started_at: Moment | None = None
+    finished_at: Moment | None = None
+    claim_ms: Annotated[float, Field(ge=0, le=MAX_CLAIM_MS)] | None = None
 
 
 class Requeued(_Event):
@@ -180,14 +200,18 @@ class Plan(_Event):
 
 
 class Record(_Event):
-    """The ledger role: one job as the library's own tables still hold it."""
+    """The ledger role: one job as the library's own tables still hold it; its number
+    and tenant where its payload is still there (pgqueuer deletes a finished job's), its
+    start and finish where the tables keep them."""
 
     event: Literal["record"]
     id: LibraryId
-    job: JobNumber
-    tenant: TenantId
+    job: JobNumber | None = None
+    tenant: TenantId | None = None
     state: Literal["done", "waiting", "running", "failed"]
     enqueued_at: Moment
+    started_at: Moment | None = None
+    finished_at: Moment | None = None
 
 
 class Recorded(_Event):
@@ -214,6 +238,7 @@ Event = Annotated[
     | Plan
     | Record
     | Recorded
+    | Refused
     | Stopped
     | Error,
     Field(discriminator="event"),
@@ -229,6 +254,7 @@ EVENT_NAMES = (
     "plan",
     "record",
     "recorded",
+    "refused",
     "stopped",
     "error",
 )

@@ -1,78 +1,80 @@
 """ContractQueue: any declared adapter as an implementation of the queue seam, whatever
-its language (docs/adapters.md).
+its language (docs/adapters.md): the one door of every queue library.
 
 Each of the repetition's programs (a worker, an enqueuer) is a harness process that
-starts the adapter's process in the program's role and speaks protocol 1 with it: the
+starts the adapter's process in the program's role and speaks the contract with it: the
 config on stdin, then `start`, `enqueue` and `stop`; its events (`ready`, `job`,
 `enqueued`, `stopped`, ...) validated as they arrive. The one-shot roles run from the
-coordinator: `install` (its objects in the run's schema), `versions` (what run.json
-records), `ledger` (the jobs its library's tables still hold). The books are checked
-against the task log (one `job` event per run of its task, with its three moments on the
-server's clock) and the ledger, as for every library.
+coordinator: `install` (its objects in the run's schema, or a refusal with its reason),
+`versions` (what run.json records), `ledger` (the jobs its library's tables still hold).
+The books are checked against the task log (one `job` event per run of its task) and the
+ledger's records (harness/queues/contract/jobs.py).
 
-A spec travels to a fleet member as the adapter's name and its folder's digest, never a
-path: the member runs its own install's adapter of that name, refused if it differs.
+Everything the harness knows of a queue comes from its manifest: its mappings, how many
+processes share the workers, what a tuned mapping is tuned to and where its maintainers
+say so, how its fetch is told among a capture's plans, the schemas its library insists
+on, and so what it cannot take (its traits). A spec travels to a fleet member as the
+adapter's name and its folder's digest, never a path: the member runs its own install's
+adapter of that name, refused if it differs.
 """
 
 from __future__ import annotations
 
-import threading
+import os
 import time
 from dataclasses import dataclass, replace
-from datetime import datetime
-from functools import partial
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import psycopg
 from pydantic import BaseModel, ConfigDict, Field
 
+from harness.errors import HarnessError
 from harness.queues.base import (
     ExplainedFetch,
-    JobRecord,
     Ledger,
-    ProgramMain,
+    Program,
     QueueEntry,
+    QueueRefused,
     Signals,
     Site,
-    TaskRun,
     WorkerReport,
 )
-from harness.queues.contract import runtime
-from harness.queues.contract.manifest import Adapter, MappingDecl, MappingName, load_adapters
-from harness.queues.contract.process import STOP_BOUND_S, AdapterProcess, run_role
+from harness.queues.contract import captures, jobs, runtime
+from harness.queues.contract.manifest import Adapter, Fetch, MappingDecl, MappingName, load_adapters
+from harness.queues.contract.process import AdapterProcess, run_role
 from harness.queues.contract.protocol import (
-    AdapterFailed,
     Config,
     Connection,
     Enqueued,
     Installed,
-    JobDone,
     ProtocolError,
     Ready,
     Record,
     Recorded,
-    Requeued,
+    Refused,
     Stopped,
     Versions,
     command,
     enqueue_command,
 )
-from harness.queues.libraries import captures, common
-from harness.queues.libraries.library import LibraryQueue
+from harness.queues.contract.reader import WorkerEvents
 from harness.queues.process import run_program
 from harness.queues.programs import (
     Concurrency,
     Local,
-    Refused,
     Registered,
     SchemaName,
     TenantCap,
     TenantId,
+    TenantWeight,
     Wire,
     register,
 )
-from harness.results.document import TUNED, UNLIKE_THE_SCENARIO
+from harness.queues.programs import Refused as MemberRefused
+from harness.results.document import QueueProvenance
+from harness.scenario.arrivals import Arrivals
 from harness.scenario.inputs import RunInputs
 from harness.scenario.traits import QueueTraits
 from harness.scenario.workload import BacklogRows
@@ -80,12 +82,11 @@ from harness.server.connections import connect, session_name
 from harness.server.dsn import password_for
 
 BACKLOG_CHUNK = 10_000
-# A mapping's option read by the harness as well as the adapter: how many of the workers
-# one of its processes runs (graphile-worker's perfTest: 24 jobs a process); the harness
-# starts as many worker processes as that takes and shares the workers among them.
-JOBS_PER_PROCESS = "jobs_per_process"
-TUNED_SUFFIX = "_tuned"  # a strategy at its library's maintainers' settings: its options
 PollMs = Annotated[float, Field(gt=0, le=10_000)]
+TimeoutS = Annotated[float, Field(gt=0, le=86_400)]
+FAULTS_REFUSED = "crashes, leases and retries are the harness's own; a library has its own"
+HOLD_REFUSED = "its fetch runs inside the library; nothing for the holder to sample"
+NO_FETCH = "its manifest names no fetch: its fetch cannot be told among its plans"
 
 
 @dataclass(frozen=True)
@@ -100,13 +101,17 @@ class ContractSpec:
     cap: int = 1
     concurrency: int = 1
     tenants: tuple[int, ...] = ()
-    schedule: common.Schedule | None = None
+    weights: tuple[int, ...] = ()  # each tenant's weight, as `tenants`
+    timeout_s: float = 60.0
+    processes: int = 1  # the worker processes sharing the repetition's workers
+    schedule: jobs.Schedule | None = None
     plans_file: str | None = None  # a plan capture: auto_explain's notices go there
 
     def config(self, role: str, connection: Connection | None = None) -> Config:
         declared = self.adapter.declared(self.mapping)
         return Config.model_validate(
             {
+                "protocol": self.adapter.manifest.protocol,
                 "role": role,
                 "adapter": self.adapter.name,
                 "mapping": self.mapping,
@@ -117,6 +122,9 @@ class ContractSpec:
                 "poll_interval_ms": self.poll_interval_ms,
                 "cap": self.cap,
                 "tenants": list(self.tenants),
+                "weights": list(self.weights),
+                "timeout_s": self.timeout_s,
+                "processes": self.processes,
                 "hold": self.plans_file is not None,
                 "explain_options": captures.explain_options() if self.plans_file else None,
             }
@@ -160,72 +168,19 @@ def _work(index: int, spec: ContractSpec, signals: Signals, report: WorkerReport
         signals.ready[index] = 1
         signals.start.wait()
         adapter.send(command("start"))
-        reader = _Reader(adapter, index, signals, report)
-        reader.start()
-        while not signals.stop.wait(0.05) and reader.is_alive():
+        events = WorkerEvents(adapter, report, signals, index)
+        events.start()
+        while not signals.stop.wait(0.05) and events.is_alive():
             pass  # an adapter that fails stops the reader: its error is this program's
-        _stop(adapter, reader)
+        events.stop()
     finally:
         adapter.close()
-
-
-def _stop(adapter: AdapterProcess, reader: _Reader) -> None:
-    if reader.error is not None:
-        raise reader.error
-    adapter.send(command("stop"))
-    reader.join(timeout=STOP_BOUND_S)
-    if reader.error is not None:
-        raise reader.error
-    if reader.is_alive():
-        raise AdapterFailed(
-            f"adapter {adapter.adapter.name} did not stop within {STOP_BOUND_S:g} s of `stop`"
-        )
 
 
 def _plans_sink(spec: ContractSpec) -> Any:
     if spec.plans_file is None:
         return None
     return partial(captures.append_notice, spec.plans_file)
-
-
-class _Reader(threading.Thread):
-    """The worker's events while it runs: each job done goes into the task log."""
-
-    def __init__(
-        self, adapter: AdapterProcess, index: int, signals: Signals, report: WorkerReport
-    ) -> None:
-        super().__init__(daemon=True)
-        self.adapter, self.index, self.signals, self.report = adapter, index, signals, report
-        self.error: Exception | None = None
-
-    def run(self) -> None:
-        try:
-            while not isinstance(event := self.adapter.next_event(), Stopped):
-                self._take(event)
-        except Exception as error:
-            self.error = error
-
-    def _take(self, event: object) -> None:
-        if isinstance(event, JobDone):
-            common.record_run(self.report, self.signals, self.index, task_run(event))
-        elif isinstance(event, Requeued):
-            self.report.lost_races += 1  # the task found its tenant at its cap
-        else:
-            raise ProtocolError(
-                f"adapter {self.adapter.adapter.name}: protocol: stdout line "
-                f"{self.adapter.lines}: '{event.event}' while working"  # type: ignore[attr-defined]
-            )
-
-
-def task_run(event: JobDone) -> TaskRun:
-    return TaskRun(
-        job=event.job,
-        tenant=event.tenant,
-        library_id=event.id,
-        enqueued_at=event.enqueued_at,
-        started_at=event.started_at,
-        finished_at=event.finished_at,
-    )
 
 
 def enqueuer_main(index: int, spec: ContractSpec, signals: Signals) -> None:
@@ -239,13 +194,13 @@ def _enqueue(index: int, spec: ContractSpec, signals: Signals) -> None:
         signals.ready[index] = 1
         signals.start.wait()
         began = time.monotonic()
-        for at_s, jobs in spec.schedule or []:
+        for at_s, batch in spec.schedule or []:
             delay = at_s - (time.monotonic() - began)
             if delay > 0:
                 time.sleep(delay)
             if signals.stop.is_set():
                 break
-            enqueue(adapter, jobs)
+            enqueue(adapter, batch)
         signals.stop.wait()
         adapter.send(command("stop"))
         adapter.expect(Stopped)
@@ -253,15 +208,31 @@ def _enqueue(index: int, spec: ContractSpec, signals: Signals) -> None:
         adapter.close()
 
 
-def enqueue(adapter: AdapterProcess, jobs: list[common.Job]) -> None:
+def enqueue(adapter: AdapterProcess, batch: list[jobs.Job]) -> None:
     """One batch, acknowledged with its count."""
-    adapter.send(enqueue_command(jobs))
+    adapter.send(enqueue_command(batch))
     said = adapter.expect(Enqueued)
-    if said.count != len(jobs):
+    if said.count != len(batch):
         raise ProtocolError(
             f"adapter {adapter.adapter.name}: protocol: enqueued {said.count} of a batch of "
-            f"{len(jobs)}"
+            f"{len(batch)}"
         )
+
+
+def enqueue_all(spec: ContractSpec, schedule: jobs.Schedule) -> None:
+    """Batches through one enqueuer adapter, each at its offset from the first (a
+    backlog's all at 0; the conformance kit's small scenario)."""
+    adapter = AdapterProcess(spec.adapter, spec.config("enqueuer"))
+    try:
+        adapter.expect(Ready)
+        began = time.monotonic()
+        for at_s, batch in schedule:
+            time.sleep(max(0.0, at_s - (time.monotonic() - began)))
+            enqueue(adapter, batch)
+        adapter.send(command("stop"))
+        adapter.expect(Stopped)
+    finally:
+        adapter.close()
 
 
 # -- how a spec travels to a fleet member ----------------------------------------------
@@ -281,7 +252,10 @@ class _WireSpec(BaseModel):
     cap: TenantCap = 1
     concurrency: Concurrency = 1
     tenants: tuple[TenantId, ...] = ()
-    schedule: common.Schedule | None = None
+    weights: tuple[TenantWeight, ...] = ()
+    timeout_s: TimeoutS = 60.0
+    processes: Concurrency = 1
+    schedule: jobs.Schedule | None = None
 
 
 def _send(spec: ContractSpec) -> Wire:
@@ -297,6 +271,9 @@ def _send(spec: ContractSpec) -> Wire:
             "cap": spec.cap,
             "concurrency": spec.concurrency,
             "tenants": spec.tenants,
+            "weights": spec.weights,
+            "timeout_s": spec.timeout_s,
+            "processes": spec.processes,
             "schedule": spec.schedule,
         }
     )
@@ -309,7 +286,7 @@ def _receive(data: Wire, local: Local) -> ContractSpec:
     try:
         adapter.declared(wire.mapping)
     except ValueError as error:
-        raise Refused(str(error)) from None
+        raise MemberRefused(str(error)) from None
     return ContractSpec(
         adapter=adapter,
         mapping=wire.mapping,
@@ -318,6 +295,9 @@ def _receive(data: Wire, local: Local) -> ContractSpec:
         cap=wire.cap,
         concurrency=wire.concurrency,
         tenants=wire.tenants,
+        weights=wire.weights,
+        timeout_s=wire.timeout_s,
+        processes=wire.processes,
         schedule=wire.schedule,
     )
 
@@ -326,13 +306,13 @@ def local_adapter(local: Local, name: str, digest: str) -> Adapter:
     """The member's own adapter of that name, if its folder is the coordinator's."""
     found = local.adapters.get(name)
     if found is None:
-        raise Refused(
+        raise MemberRefused(
             f"adapter '{name}' is not in this member's install; an adapter of the "
             "coordinator's --adapters-dir needs the same folder here (harness worker "
             "--adapters-dir DIR)"
         )
     if found.digest != digest:
-        raise Refused(
+        raise MemberRefused(
             f"adapter '{name}': this member's folder differs from the coordinator's (its "
             f"digest is {found.digest[:12]}... here, {digest[:12]}... there); run the same "
             "harness version and --adapters-dir on every host"
@@ -347,126 +327,152 @@ register(Registered("adapter.enqueuer", "enqueuer", enqueuer_main, ContractSpec,
 # -- the queue ------------------------------------------------------------------------
 
 
-class ContractQueue(LibraryQueue):
-    """A declared adapter's mapping as a queue of the seam."""
+class ContractQueue:
+    """A declared adapter's mapping as a queue of the seam, and its FetchExplainer."""
 
     def __init__(
         self, name: str, adapter: Adapter, mapping: str, site: Site, inputs: RunInputs
     ) -> None:
         runtime.require(adapter)  # one line naming what to install, before anything starts
         runtime.run_dir(adapter)  # prepared before any process starts (`npm ci`, once)
-        self.adapter, self.label = adapter, adapter.name
-        self.fetch_marker = adapter.manifest.fetch_marker or ""
-        spec = ContractSpec(
+        self.name, self.adapter, self.site, self.inputs = name, adapter, site, inputs
+        self.declared = adapter.declared(mapping)
+        self.traits = traits_of(adapter, self.declared)
+        self.spec = ContractSpec(
             adapter=adapter,
             mapping=mapping,
             site=site,
             poll_interval_ms=inputs.scenario.poll_interval_ms,
             cap=inputs.scenario.tenant_cap or 1,
-            tenants=tuple(common.tenant_ids(inputs, inputs.backlog)),
+            timeout_s=inputs.scenario.timeout_s,
         )
-        super().__init__(name, site, inputs, spec)
+        self.spec = self._serving(inputs.backlog)
 
-    def mains(self) -> tuple[ProgramMain, ProgramMain]:
-        return worker_main, enqueuer_main
+    def _serving(self, rows: BacklogRows | None) -> ContractSpec:
+        """The spec naming every tenant of the run, and of the backlog being loaded: an
+        explain variant's has its own idle tenants, which a worker of a queue or an
+        entrypoint per tenant must name too (that is what its captured fetch costs)."""
+        tenants = jobs.tenant_ids(self.inputs, rows)
+        weights = jobs.tenant_weights(self.inputs, tenants, rows)
+        return replace(self.spec, tenants=tuple(tenants), weights=tuple(weights))
 
-    def processes(self, count: int) -> int:
-        return worker_processes(self.adapter.declared(self.spec.mapping), count)
+    # what a repetition asks of it
 
-    def install(self, conn: psycopg.Connection[Any]) -> None:
-        run_role(self.adapter, self.spec.config("install"), Installed)
+    def outside_schemas(self) -> tuple[str, ...]:
+        return tuple(self.adapter.manifest.outside_schemas)
+
+    def install(self, conn: psycopg.Connection[Any], rows: BacklogRows | None = None) -> None:
+        """Its objects, by its install role, for the run's tenants and the backlog's;
+        QueueRefused (one line) where its library cannot run here as configured."""
+        self.spec = self._serving(rows if rows is not None else self.inputs.backlog)
+        _, ended = run_role(self.adapter, self.spec.config("install"), (Installed, Refused))
+        if isinstance(ended, Refused):
+            raise QueueRefused(f"{self.name} cannot run here: {ended.reason}")
 
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
-        self.spec = replace(self.spec, tenants=tuple(common.tenant_ids(self.inputs, rows)))
-        adapter = AdapterProcess(self.adapter, self.spec.config("enqueuer"))
-        try:
-            adapter.expect(Ready)
-            jobs = common.backlog_jobs(self.inputs, rows)
-            for start in range(0, len(jobs), BACKLOG_CHUNK):
-                enqueue(adapter, jobs[start : start + BACKLOG_CHUNK])
-            adapter.send(command("stop"))
-            adapter.expect(Stopped)
-        finally:
-            adapter.close()
-        common.analyze(conn)
+        loaded = jobs.backlog_jobs(self.inputs, rows)
+        chunks = range(0, len(loaded), BACKLOG_CHUNK)
+        enqueue_all(self.spec, [(0.0, loaded[i : i + BACKLOG_CHUNK]) for i in chunks])
+        jobs.analyze(conn)
+        for schema in self.outside_schemas():
+            jobs.analyze(conn, schema)
+
+    def workers(self, count: int) -> list[Program]:
+        shares = jobs.shares(count, self.processes(count))
+        spec = replace(self.spec, processes=len(shares))
+        return [
+            Program("worker", worker_main, replace(spec, concurrency=share), self._named(slot))
+            for slot, share in enumerate(shares)
+        ]
+
+    def processes(self, count: int) -> int:
+        """How many worker processes share `count` workers, as the mapping declares."""
+        declared = self.declared
+        if declared.jobs_per_process is not None:
+            return -(-count // declared.jobs_per_process)
+        if declared.processes == "per_core":
+            return min(count, os.cpu_count() or 1)
+        return count if declared.processes == "per_worker" else 1
+
+    def _named(self, slot: int) -> str:
+        return f"{self.adapter.name}-worker-{slot}"
+
+    def enqueuers(self, schedules: list[Arrivals]) -> list[Program]:
+        numbered = jobs.numbered_schedules(self.inputs, schedules)
+        return [
+            Program("enqueuer", enqueuer_main, replace(self.spec, schedule=s)) for s in numbered
+        ]
 
     def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
-        records, _ = run_role(self.adapter, self.spec.config("ledger"), Recorded, (Record,))
-        return ledger_of(records, reports)
+        records, _ = run_role(self.adapter, self.spec.config("ledger"), (Recorded,), (Record,))
+        return jobs.ledger_of(records, reports)
+
+    def dequeue_sql(self) -> None:
+        return None  # its fetch runs inside its library: captured from its worker instead
+
+    def monitor(self, conn: psycopg.Connection[Any]) -> None:
+        return None
+
+    def recovery(self) -> None:
+        return None  # its traits refuse faults: crashes, leases and retries are its own
+
+    def explainer(self) -> ContractQueue | None:
+        return self if self.traits.explain is None else None
+
+    # what it records
+
+    @cached_property
+    def versions(self) -> Versions:
+        """Its `versions` role, run once: its versions and the settings it used."""
+        _, said = run_role(self.adapter, self.spec.config("versions"), (Versions,))
+        return said  # type: ignore[return-value]
+
+    def provenance(self) -> QueueProvenance:
+        manifest, declared, versions = self.adapter.manifest, self.declared, self.versions
+        return QueueProvenance(
+            kind="adapter",
+            library=manifest.library,
+            language=manifest.language,
+            mapping=declared.mapping,
+            versions=dict(versions.versions),
+            settings=dict(versions.settings),
+            tuned=declared.tuned_settings(),
+            tuned_sources=dict(declared.tuned.sources) if declared.tuned else {},
+            unlike_the_scenario=list(versions.unlike_the_scenario),
+            adapter=self.adapter.name,
+            adapter_sha256=self.adapter.digest,
+            protocol=manifest.protocol,
+            replaces=str(self.adapter.replaces) if self.adapter.replaces else None,
+        )
+
+    # its captured fetch (FetchExplainer)
+
+    def capture_workers(self, count: int, plans_file: str) -> list[Program]:
+        """One worker process with `count` slots, each job held: the adapter fetches in
+        turn, so that fetch k runs with the k - 1 jobs before it still running."""
+        spec = replace(self.spec, concurrency=count, plans_file=plans_file)
+        return [Program("worker", worker_main, spec, f"{self.adapter.name}-capture")]
 
     def explained(self, plans_file: str) -> list[ExplainedFetch]:
-        return captures.explained(plans_file, self.fetch_marker)
+        fetch = self.fetch()
+        return captures.explained(plans_file, fetch.marker, fetch.locks, fetch.rows)
 
-    def provenance(self) -> dict[str, Any]:
-        _, versions = run_role(self.adapter, self.spec.config("versions"), Versions)
-        manifest = self.adapter.manifest
-        return {
-            "adapter": self.adapter.name,
-            "protocol": manifest.protocol,
-            "library": manifest.library,
-            "language": manifest.language,
-            "adapter_sha256": self.adapter.digest,
-            "versions": versions.versions,
-            "mapping": self.spec.mapping,
-            "settings": versions.settings,
-            UNLIKE_THE_SCENARIO: versions.unlike_the_scenario,
-            **self._tuned(),
-        }
-
-    def _tuned(self) -> dict[str, Any]:
-        return tuned_settings(self.adapter.declared(self.spec.mapping))
+    def fetch(self) -> Fetch:
+        """How its fetch is told: as its `versions` says for this config, else as its
+        manifest does."""
+        declared = self.adapter.manifest.fetch_of(self.declared)
+        found = self.versions.fetch or declared
+        if found is None:
+            raise HarnessError(f"{self.name} cannot be explained: {NO_FETCH}")
+        return found
 
 
-def worker_processes(declared: MappingDecl, count: int) -> int:
-    """How many worker processes share `count` workers: one, or as many as the mapping's
-    `jobs_per_process` takes."""
-    per_process = declared.options.get(JOBS_PER_PROCESS)
-    if not isinstance(per_process, int) or per_process < 1:
-        return 1
-    return -(-count // per_process)
-
-
-def tuned_settings(declared: MappingDecl) -> dict[str, Any]:
-    """A `_tuned` strategy's settings, for the tables that set it beside its default: its
-    mapping's options, as the manifest names them; nothing for any other strategy."""
-    if not declared.strategy.endswith(TUNED_SUFFIX):
-        return {}
-    return {TUNED: dict(declared.options)}
-
-
-def ledger_of(records: list[Record], reports: list[WorkerReport]) -> Ledger:
-    """Every job: from the task log (its `job` events), marked unfinished where the
-    library's tables say so; a job only the tables hold is not finished."""
-    runs = {run.job: (report.worker, run) for report in reports for run in report.task_runs}
-    state = {record.job: record for record in records}
-    jobs = sorted(set(runs) | set(state))
-    ledger = [_record(job, runs.get(job), state.get(job)) for job in jobs]
-    claims = [run.job for report in reports for run in report.task_runs]
-    return Ledger(ledger, claims)
-
-
-def _record(job: int, seen: tuple[int, TaskRun] | None, record: Record | None) -> JobRecord:
-    if seen is None:
-        assert record is not None  # a job only the library's tables hold: never reported run
-        return JobRecord(job, record.tenant, "not finished", record.enqueued_at, None, None)
-    worker, run = seen
-    status = "done"
-    if record is not None and record.state != "done":  # the library has it otherwise
-        status = f"not finished ({record.state})"
-    return JobRecord(
-        job_id=job,
-        tenant_id=run.tenant,
-        status=status,
-        enqueued_at=_moment(run.enqueued_at),
-        started_at=run.started_at,
-        finished_at=run.finished_at,
-        worker=worker,
-    )
-
-
-def _moment(value: datetime | None) -> datetime:
-    assert value is not None  # a `job` event always carries its three moments
-    return value
+def traits_of(adapter: Adapter, declared: MappingDecl) -> QueueTraits:
+    """What a mapping cannot take, from its manifest alone: the harness's faults and
+    long transaction never (its library has its own); explain captures where the
+    manifest says how its fetch is told."""
+    explain = None if adapter.manifest.fetch_of(declared) is not None else NO_FETCH
+    return QueueTraits(faults=FAULTS_REFUSED, long_transaction=HOLD_REFUSED, explain=explain)
 
 
 # -- the catalog ----------------------------------------------------------------------
@@ -476,18 +482,9 @@ def entries(adapters_dir: Path | None = None) -> list[QueueEntry]:
     """Every declared adapter's mappings as queues a scenario may name."""
     found = []
     for adapter in load_adapters(adapters_dir).values():
-        traits = _traits(adapter)
+        requires = (runtime.AdapterRuntime(adapter),)
         for declared in adapter.manifest.mappings:
             make = partial(ContractQueue, declared.strategy, adapter, declared.mapping)
-            requires = (runtime.AdapterRuntime(adapter),)
+            traits = traits_of(adapter, declared)
             found.append(QueueEntry(declared.strategy, traits, make, requires=requires))
     return found
-
-
-def _traits(adapter: Adapter) -> QueueTraits:
-    if adapter.manifest.fetch_marker is not None:
-        return common.LIBRARY_TRAITS
-    return replace(
-        common.LIBRARY_TRAITS,
-        explain="its manifest names no fetch_marker: its fetch cannot be told among its plans",
-    )

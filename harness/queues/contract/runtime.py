@@ -7,8 +7,10 @@ inside the folder it runs from.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from harness.errors import HarnessError
 from harness.queues.base import Missing, Say
-from harness.queues.contract.manifest import Adapter
+from harness.queues.contract.manifest import HARNESS_PYTHON, Adapter, Requirement
 from harness.server.npm import cache_root
 
 REQUIREMENT_TIMEOUT_S = 60
@@ -44,10 +46,30 @@ def _first_missing(adapter: Adapter) -> str | None:
 def absent_runtime(adapter: Adapter) -> Missing | None:
     """The first of the manifest's requirements this machine fails, or None."""
     for requirement in adapter.manifest.requires:
-        argv = resolve(requirement.command, adapter.folder)
-        if argv is None or not _succeeds(argv, adapter.folder):
-            return Missing(f"`{' '.join(requirement.command)}` fails here", requirement.install)
+        what = _unmet(requirement, adapter.folder)
+        if what is not None:
+            return Missing(what, requirement.install)
     return None
+
+
+def _unmet(requirement: Requirement, folder: Path) -> str | None:
+    """What of the requirement this machine fails, or None."""
+    if requirement.python_modules is not None:
+        absent = [name for name in requirement.python_modules if not _importable(name)]
+        return ", ".join(absent) if absent else None
+    assert requirement.command is not None  # the manifest has one or the other
+    argv = resolve(requirement.command, folder)
+    if argv is None or not _succeeds(argv, folder):
+        return f"`{' '.join(requirement.command)}` fails here"
+    return None
+
+
+def _importable(module: str) -> bool:
+    """Would the harness's interpreter find it (looked up, not imported)?"""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -88,9 +110,11 @@ def _succeeds(argv: list[str], folder: Path) -> bool:
 
 
 def resolve(argv: list[str], folder: Path) -> list[str] | None:
-    """The command as it is executed: a bare program found on PATH, a path taken inside
-    `folder`; None if the program is not there."""
+    """The command as it is executed: the harness's own interpreter, a bare program found
+    on PATH, a path taken inside `folder`; None if the program is not there."""
     program = argv[0]
+    if program == HARNESS_PYTHON:
+        return [sys.executable, *argv[1:]]
     if "/" not in program:
         found = shutil.which(program)
         return None if found is None else [found, *argv[1:]]

@@ -43,6 +43,7 @@ from harness.queues.sql.recovery import fault_sql
 from harness.queues.sql.specs import EnqueuerSpec, RecoverySpec, WorkerSpec
 from harness.queues.sql.strategies import Strategy, schema_blocks
 from harness.queues.sql.worker import enqueuer_main, worker_main
+from harness.results.document import HARNESS, QueueProvenance
 from harness.scenario.arrivals import Arrivals, Batch
 from harness.scenario.distributions import MAX_DURATION_MS, Duration
 from harness.scenario.inputs import RunInputs
@@ -66,7 +67,7 @@ class SqlQueue:
     def traits(self) -> QueueTraits:
         return self.strategy.traits
 
-    def install(self, conn: psycopg.Connection[Any]) -> None:
+    def install(self, conn: psycopg.Connection[Any], rows: BacklogRows | None = None) -> None:
         for block in schema_blocks().values():
             conn.execute(block.sql)  # type: ignore[call-overload]  # our own files
         if self.strategy.has("setup"):
@@ -170,10 +171,11 @@ class SqlQueue:
         assert row is not None  # an aggregate always returns its row
         return int(row[0]), float(row[1] or 0)
 
-    def provenance(self) -> dict[str, Any]:
+    def provenance(self) -> QueueProvenance:
         sources = sorted({block.source for block in self.strategy.blocks.values()})
         claim = "hold" if self.strategy.hold_lock else "short"
-        return {"kind": "sql", "files": sources, "claim": claim}
+        settings = {"files": sources, "claim": claim}
+        return QueueProvenance(kind="sql", library=HARNESS, language="SQL", settings=settings)
 
     def recovery(self) -> Recovery:
         return self

@@ -45,7 +45,7 @@ export function settings(config) {
     preparedStatements: true,
     "localQueue.size": options.local_queue_size ?? -1,
     completeJobBatchDelay: options.complete_job_batch_delay ?? -1,
-    processes: options.jobs_per_process ? `workers / ${options.jobs_per_process}, rounded up` : 1,
+    processes: config.processes ?? 1,
     queueName: config.mapping === "queue_per_tenant" ? "tenant-<id>" : null,
     finished_at: "its deletion of the job, logged by a statement trigger of the adapter's",
   };

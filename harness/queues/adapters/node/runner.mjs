@@ -1,4 +1,4 @@
-// The Node adapters of the contract, protocol 1 (docs/adapters.md): pg-boss and
+// The Node adapters of the contract, protocol 2 (docs/adapters.md): pg-boss and
 // graphile-worker, one process per program, the library named by the manifest's command.
 //
 //   node runner.mjs pgboss|graphile     (the config is the first line on stdin)
@@ -74,7 +74,9 @@ async function main() {
   if (!library) fail(`no such library: ${process.argv[2]}; one of ${Object.keys(LIBRARIES)}`, 2);
   const next = commands();
   const config = await next();
-  if (config.protocol !== 1) fail("no config of protocol 1 as the first line on stdin", 2);
+  if (config.protocol !== 1 && config.protocol !== 2) {
+    fail("no config of protocol 1 or 2 as the first line on stdin", 2);
+  }
   const adapter = await import(library);
   if (config.role === "versions") {
     emit({

@@ -1,6 +1,6 @@
--- The calls of pgmq's SQL API the harness makes, with the arguments its Python client
+-- The calls of pgmq's SQL API the adapter makes, with the arguments its Python client
 -- (pgmq 1.1) passes by name. pgmq's own install script puts its functions and tables in
--- the run's schema (pgmq_queue.py says how), and these run with that schema as the
+-- the run's schema (pgmq_adapter.py says how), and these run with that schema as the
 -- search_path: each is pgmq's function, its SQL unchanged. `create` is a reserved word,
 -- so its unqualified call is quoted.
 
@@ -74,3 +74,17 @@ select archive(queue_name => %(queue)s, msg_id => %(msg_id)s::bigint);
 -- name: pgmq_archive_batch
 -- A batch of messages done, in one statement.
 select * from archive(queue_name => %(queue)s, msg_ids => %(msg_ids)s::bigint[]);
+
+-- name: pgmq_ledger
+-- pgmq keeps a message in its queue table q_harness until it is archived into a_harness
+-- (the worker archives each one when its task is done, as pgmq-py's docs show):
+-- enqueued_at is now() of the send, last_read_at clock_timestamp() of the read that
+-- handed it out (the last read: a message read twice is two task runs), archived_at
+-- now() of the archive. A message still in the queue is unfinished.
+select msg_id::text, (message ->> 'n')::bigint, (message ->> 't')::int, true,
+       enqueued_at, last_read_at, archived_at
+  from a_harness
+union all
+select msg_id::text, (message ->> 'n')::bigint, (message ->> 't')::int, false,
+       enqueued_at, last_read_at, null::timestamptz
+  from q_harness

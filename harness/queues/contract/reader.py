@@ -1,0 +1,79 @@
+"""A worker adapter's events while it works, read on a thread of their own: each `job`
+into the task log, each `requeued` counted, anything else a protocol error; and its stop,
+bounded. The one reader of runs (harness/queues/contract/queue.py) and of the
+conformance kit (harness/run/conformance.py) alike.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from harness.queues.base import Signals, WorkerReport
+from harness.queues.contract import jobs
+from harness.queues.contract.process import STOP_BOUND_S, AdapterProcess
+from harness.queues.contract.protocol import (
+    AdapterFailed,
+    JobDone,
+    ProtocolError,
+    Requeued,
+    Stopped,
+    command,
+)
+
+
+class WorkerEvents(threading.Thread):
+    """Started once the worker adapter has been sent `start`; `error` is what ended it
+    early, if anything did (its `error` event, a protocol error, its exit)."""
+
+    def __init__(
+        self,
+        adapter: AdapterProcess,
+        report: WorkerReport,
+        signals: Signals | None = None,
+        index: int = 0,
+    ) -> None:
+        super().__init__(daemon=True)
+        self.adapter, self.report, self.signals, self.index = adapter, report, signals, index
+        self.error: Exception | None = None
+
+    def run(self) -> None:
+        try:
+            while not isinstance(event := self.adapter.next_event(), Stopped):
+                self._take(event)
+        except Exception as error:
+            self.error = error
+
+    def _take(self, event: object) -> None:
+        if isinstance(event, JobDone):
+            jobs.record_run(self.report, self.signals, self.index, jobs.task_run(event))
+        elif isinstance(event, Requeued):
+            self.report.lost_races += 1  # the task found its tenant at its cap
+        else:
+            raise ProtocolError(
+                f"adapter {self.adapter.adapter.name}: protocol: stdout line "
+                f"{self.adapter.lines}: '{event.event}' while working"  # type: ignore[attr-defined]
+            )
+
+    def wait_for(self, count: int, bound_s: float) -> None:
+        """Until `count` jobs are reported, the reader has ended, or `bound_s` has passed."""
+        deadline = time.monotonic() + bound_s
+        while len(self.report.task_runs) < count and self.is_alive():
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        """`stop` sent, its `stopped` awaited within STOP_BOUND_S; an error that ended it
+        raised. AdapterFailed where it does not stop in time."""
+        if self.error is not None:
+            raise self.error
+        self.adapter.send(command("stop"))
+        self.join(timeout=STOP_BOUND_S)
+        if self.error is not None:
+            raise self.error
+        if self.is_alive():
+            raise AdapterFailed(
+                f"adapter {self.adapter.adapter.name} did not stop within {STOP_BOUND_S:g} s "
+                "of `stop`"
+            )
