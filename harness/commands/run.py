@@ -15,6 +15,7 @@ from harness.commands.progress import ProgressBars
 from harness.commands.validate import load_all
 from harness.errors import HarnessError
 from harness.queues.catalog import catalog, require
+from harness.queues.contract.manifest import load_adapters, replacements
 from harness.results.folder import check_results_dir
 from harness.run.captures import requests
 from harness.run.crew import LOCAL, Placement
@@ -49,6 +50,8 @@ def run_command(
     for loaded in scenarios:
         refuse_restart(loaded, choice.kind)
     say = partial(console.print, highlight=False, markup=False)
+    for replaced in replacements(load_adapters(options.adapters_dir)):
+        say(f"Note: {replaced} (run.json records it)")
     for loaded in scenarios:  # a library or runtime missing: one line, before any server
         require(entries, named_queues(loaded.scenario), str(loaded.path), say)
     outcomes = []

@@ -27,7 +27,6 @@ tables as data, on another host.
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -268,7 +267,8 @@ class Missing:
 
 class Requirement(Protocol):
     """Something a queue needs beyond the harness's own dependencies (a Python package of
-    an extra, a runtime on the PATH), asked before any server starts."""
+    an extra, a runtime on the PATH: an adapter's, harness/queues/contract/runtime.py),
+    asked before any server starts."""
 
     def missing(self) -> Missing | None:
         """None when it is there."""
@@ -276,28 +276,6 @@ class Requirement(Protocol):
     def prepare(self, say: Say) -> None:
         """Made ready before any server starts (an install of its own, showing its
         progress); only called when nothing is missing."""
-
-
-@dataclass(frozen=True)
-class PythonPackages:
-    """Modules a queue imports that come with one of the package's extras."""
-
-    modules: tuple[str, ...]
-    extra: str
-
-    def missing(self) -> Missing | None:
-        absent = [module for module in self.modules if importlib.util.find_spec(module) is None]
-        if not absent:
-            return None
-        return Missing(
-            ", ".join(absent),
-            f"install the harness with its extra `{self.extra}`: pip install "
-            f"'tenant-queue-bench[{self.extra}]' (from a checkout: pipx install --force "
-            f"'.[{self.extra}]', or make venv)",
-        )
-
-    def prepare(self, say: Say) -> None:
-        return None
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,8 @@ from psycopg.types.json import Jsonb
 
 import harness
 from harness.queues.base import Program, Site
-from harness.queues.catalog import register_programs
 from harness.queues.contract import queue as contract
 from harness.queues.contract.manifest import load_adapters
-from harness.queues.libraries.procrastinate_queue import ProcrastinateQueue
 from harness.queues.programs import Refused
 from harness.queues.sql.strategies import Strategy
 from harness.queues.wire import program_to_wire
@@ -42,16 +40,15 @@ _IDS = itertools.count(1)
 
 def rows(server: Server, strategies: dict[str, Strategy]) -> dict[str, Row]:
     """An honest row of each kind, as a coordinator writes it."""
-    register_programs()
     inputs = RunInputs.of(Scenario.model_validate(yaml.safe_load(SHORT_NOISY)))
     site = Site(server.dsn, "harness_hostile")
-    library = ProcrastinateQueue("procrastinate", "one_queue", site, inputs)
+    library = contract.ContractQueue("pgmq", load_adapters()["pgmq"], "read", site, inputs)
     adapter = contract.ContractSpec(load_adapters()["graphile"], "one_queue", site, 10)
     return {
         "sql": program_to_wire(
             sql_queue(server, strategies["round_robin"], site.schema).workers(1)[0]
         ),
-        "procrastinate": program_to_wire(library.workers(2)[0]),
+        "library": program_to_wire(library.workers(2)[0]),
         "adapter": program_to_wire(Program("worker", contract.worker_main, adapter)),
     }
 
@@ -78,10 +75,7 @@ HOSTILE = {
     "os.system": (
         _program("harness.run.member:os.system"),
         "'harness.run.member:os.system' is not a program of the harness; a member runs only "
-        "adapter.enqueuer, adapter.worker, awa.enqueuer, awa.worker, dbos.enqueuer, "
-        "dbos.worker, pgmq.enqueuer, pgmq.worker, pgqueuer.enqueuer, pgqueuer.worker, "
-        "procrastinate.enqueuer, procrastinate.worker, saq.enqueuer, saq.worker, "
-        "sql.enqueuer, sql.worker",
+        "adapter.enqueuer, adapter.worker, sql.enqueuer, sql.worker",
     ),
     "the CLI": (
         _program("harness.__main__:app"),
@@ -125,13 +119,13 @@ HOSTILE = {
         "adapter.worker: spec.options: not a field of the spec of adapter.worker",
     ),
     "plans file": (
-        _set("procrastinate", plans_file="/home/bench/.bashrc"),
-        "procrastinate.worker: spec.plans_file: no file path travels: a plan capture runs "
+        _set("library", plans_file="/home/bench/.bashrc"),
+        "adapter.worker: spec.plans_file: no file path travels: a plan capture runs "
         "on the coordinator's host only",
     ),
     "schema name": (
-        _set("procrastinate", schema="public -c log_statement=all"),
-        "procrastinate.worker: spec.schema: Value error, 'public -c log_statement=all' is "
+        _set("library", schema="public -c log_statement=all"),
+        "adapter.worker: spec.schema: Value error, 'public -c log_statement=all' is "
         "not a schema the harness works in; use lowercase letters, digits and _",
     ),
     "pg_ schema": (
@@ -143,12 +137,12 @@ HOSTILE = {
         "257 programs; a member runs at most 256 (a repetition's most workers)",
     ),
     "absurd concurrency": (
-        _set("procrastinate", concurrency=1_000_000),
-        "procrastinate.worker: spec.concurrency: Input should be less than or equal to 256",
+        _set("library", concurrency=1_000_000),
+        "adapter.worker: spec.concurrency: Input should be less than or equal to 256",
     ),
     "DSN in a library's spec": (
-        _set("procrastinate", dsn="postgresql://postgres@evil.example/bench"),
-        "procrastinate.worker: spec.dsn: no DSN travels: a member connects with its own --dsn",
+        _set("library", dsn="postgresql://postgres@evil.example/bench"),
+        "adapter.worker: spec.dsn: no DSN travels: a member connects with its own --dsn",
     ),
     "DSN in a worker's spec": (
         _set("sql", site={"dsn": "postgresql://postgres@evil.example/bench", "schema": "x"}),

@@ -1,7 +1,8 @@
-"""The Python queue libraries through their own code, on a small noisy neighbour: the
-books balance from the library's tables and the task log, every job has the contract's
-times in order, and nothing of the library is left on the server afterwards. (The
-adapters of the contract, every language: tests/integration/test_adapters.py.)"""
+"""The Python queue libraries through their own code, as adapters of the contract run by
+the harness's own interpreter, on a small noisy neighbour: the books balance from the
+library's tables and the task log, every job has the contract's times in order, and
+nothing of the library is left on the server afterwards. (The adapters of every other
+language: tests/integration/test_adapters.py; each library's own: test_adapter_<lib>.py.)"""
 
 from __future__ import annotations
 
@@ -11,22 +12,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 import yaml
 
 from harness.analysis.plans import nodes
-from harness.queues import libraries
 from harness.queues.base import QueueEntry, Site
-from harness.queues.libraries import (
-    awa_queue,
-    dbos_queue,
-    notices,
-    pgmq_queue,
-    pgqueuer_queue,
-    procrastinate_queue,
-    saq_queue,
-)
+from harness.queues.catalog import catalog
+from harness.queues.contract.manifest import HARNESS_PYTHON, load_adapters
 from harness.run.repetition import Repetition, run_repetition
 from harness.run.scenario_run import RunOptions
 from harness.scenario.inputs import RunInputs
@@ -57,7 +49,13 @@ SMALL = {
         },
     ],
 }
-AWA = set(awa_queue.MAPPINGS)
+# Each Python library's mappings, by its adapter (run by the harness's interpreter).
+PYTHON = {
+    adapter.name: [m.strategy for m in adapter.manifest.mappings]
+    for adapter in load_adapters().values()
+    if adapter.manifest.command[0] == HARNESS_PYTHON
+}
+AWA = set(PYTHON.get("awa", []))
 NO_AWA = (
     "awa-pg ships wheels only (Linux x86_64/aarch64 with glibc, macOS) and none is "
     "installed here: pip install 'tenant-queue-bench[libraries]' where one exists"
@@ -73,25 +71,22 @@ LIBRARY_OBJECTS = (
 )
 
 
-DBOS = set(dbos_queue.MAPPINGS)
-# Added since make test was last timed: pgmq's and saq's mappings, and the tuned mappings
-# of procrastinate and pgqueuer (their defaults stay in make test).
-LATER = (
-    set(pgmq_queue.MAPPINGS)
-    | set(saq_queue.MAPPINGS)
-    | set(procrastinate_queue.TUNED_MAPPINGS)
-    | set(pgqueuer_queue.TUNED_MAPPINGS)
-)
-# make test runs one mapping of each library added since the four (a few seconds each:
-# awa installs some 400 relations per repetition); make test-libraries runs them all.
-SMOKE = {"dbos_partitioned_capped", "awa"}
+# make test runs one mapping of each Python library (a few seconds each: awa installs
+# some 400 relations per repetition); make test-libraries runs them all.
+SMOKE = {
+    "procrastinate_lock_per_tenant",
+    "pgqueuer_concurrency_limit",
+    "dbos_partitioned_capped",
+    "awa",
+    "pgmq_round_robin",
+    "saq_group_key",
+}
 
 
 def marked(names: list[str]) -> list[Any]:
-    """The mappings as parameters, the later libraries' beyond the smoke ones marked
-    `libraries` (make test-libraries)."""
-    later = (DBOS | AWA | LATER) - SMOKE
-    return [pytest.param(n, marks=pytest.mark.libraries) if n in later else n for n in names]
+    """The mappings as parameters, those beyond the smoke ones marked `libraries` (make
+    test-libraries)."""
+    return [n if n in SMOKE else pytest.param(n, marks=pytest.mark.libraries) for n in names]
 
 
 def skip_unless_installed(name: str) -> None:
@@ -101,7 +96,7 @@ def skip_unless_installed(name: str) -> None:
 
 
 def _entry(name: str) -> QueueEntry:
-    return next(entry for entry in libraries.entries() if entry.name == name)
+    return catalog()[name]
 
 
 def _schemas_like(server: Server, prefix: str) -> list[str]:
@@ -126,7 +121,7 @@ def _library_objects(server: Server) -> list[str]:
     return [row[0] for row in rows]
 
 
-@pytest.mark.parametrize("name", marked(sorted(entry.name for entry in libraries.entries())))
+@pytest.mark.parametrize("name", marked(sorted(n for names in PYTHON.values() for n in names)))
 def test_library_runs_through_the_repetition_with_balanced_books(server: Server, name: str) -> None:
     """The repetition's own path (install, crew, ledger, books); nothing left afterwards."""
     skip_unless_installed(name)
@@ -167,7 +162,7 @@ PLANS = {
         [
             "procrastinate_lock_per_tenant",
             "pgqueuer_entrypoint_per_tenant",
-            *sorted(DBOS),
+            *sorted(PYTHON.get("dbos", [])),
             *sorted(AWA),
             "pgmq_round_robin",
             "saq_group_key",
@@ -251,28 +246,6 @@ def test_without_a_superuser_a_library_capture_is_skipped_saying_why(
     assert not (outcome.folder.path / "explain" / "backlog" / "pgqueuer.json").exists()
 
 
-def test_the_relay_copies_a_session_and_hands_over_its_notices(
-    server: Server, tmp_path: Path
-) -> None:
-    """A driver that keeps notices to itself (awa's) is given the relay as its server: the
-    session goes through unchanged, and every notice's message reaches the harness."""
-    got: list[str] = []
-    relay = notices.Relay(server.dsn, got.append, str(tmp_path / "relay"))
-    relay.start()
-    try:
-        through = psycopg.conninfo.make_conninfo(
-            server.dsn, host=relay.folder, port=notices.PORT, sslmode="disable"
-        )
-        with psycopg.connect(through, autocommit=True) as conn:
-            conn.execute("set client_min_messages = notice")
-            conn.execute("do $$ begin raise notice 'relayed %', 42; end $$")
-            assert conn.execute("select 7").fetchone() == (7,)
-    finally:
-        relay.close()
-    assert got == ["relayed 42"]
-    assert not Path(relay.folder).exists()
-
-
 def test_a_queue_per_tenant_beyond_the_servers_connections_is_skipped_saying_why(
     server: Server, tmp_path: Path
 ) -> None:
@@ -293,5 +266,6 @@ def test_a_queue_per_tenant_beyond_the_servers_connections_is_skipped_saying_why
     by_strategy = plans.set_index("strategy")
     assert by_strategy.loc["fifo", "skipped"] == ""
     skipped = str(by_strategy.loc["awa_weighted_queues", "skipped"])
+    assert skipped.startswith("awa_weighted_queues cannot run here: ")
     assert "a queue per tenant, 204 of them, needs about 220 connections" in skipped
     assert _schemas_like(server, "awa") == []

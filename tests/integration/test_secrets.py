@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +26,7 @@ from harness.results.redaction import REDACTED
 from harness.server.connections import connect
 from harness.server.kinds import Server, ServerOptions
 from harness.server.providers import choose_provider, open_server
+from tests.conftest import harness_cli
 from tests.integration.conftest import run_yaml
 from tests.integration.test_libraries import SMALL
 
@@ -200,3 +202,40 @@ def test_settings_that_suggest_a_secret_are_not_in_the_run_folder(
     for path in (tmp_path / "results").rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "adapters"
+
+
+@pytest.mark.parametrize("role", ["install", "versions", "ledger"])
+def test_an_adapter_that_dies_is_one_line_without_its_password(
+    listening: Server, role_with_password: tuple[str, str], tmp_path: Path, role: str
+) -> None:
+    """An adapter that dies in a one-shot role with the password it was given on its
+    stderr (a driver's error may quote its connection): one line, exit 1, no traceback,
+    the password nowhere in what the harness said or kept."""
+    name, password = role_with_password
+    port = _without_query(listening.details["tcp_dsn"]).rsplit(":", 1)[1].split("/")[0]
+    dsn = f"postgresql://{name}:{password}@127.0.0.1:{port}/bench"
+    scenario = tmp_path / "dies.yaml"
+    scenario.write_text(yaml.safe_dump({**SMALL, "strategies": [f"fails_{role}"]}))
+    done = harness_cli(
+        "run",
+        str(scenario),
+        "--adapters-dir",
+        str(FIXTURES),
+        "--dsn",
+        dsn,
+        "--results-dir",
+        str(tmp_path / "results"),
+        timeout=120,
+        env={"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"},
+    )
+    assert done.returncode == 1, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith("run failed: ") and f"adapter fails_{role}" in line, line
+    assert "Traceback (most recent call last)" not in done.stderr
+    assert password not in done.stdout + done.stderr
+    for path in (tmp_path / "results").rglob("*"):
+        if path.is_file():
+            assert password.encode() not in path.read_bytes(), path

@@ -1,11 +1,14 @@
 """The adapter contract without a server (docs/adapters.md): manifests validated where
 they are read, every event an adapter writes validated where it enters, commands resolved
 without a shell inside the adapter's folder, the ledger from the task log and the
-library's records, and an adapter of --adapters-dir travelling to a fleet member."""
+library's records, and an adapter of --adapters-dir travelling to a fleet member; a
+queue declared once: its tuned settings with their sources, its worker processes, its
+fetch, its requirements, the shipped adapter it replaces."""
 
 from __future__ import annotations
 
 import json
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -13,11 +16,12 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.queues.base import Program, Site, TaskRun, WorkerReport
-from harness.queues.catalog import catalog, register_programs
-from harness.queues.contract import runtime
-from harness.queues.contract.manifest import load_adapters, read_manifest
+from harness.queues.catalog import catalog
+from harness.queues.contract import protocol, runtime
+from harness.queues.contract.jobs import ledger_of
+from harness.queues.contract.manifest import load_adapters, read_manifest, replacements
 from harness.queues.contract.protocol import JobDone, ProtocolError, Record, parse_event
-from harness.queues.contract.queue import ContractSpec, ledger_of, worker_main
+from harness.queues.contract.queue import ContractSpec, worker_main
 from harness.queues.programs import Local, Refused
 from harness.queues.sql.strategies import load_strategies
 from harness.queues.wire import program_from_wire, program_to_wire
@@ -47,6 +51,18 @@ promises = "one running job per tenant"
 max_workers = 1
 """
 T = "2026-12-01 10:00:00.123456+00"
+SHIPPED = {
+    "pgboss",
+    "graphile",
+    "minion",
+    "delayed_job",
+    "procrastinate",
+    "pgqueuer",
+    "dbos",
+    "awa",
+    "pgmq",
+    "saq",
+}
 
 
 def write(folder: Path, text: str, name: str = "river.toml") -> Path:
@@ -67,8 +83,8 @@ def test_a_manifest_declares_its_command_mappings_and_options(tmp_path: Path) ->
     ("change", "said"),
     [
         (
-            ("protocol = 1", "protocol = 2"),
-            "protocol: the adapter speaks protocol 2; this harness speaks 1",
+            ("protocol = 1", "protocol = 3"),
+            "protocol: the adapter speaks protocol 3; this harness speaks 1 and 2",
         ),
         (
             ('"bin/river-adapter"', '"/usr/bin/env"'),
@@ -102,11 +118,17 @@ def test_a_bad_manifest_is_one_line_naming_the_file_and_field(
 
 
 def test_the_shipped_adapters_and_another_folder_that_replaces_one(tmp_path: Path) -> None:
-    assert set(load_adapters()) == {"pgboss", "graphile", "minion", "delayed_job"}
+    assert set(load_adapters()) == SHIPPED
     mine = MANIFEST.replace('name = "river"', 'name = "minion"').replace("river", "minion")
     write(tmp_path / "minion", mine, "minion.toml")
-    replaced = load_adapters(tmp_path)["minion"]
+    adapters = load_adapters(tmp_path)
+    replaced = adapters["minion"]
     assert replaced.folder == tmp_path / "minion" and replaced.manifest.language == "Go"
+    assert replaced.replaces is not None and replaced.replaces.name == "minion"
+    assert replacements(adapters) == [
+        f"adapter minion of {tmp_path / 'minion'} replaces the shipped one ({replaced.replaces})"
+    ]
+    assert adapters["pgboss"].replaces is None
     assert "minion_queue_per_tenant" in catalog(adapters_dir=tmp_path)
     write(tmp_path / "minion", mine, "again.toml")
     with pytest.raises(HarnessError, match="adapter 'minion' is declared twice"):
@@ -146,7 +168,7 @@ def test_an_event_is_validated_where_it_enters() -> None:
     ("line", "said", "field"),
     [
         (b"starting 4 slots\n", "stdout line 7 is not a JSON object: 'starting 4 slots'", None),
-        (b'{"event": "hello"}\n', "stdout line 7 is no event of protocol 1", None),
+        (b'{"event": "hello"}\n', "stdout line 7 is no event of protocol 2", None),
         (b'{"event": "ready", "sql": "drop table x"}\n', "(ready): sql: not a field of it", "sql"),
         (b'{"event": "enqueued", "count": -1}\n', "(enqueued): count: Input should be", "count"),
         (b'{"event": "enqueued", "count": "5"}\n', "(enqueued): count: Input should be", "count"),
@@ -196,7 +218,6 @@ def test_the_ledger_takes_the_librarys_word_over_a_job_event() -> None:
 def test_an_adapter_travels_to_a_member_by_name_and_digest(tmp_path: Path) -> None:
     """Its spec holds no path, no command, no DSN; the member takes its own install's
     adapter of that name, refused without it or with a folder that differs."""
-    register_programs()
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
     write(ours / "river", MANIFEST)
     write(theirs / "river", MANIFEST.replace("one global order", "another order"))
@@ -215,3 +236,103 @@ def test_an_adapter_travels_to_a_member_by_name_and_digest(tmp_path: Path) -> No
         program_from_wire(row, Local(member, load_strategies(), load_adapters()))
     with pytest.raises(Refused, match=r"adapter 'river': this member's folder differs"):
         program_from_wire(row, Local(member, load_strategies(), load_adapters(theirs)))
+
+
+TUNED = (
+    MANIFEST.replace("protocol = 1", "protocol = 2")
+    + """
+[[mappings]]
+strategy = "river_tuned"
+mapping = "one_queue_tuned"
+promises = "one global order, fetched in batches"
+processes = "per_core"
+[mappings.options]
+fetch_batch = 100
+[mappings.tuned.sources]
+fetch_batch = "River's docs: a batch of 100"
+processes = "River's docs: a client per core"
+"""
+)
+
+
+def test_a_tuned_mapping_cites_each_setting_it_is_tuned_to(tmp_path: Path) -> None:
+    manifest = read_manifest(write(tmp_path / "river", TUNED))
+    tuned = manifest.mappings[2]
+    assert tuned.tuned_settings() == {"fetch_batch": 100, "processes": "per_core"}
+    assert manifest.mappings[0].tuned_settings() == {}
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (
+            ('fetch_batch = "River', 'batch_size = "River'),
+            "tuned cites ['batch_size']: each tuned setting is one of the mapping's options",
+        ),
+        (
+            ('strategy = "river_queue_per_tenant"', 'strategy = "river_queue_per_tenant_tuned"'),
+            "strategy 'river_queue_per_tenant_tuned' is named tuned: give its [tuned] sources",
+        ),
+        (
+            ('processes = "per_core"', 'processes = "per_core"\njobs_per_process = 4'),
+            "jobs_per_process and processes: give one of them",
+        ),
+        (
+            ("protocol = 2", "protocol = 1"),
+            "are protocol 2: say protocol = 2",
+        ),
+        (
+            (
+                'fetch_marker = "FROM river_job"',
+                'fetch_marker = "FROM river_job"\n[fetch]\nmarker = "x y z"',
+            ),
+            "fetch_marker and fetch: give one of them",
+        ),
+    ],
+)
+def test_a_protocol_2_field_out_of_its_rules_is_one_line(
+    tmp_path: Path, change: tuple[str, str], said: str
+) -> None:
+    path = write(tmp_path / "river", TUNED.replace(*change, 1))
+    with pytest.raises(HarnessError) as refused:
+        read_manifest(path)
+    line = str(refused.value)
+    assert "\n" not in line and line.startswith(str(path)) and said in line
+
+
+def test_the_harness_python_is_a_program_and_a_module_a_requirement(tmp_path: Path) -> None:
+    text = TUNED.replace('["bin/river-adapter", "--quiet"]', '["{python}", "river.py"]').replace(
+        'command = ["go", "version"]', 'python_modules = ["json", "no_such_module_x"]'
+    )
+    write(tmp_path / "river", text)
+    adapter = load_adapters(tmp_path)["river"]
+    assert runtime.resolve(adapter.manifest.command, adapter.folder) == [sys.executable, "river.py"]
+    assert runtime.missing(adapter) == "adapter river: no_such_module_x; Go is needed"
+
+
+def test_a_protocol_2_event_may_leave_out_what_the_ledger_has() -> None:
+    """A `job` without moments (its library's tables keep them) but with its fetch's time;
+    a `record` without its payload's number (pgqueuer deletes it); an install refused."""
+    job = parse_event(b'{"event": "job", "job": 3, "tenant": 1, "id": "a", "claim_ms": 2}', 1, "x")
+    assert isinstance(job, JobDone) and job.started_at is None and job.claim_ms == 2.0
+    line = json.dumps({"event": "record", "id": "a", "state": "done", "enqueued_at": T})
+    record = parse_event(line.encode(), 2, "x")
+    assert isinstance(record, Record) and record.job is None and record.started_at is None
+    refused = parse_event(b'{"event": "refused", "reason": "too many queues"}', 3, "x")
+    assert isinstance(refused, protocol.Refused) and refused.reason == "too many queues"
+
+
+def test_the_ledger_takes_a_records_moments_and_its_runs_number() -> None:
+    """A record whose payload is gone is told by its library id; its moments are the
+    record's where it has them, the run's otherwise."""
+    record = Record(event="record", id="id7", state="done", enqueued_at=T, started_at=T)  # type: ignore[arg-type]
+    later = datetime(2026, 12, 1, 11, tzinfo=UTC)
+    run = TaskRun(7, 2, "id7", None, later, later, claim_ms=1.5)
+    ledger = ledger_of([record], [WorkerReport(3, task_runs=[run])])
+    (only,) = ledger.records
+    assert (only.job_id, only.tenant_id, only.status, only.worker) == (7, 2, "done", 3)
+    assert only.started_at == datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=UTC)
+    assert only.finished_at == later and only.claim_ms == 1.5
+    orphan = Record(event="record", id="id8", state="waiting", enqueued_at=T)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="library id id8: its payload is gone"):
+        ledger_of([orphan], [])

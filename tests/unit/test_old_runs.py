@@ -71,7 +71,7 @@ def test_harness_report_renders_an_old_run_to_the_same_tables(tmp_path: Path, na
     assert Calibration.from_dict(json.loads((folder / "calibration.json").read_text())).pairs
     assert _table_lines(folder / "summary.md") == _table_lines(FIXTURES / name / "summary.md")
     document = json.loads((folder / "run.json").read_text())
-    assert document["format_version"] == 3 and document["queues"] == {}  # migrated from 1
+    assert document["format_version"] == 4 and document["queues"] == {}  # migrated from 1
     assert [server["pg_version"] for server in document["servers"]] == ["17.10"]
     assert (folder / "report.html").exists()
 

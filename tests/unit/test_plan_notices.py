@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.queues.libraries.captures import append_notice, read_plans
+from harness.queues.contract.captures import append_notice, read_plans
 
 MARKER = "FOR UPDATE SKIP LOCKED"
 

@@ -10,18 +10,10 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.queues.base import Missing, PythonPackages, QueueEntry
+from harness.queues.base import Missing, QueueEntry
 from harness.queues.catalog import catalog, require, unmet
 from harness.queues.contract import runtime
-from harness.queues.contract.manifest import load_adapters
-from harness.queues.libraries import (
-    awa_queue,
-    dbos_queue,
-    pgmq_queue,
-    pgqueuer_queue,
-    procrastinate_queue,
-    saq_queue,
-)
+from harness.queues.contract.manifest import HARNESS_PYTHON, load_adapters
 from harness.scenario.traits import QueueTraits
 from tests.conftest import ROOT
 
@@ -43,12 +35,14 @@ def entry(name: str, *requires: object) -> QueueEntry:
     return QueueEntry(name, QueueTraits(), lambda site, inputs: None, requires=requires)  # type: ignore[arg-type, return-value]
 
 
-def test_a_missing_module_names_itself_and_the_extra_that_brings_it() -> None:
-    absent = PythonPackages(("sys", "no_such_module_of_ours"), "libraries").missing()
-    assert absent is not None
-    assert absent.what == "no_such_module_of_ours"
-    assert "tenant-queue-bench[libraries]" in absent.install
-    assert PythonPackages(("sys", "json"), "libraries").missing() is None
+PYTHON_LIBRARIES = {  # adapter -> the modules it imports of the `libraries` extra
+    "procrastinate": "procrastinate",
+    "pgqueuer": "pgqueuer",
+    "dbos": "dbos",
+    "awa": "awa",
+    "pgmq": "pgmq",
+    "saq": "saq",
+}
 
 
 def test_the_queues_needing_one_install_share_one_sentence_and_nothing_is_prepared() -> None:
@@ -80,24 +74,20 @@ def test_what_is_met_is_made_ready_before_the_server() -> None:
 
 
 def test_every_library_mapping_declares_what_it_needs() -> None:
+    """Every adapter's mappings need its runtime; a Python library's is its modules, of
+    the `libraries` extra, which its manifest names."""
     entries = catalog()
-    modules = {
-        procrastinate_queue: "procrastinate",
-        pgqueuer_queue: "pgqueuer",
-        dbos_queue: "dbos",
-        awa_queue: "awa",
-        pgmq_queue: "pgmq",
-        saq_queue: "saq",
-    }
-    for module, imported in modules.items():
-        for name in module.MAPPINGS:
-            (requires,) = entries[name].requires
-            assert isinstance(requires, PythonPackages), name
-            assert requires.extra == "libraries" and imported in requires.modules, name
-    for adapter in load_adapters().values():
+    adapters = load_adapters()
+    for adapter in adapters.values():
         for declared in adapter.manifest.mappings:
             requires = entries[declared.strategy].requires
             assert requires == (runtime.AdapterRuntime(adapter),), declared.strategy
+    for name, module in PYTHON_LIBRARIES.items():
+        manifest = adapters[name].manifest
+        assert manifest.command[0] == HARNESS_PYTHON, name
+        (needs,) = manifest.requires
+        assert needs.python_modules is not None and module in needs.python_modules, name
+        assert "tenant-queue-bench[libraries]" in needs.install, name
     assert all(not entries[name].requires for name in ("fifo", "round_robin"))
 
 
@@ -106,6 +96,8 @@ def test_an_adapter_whose_runtime_is_absent_says_what_to_install(
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no node, perl or ruby on it
     for adapter in load_adapters().values():
+        if adapter.name in PYTHON_LIBRARIES:
+            continue  # the harness's own interpreter: on no PATH
         absent = runtime.AdapterRuntime(adapter).missing()
         assert absent is not None, adapter.name
         assert absent.what.endswith("fails here") and absent.install, adapter.name

@@ -101,7 +101,7 @@ def test_a_run_json_of_version_1_is_migrated_on_reading() -> None:
     """The fixture runs were written by the harness of format 1, before `queues`."""
     assert json.loads((FIXTURE_RUN / "run.json").read_text())["format_version"] == 1
     document = load_document(FIXTURE_RUN)
-    assert (document.format_version, document.queues) == (3, {})
+    assert (document.format_version, document.queues) == (4, {})
 
 
 def test_an_isolation_json_of_version_1_is_migrated_on_reading(tmp_path: Path) -> None:
@@ -133,7 +133,48 @@ def test_the_committed_baselines_read_and_write_back_the_same(path: Path) -> Non
 
 
 def test_a_migration_runs_for_each_version_a_format_still_reads() -> None:
-    assert RunDocument.reads() == (1, 2, 3)
+    assert RunDocument.reads() == (1, 2, 3, 4)
     assert IsolationDocument.reads() == (1, 2)
     for document in documents():
         assert set(type(document).MIGRATIONS) == set(type(document).reads()[:-1])
+
+
+def test_a_version_3_runs_queues_are_read_as_the_typed_record() -> None:
+    """Format 3's provenance was a dict whose keys differed by library (procrastinate's
+    `connector`, others' `driver`; a library's `version`, an adapter's `versions`); each
+    is read into format 4's one record, nothing it said dropped."""
+    version_3 = {
+        "format_version": 3,
+        "run_id": "r",
+        "status": "complete",
+        "started_at": "2026-12-01T00:00:00+00:00",
+        "scenario": {"name": "s", "path": "s.yaml", "sha256": "0", "seed": 1},
+        "queues": {
+            "fifo": {"kind": "sql", "files": ["fifo.sql"], "claim": "short"},
+            "procrastinate_tuned": {
+                "library": "procrastinate",
+                "version": "3.5.0",
+                "connector": "PsycopgConnector",
+                "mapping": "one_queue",
+                "settings": {"listen_notify": True},
+                "tuned": {"processes": 2},
+            },
+            "pgboss": {
+                "adapter": "pgboss",
+                "protocol": 1,
+                "library": "pg-boss",
+                "language": "JavaScript (Node 22)",
+                "versions": {"pg-boss": "12.38.0"},
+                "settings": {"batchSize": 1},
+                "unlike_the_scenario": ["polls every 0.5 s"],
+            },
+        },
+    }
+    queues = RunDocument.from_data(version_3, "run.json").queues
+    assert queues["fifo"].settings == {"files": ["fifo.sql"], "claim": "short"}
+    assert (queues["fifo"].kind, queues["fifo"].library) == ("sql", "harness")
+    tuned = queues["procrastinate_tuned"]
+    assert tuned.versions == {"procrastinate": "3.5.0"} and tuned.tuned == {"processes": 2}
+    assert tuned.settings == {"listen_notify": True, "connector": "PsycopgConnector"}
+    pgboss = queues["pgboss"]
+    assert (pgboss.protocol, pgboss.unlike_the_scenario) == (1, ["polls every 0.5 s"])

@@ -15,11 +15,8 @@ import pytest
 import yaml
 
 from harness.queues.base import Program, Site, TaskRun, WorkerReport
-from harness.queues.catalog import register_programs
 from harness.queues.contract import queue as contract
 from harness.queues.contract.manifest import load_adapters
-from harness.queues.libraries.pgqueuer_queue import PgqueuerQueue
-from harness.queues.libraries.procrastinate_queue import ProcrastinateQueue
 from harness.queues.programs import Local, Refused
 from harness.queues.sql.queue import SqlQueue
 from harness.queues.sql.strategies import load_strategies
@@ -46,17 +43,17 @@ order by id limit 1 for update skip locked;
 
 @pytest.fixture(scope="module")
 def inputs() -> RunInputs:
-    register_programs()
     return RunInputs.of(Scenario.model_validate(yaml.safe_load(SHORT_NOISY)))
 
 
 def every_kind(inputs: RunInputs) -> list[Program]:
-    """A worker and an enqueuer of the SQL strategies and of each library."""
+    """A worker and an enqueuer of the SQL strategies and of adapters (a Python
+    library's, its tenants and their weights named, and pg-boss's)."""
     sql = SqlQueue(load_strategies()["round_robin"], COORDINATOR, inputs)
     adapter = contract.ContractSpec(load_adapters()["pgboss"], "one_queue", COORDINATOR, 10)
+    pgmq = load_adapters()["pgmq"]
     libraries = [
-        ProcrastinateQueue("procrastinate_lock_per_tenant", "lock_per_tenant", COORDINATOR, inputs),
-        PgqueuerQueue("pgqueuer_concurrency_limit", "concurrency_limit", COORDINATOR, inputs),
+        contract.ContractQueue("pgmq_round_robin", pgmq, "round_robin", COORDINATOR, inputs),
     ]
     return [
         *sql.workers(2),
@@ -79,10 +76,6 @@ def test_every_program_travels_without_dsn_or_sql_and_comes_back_the_same(
     assert {row["program"] for row in rows} == {
         "sql.worker",
         "sql.enqueuer",
-        "procrastinate.worker",
-        "procrastinate.enqueuer",
-        "pgqueuer.worker",
-        "pgqueuer.enqueuer",
         "adapter.worker",
         "adapter.enqueuer",
     }
@@ -128,7 +121,7 @@ def test_a_capture_and_a_worker_with_faults_never_leave_the_coordinator(
 ) -> None:
     """A capture's worker appends to a file of the coordinator's host; a worker with the
     fault features is killed and replaced there: neither has a wire form."""
-    queue = ProcrastinateQueue("procrastinate", "one_queue", COORDINATOR, inputs)
+    queue = contract.ContractQueue("pgmq", load_adapters()["pgmq"], "read", COORDINATOR, inputs)
     with pytest.raises(ValueError, match="plan capture runs on the coordinator's host only"):
         program_to_wire(queue.capture_workers(2, "/tmp/plans.txt")[0])
     faults = yaml.safe_load(SHORT_NOISY) | {"faults": {"lease": {"seconds": 1}}}

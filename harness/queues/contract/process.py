@@ -42,6 +42,7 @@ class AdapterProcess:
 
     def __init__(self, adapter: Adapter, config: Config, plans: PlanSink | None = None) -> None:
         self.adapter, self.plans = adapter, plans
+        self.secret = config.connection.password  # never shown, whatever the adapter prints
         self.lines = 0
         self.stopped_in_time: bool | None = None
         line = config.line()  # before the process: a bad config starts nothing
@@ -77,7 +78,10 @@ class AdapterProcess:
                     self.plans(event.message)
                 continue
             if isinstance(event, protocol.Error):
-                raise AdapterFailed(f"adapter {self.adapter.name} failed: {event.message}")
+                said = (
+                    event.message.replace(self.secret, "********") if self.secret else event.message
+                )
+                raise AdapterFailed(f"adapter {self.adapter.name} failed: {said}")
             return event
 
     def _read(self) -> Event:
@@ -104,7 +108,10 @@ class AdapterProcess:
             self.process.wait(timeout=10)
         self.stderr.seek(0)
         lines = self.stderr.read().decode("utf-8", "replace").strip().splitlines()
-        return lines[-1][:300] if lines else f"exit code {self.process.returncode}"
+        if not lines:
+            return f"exit code {self.process.returncode}"
+        last = lines[-1][:300]
+        return last.replace(self.secret, "********") if self.secret else last
 
     def close(self, bound_s: float = STOP_BOUND_S) -> None:
         """Its stdin closed (a stop, for an adapter that did not get one), its exit awaited

@@ -25,6 +25,7 @@ from pydantic import (
     ValidationError,
 )
 
+from harness.errors import RunFailed
 from harness.queues.contract.manifest import PROTOCOL, Fetch, OptionValue
 from harness.queues.programs import TenantId
 
@@ -35,17 +36,17 @@ MAX_CLAIM_MS = 86_400_000.0
 Job = tuple[int, int, float]  # the harness's number, the tenant, the duration in ms
 
 
-class ProtocolError(RuntimeError):
-    """An adapter wrote something that is not protocol 1: the line and what is wrong (and
-    the field at fault, where one is)."""
+class ProtocolError(RunFailed):
+    """An adapter wrote something that is not its protocol: the line and what is wrong
+    (and the field at fault, where one is). The run cannot be trusted: one line, exit 1."""
 
     def __init__(self, message: str, field: str | None = None) -> None:
         super().__init__(message)
         self.field = field
 
 
-class AdapterFailed(RuntimeError):
-    """An adapter said it failed (its `error` event)."""
+class AdapterFailed(RunFailed):
+    """An adapter said it failed (its `error` event): one line, exit 1."""
 
 
 class AdapterExited(AdapterFailed):

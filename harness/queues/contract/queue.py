@@ -378,21 +378,12 @@ class ContractQueue:
             jobs.analyze(conn, schema)
 
     def workers(self, count: int) -> list[Program]:
-        shares = jobs.shares(count, self.processes(count))
+        shares = jobs.shares(count, worker_processes(self.declared, count))
         spec = replace(self.spec, processes=len(shares))
         return [
             Program("worker", worker_main, replace(spec, concurrency=share), self._named(slot))
             for slot, share in enumerate(shares)
         ]
-
-    def processes(self, count: int) -> int:
-        """How many worker processes share `count` workers, as the mapping declares."""
-        declared = self.declared
-        if declared.jobs_per_process is not None:
-            return -(-count // declared.jobs_per_process)
-        if declared.processes == "per_core":
-            return min(count, os.cpu_count() or 1)
-        return count if declared.processes == "per_worker" else 1
 
     def _named(self, slot: int) -> str:
         return f"{self.adapter.name}-worker-{slot}"
@@ -465,6 +456,17 @@ class ContractQueue:
         if found is None:
             raise HarnessError(f"{self.name} cannot be explained: {NO_FETCH}")
         return found
+
+
+def worker_processes(declared: MappingDecl, count: int) -> int:
+    """How many worker processes share `count` workers, as the mapping declares: one, one
+    per core or per worker (never more than the workers), or as many as
+    `jobs_per_process` takes."""
+    if declared.jobs_per_process is not None:
+        return -(-count // declared.jobs_per_process)
+    if declared.processes == "per_core":
+        return min(count, os.cpu_count() or 1)
+    return count if declared.processes == "per_worker" else 1
 
 
 def traits_of(adapter: Adapter, declared: MappingDecl) -> QueueTraits:
