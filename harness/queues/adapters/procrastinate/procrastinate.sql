@@ -1,0 +1,23 @@
+-- What the adapter reads of procrastinate's own tables, in the run's schema (the
+-- connection's search_path), once the workers have stopped.
+
+-- name: procrastinate_ledger
+-- Every job: its id, the harness's number and tenant (its args), its state, and its
+-- moments. procrastinate_jobs has no timestamps; its events table has one per
+-- transition, each now() of the transaction that made it (deferred: the insert,
+-- started: the fetch, succeeded: the finish).
+select jobs.id::text,
+       (jobs.args ->> 'n')::bigint,
+       (jobs.args ->> 't')::int,
+       case jobs.status
+         when 'succeeded' then 'done'
+         when 'todo' then 'waiting'
+         when 'doing' then 'running'
+         else 'failed'
+       end,
+       min(events.at) filter (where events.type = 'deferred'),
+       min(events.at) filter (where events.type = 'started'),
+       max(events.at) filter (where events.type = 'succeeded')
+  from procrastinate_jobs as jobs
+  left join procrastinate_events as events on events.job_id = jobs.id
+ group by jobs.id

@@ -1,0 +1,220 @@
+"""saq through its own code, as an adapter of the contract (docs/adapters.md): its
+`PostgresQueue` (its tables made by its own migrations, `connect`), its `enqueue` (many
+at once as its `map` does: `asyncio.gather` over enqueues), its `Worker` with
+`concurrency` = the process's share of the scenario's workers, on its psycopg pool,
+every connection in the run's schema (search_path).
+
+Mappings of tenants onto its knobs (saq.toml):
+  one_queue   every job in one queue, no group
+  group_key   each job's `group_key` is its tenant: "Only one job per group can be active
+              at any time" (saq's Job docstring)
+  processes   one queue; the manifest runs its Worker in a process per core (saq's
+              `--workers`), the scenario's workers dealt among them
+
+Its dequeue takes up to as many jobs as the queue has tasks waiting, in `priority,
+scheduled` order (scheduled: whole seconds), skipping the groups with an active job; its
+workers wake on LISTEN/NOTIFY (`saq:<queue>`, notified by every enqueue) and on a 1 s
+`schedule` timer. The queue is named after the run's schema, so its channel and the rows
+of its tables are the run's own, and its advisory locks' first key (saq_lock_keyspace) is
+drawn from the schema's name.
+
+In a plan capture each fetch is one Worker of concurrency 1 on a queue of its own (one
+task waiting: each dequeue takes one job), started once the Workers before it hold
+their jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import logging
+import sys
+import zlib
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+
+import psycopg
+from psycopg_pool import AsyncConnectionPool
+from saq import Worker
+from saq.queue.postgres import PostgresQueue
+from saq.types import Context
+
+from harness.queues.adapters.python import kit
+
+TASK = "harness_job"
+ENQUEUE_CHUNK = 1_000  # enqueues gathered at once (its pool has up to 20 connections)
+SQL = kit.sql_blocks(Path(__file__).with_name("saq.sql"))
+
+
+def _grouped(config: kit.Config) -> bool:
+    return bool(config["mapping"] == "group_key")
+
+
+def _queue(config: kit.Config, out: kit.Out | None) -> PostgresQueue:
+    """saq's queue on a pool made as saq makes its own (`from_url`), in the run's schema,
+    which saq opens, sizes (4 to 20) and closes; in a capture, its plans sent to `out`."""
+    pool = AsyncConnectionPool(
+        kit.conninfo(config),
+        check=AsyncConnectionPool.check_connection,
+        open=False,
+        configure=kit.pool_configure(out) if out is not None else None,
+    )
+    schema = config["schema"]
+    return PostgresQueue(
+        pool=pool,
+        name=schema,
+        saq_lock_keyspace=zlib.crc32(schema.encode()) & 0x7FFFFFFF,
+        manage_pool_lifecycle=True,
+    )
+
+
+@asynccontextmanager
+async def _connected(
+    config: kit.Config, out: kit.Out | None = None
+) -> AsyncIterator[PostgresQueue]:
+    """saq's queue, connected: `connect` also makes its tables (its migrations). The
+    server is reached once before: its pool would retry a failing connection for 30 s
+    before it says why."""
+    async with await psycopg.AsyncConnection.connect(kit.conninfo(config)):
+        pass
+    queue = _queue(config, out)
+    await queue.connect()
+    try:
+        yield queue
+    finally:
+        await queue.disconnect()
+
+
+# -- the roles ---------------------------------------------------------------------------
+
+
+def versions(config: kit.Config) -> kit.Said:
+    return kit.Said(
+        versions={"saq": importlib.metadata.version("saq")},
+        settings={
+            "driver": "PostgresQueue on psycopg_pool.AsyncConnectionPool (4 to 20 connections)",
+            "worker_processes": "the manifest's (processes), the workers shared",
+            "concurrency": "the scenario's workers, shared by the processes",
+            "wake_up": "LISTEN/NOTIFY (poll_interval 0, its default)",
+            "timers_s": {"schedule": 1, "sweep": 60, "abort": 1, "worker_info": 10},
+            "group_key": "tenant" if _grouped(config) else None,
+            "job_timeout_s": 0,
+            "job_ttl_s": 0,
+        },
+    )
+
+
+def install(config: kit.Config) -> None:
+    asyncio.run(_install(config))
+
+
+async def _install(config: kit.Config) -> None:
+    async with _connected(config):
+        pass  # its tables, made by `connect`, and nothing else
+
+
+@asynccontextmanager
+async def enqueuer(config: kit.Config) -> AsyncIterator[kit.Enqueue]:
+    async with _connected(config) as queue:
+
+        async def enqueue(jobs: list[kit.Job]) -> None:
+            await _enqueue_jobs(queue, _grouped(config), jobs)
+
+        yield enqueue
+
+
+async def _enqueue_jobs(queue: PostgresQueue, grouped: bool, jobs: list[kit.Job]) -> None:
+    """Many jobs at once, as saq's `map` enqueues them. Its per-job timeout (10 s by
+    default) is off: the harness's timeout_s bounds a run, and a plan capture holds its
+    jobs for as long as it lasts."""
+    for first in range(0, len(jobs), ENQUEUE_CHUNK):
+        await asyncio.gather(
+            *(
+                queue.enqueue(
+                    TASK,
+                    n=n,
+                    t=t,
+                    ms=ms,
+                    group_key=str(t) if grouped else None,
+                    timeout=0,
+                    ttl=0,  # kept: the ledger reads every finished job from saq_jobs
+                )
+                for n, t, ms in jobs[first : first + ENQUEUE_CHUNK]
+            )
+        )
+
+
+async def worker(config: kit.Config, work: kit.Work) -> None:
+    """Its Worker (a Worker per fetch in a plan capture) from the start to the stop."""
+    # Its stop cancels the tasks still waiting for a job, with a warning each time.
+    logging.getLogger("saq").setLevel(logging.ERROR)
+    async with AsyncExitStack() as stack:
+        workers = await _workers(stack, config, work)
+        work.ready()
+        await work.started()
+        running = [asyncio.create_task(_run(slot, w, work)) for slot, w in enumerate(workers)]
+        await work.stopped()
+        for each in workers:
+            await each.stop()
+        await asyncio.gather(*running)
+
+
+async def _workers(
+    stack: AsyncExitStack, config: kit.Config, work: kit.Work
+) -> list[Worker[Context]]:
+    """One Worker of all the process's slots; in a capture, one of concurrency 1 per
+    fetch, each on a queue of its own, as a process of saq's would be."""
+    slots = config["concurrency"]
+    shares = [1] * slots if work.hold else [slots]
+    out = work.out if work.hold else None
+    found: list[Worker[Context]] = []
+    for share in shares:
+        queue = await stack.enter_async_context(_connected(config, out))
+        found.append(_worker_of(queue, share, work))
+    return found
+
+
+def _worker_of(queue: PostgresQueue, concurrency: int, work: kit.Work) -> Worker[Context]:
+    async def harness_job(ctx: Context, *, n: int, t: int, ms: float) -> None:
+        if work.hold:
+            await work.hold_job()
+        elif ms > 0:
+            await asyncio.sleep(ms / 1000)
+
+    async def finished(ctx: Context) -> None:
+        """The task log, once saq has written the job complete (its after_process hook
+        runs after the finish): the run ends when every job is, and no later."""
+        job = ctx["job"]
+        if job.status == "complete" and not work.hold:
+            kwargs = job.kwargs or {}
+            work.job(kwargs["n"], kwargs["t"], str(job.key))
+
+    saq_worker: Worker[Context] = Worker(
+        queue,
+        functions=[(TASK, harness_job)],
+        concurrency=concurrency,
+        after_process=finished,
+    )
+    saq_worker.SIGNALS = []  # the harness ends its processes; Ctrl-C is the runner's
+    return saq_worker
+
+
+async def _run(slot: int, saq_worker: Worker[Context], work: kit.Work) -> None:
+    """A Worker until the stop; in a capture, started once the slots before it hold
+    their jobs, so that its one fetch runs with theirs running."""
+    if work.hold:
+        await work.turn(slot)
+    if not work.stop.is_set():
+        await saq_worker.start()
+
+
+def ledger(config: kit.Config) -> Iterator[kit.Record]:
+    with psycopg.connect(kit.conninfo(config)) as conn:
+        rows = conn.execute(SQL["saq_ledger"].sql).fetchall()  # type: ignore[arg-type]
+    for library_id, job, tenant, state, enqueued, started, finished in rows:
+        yield kit.Record(library_id, state, enqueued, job, tenant, started, finished)
+
+
+if __name__ == "__main__":
+    kit.serve(sys.modules[__name__])
