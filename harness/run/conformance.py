@@ -46,7 +46,7 @@ from harness.run.books import check_books
 from harness.scenario.inputs import RunInputs
 from harness.scenario.model import Scenario
 from harness.server.connections import RUN_TOKEN, connect
-from harness.server.schema import own_schema
+from harness.server.schema import own_schema, recreate
 from harness.sqlfiles import builtin_blocks
 
 MOMENTS = ("enqueued_at", "started_at", "finished_at")
@@ -129,6 +129,8 @@ def _mapping(verdict: Verdict, adapter: Adapter, mapping: str, dsn: str, inputs:
         timeout_s=DONE_BOUND_S,
     )
     with own_schema(dsn, schema, outside=outside):
+        with connect(dsn) as conn:  # the schemas its library insists on, made as a run does
+            recreate(conn, schema, outside)
         _run(verdict, spec, inputs, mapping)
         after = _outside(dsn, schema, outside)
         _compare(verdict, "created outside the run's schema", before, after)

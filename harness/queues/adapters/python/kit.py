@@ -8,6 +8,7 @@ An adapter program is a module with a function per role, served by `serve(module
     def enqueuer(config) -> async context manager yielding `async enqueue(jobs)`
     async def worker(config, work: Work)      its library's worker, from `work.ready()`
                                               to `await work.stopped()`
+    def event_loop(config) -> factory | None  optional: the worker's event loop (uvloop's)
 
 `serve` reads the config (the first line on stdin), runs the role, reads the commands
 that follow on a thread of its own, and writes the events: one JSON object a line on the
@@ -260,8 +261,16 @@ def _enqueuer(module: Any, config: Config, out: Out) -> None:
 def _worker(module: Any, config: Config, out: Out) -> None:
     work = Work(out, config)
     Commands(work).start()
-    asyncio.run(module.worker(config, work))
+    with asyncio.Runner(loop_factory=_loop_factory(module, config)) as runner:
+        runner.run(module.worker(config, work))
     out.emit({"event": "stopped"})
+
+
+def _loop_factory(module: Any, config: Config) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The worker's event loop where its module chooses one (`event_loop(config)`, e.g.
+    uvloop's, as a library's own runner uses it); asyncio's otherwise."""
+    choose = getattr(module, "event_loop", None)
+    return choose(config) if choose is not None else None
 
 
 _ROLES: dict[str, Callable[[Any, Config, Out], None]] = {
