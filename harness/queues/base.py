@@ -50,7 +50,11 @@ if TYPE_CHECKING:  # annotations only: every spawned process loads this module, 
 class QueueRefused(HarnessError):
     """A queue cannot run on this server as configured (awa's queue per tenant needs a
     connection per tenant), said by the queue itself as it installs: one line for a run,
-    a capture's skip reason for harness explain."""
+    its `reason` a capture's skip reason for harness explain."""
+
+    def __init__(self, queue: str, reason: str) -> None:
+        super().__init__(f"{queue} cannot run here: {reason}")
+        self.reason = reason
 
 
 @dataclass(frozen=True)

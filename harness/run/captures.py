@@ -143,7 +143,7 @@ def capture(
     try:
         queue.install(conn, rows)
     except QueueRefused as refused:  # its library cannot run on this backlog here
-        return Capture(variant, queue.name, _backlog_shape(rows), skipped=str(refused))
+        return Capture(variant, queue.name, _backlog_shape(rows), skipped=refused.reason)
     queue.load_backlog(conn, rows)
     result = Capture(
         variant, queue.name, _backlog_shape(rows), load_s=round(time.perf_counter() - began, 3)

@@ -266,6 +266,6 @@ def test_a_queue_per_tenant_beyond_the_servers_connections_is_skipped_saying_why
     by_strategy = plans.set_index("strategy")
     assert by_strategy.loc["fifo", "skipped"] == ""
     skipped = str(by_strategy.loc["awa_weighted_queues", "skipped"])
-    assert skipped.startswith("awa_weighted_queues cannot run here: ")
+    assert skipped.startswith("awa's runtime holds a connection per queue")
     assert "a queue per tenant, 204 of them, needs about 220 connections" in skipped
     assert _schemas_like(server, "awa") == []

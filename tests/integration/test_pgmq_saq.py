@@ -16,11 +16,15 @@ import yaml
 
 from harness.analysis.plans import GROWS_WITH_BACKLOG, READS_BACKLOG, nodes
 from harness.queues.base import Site
-from harness.queues.libraries import saq_queue
+from harness.queues.contract.manifest import load_adapters
+from harness.queues.contract.queue import ContractSpec
 from harness.run.scenario_run import RunOptions
 from harness.server.kinds import Server
 from harness.server.schema import own_schema
+from tests.adapter_modules import adapter_module
 from tests.integration.conftest import run_yaml
+
+saq = adapter_module("saq")
 
 LARGE = 2_000  # queued jobs of the large tenant: READS BACKLOG needs 1,000 or more
 SKEWED = {
@@ -98,7 +102,7 @@ def test_saq_group_key_passes_over_the_active_groups_backlog(skewed: Any) -> Non
     # once over its pool (ENQUEUE_CHUNK): large jobs of the small ones' second and batch
     # may sit after them in the index (1,833 of 2,000 were before them at load 2), the
     # earlier batches' may not.
-    assert (runs["rows_removed"] >= LARGE - saq_queue.ENQUEUE_CHUNK).all()
+    assert (runs["rows_removed"] >= LARGE - saq.ENQUEUE_CHUNK).all()
     assert (runs["flags"] == READS_BACKLOG).all()
     plain = _runs(skewed, "saq")
     assert (plain["rows_removed"] == 0).all() and (plain["flags"] == "").all()
@@ -110,26 +114,19 @@ def test_saq_group_key_holds_back_jobs_without_a_group(server: Server) -> None:
     group that is NULL, never true, while any grouped job is active. The ungrouped job
     waits for the grouped one to finish although a worker is free."""
     site = Site(server.dsn, "saq_starved")
-    spec = saq_queue.Spec.of(site, _inputs(), "group_key")
+    spec = ContractSpec(load_adapters()["saq"], "group_key", site, 10.0)
+    config = spec.config("worker").model_dump(by_alias=True)
     with own_schema(site.dsn, site.schema):
-        taken = asyncio.run(_dequeues(spec))
+        taken = asyncio.run(_dequeues(config))
     assert taken == ["grouped", None, "ungrouped"]
 
 
-def _inputs() -> Any:
-    from harness.scenario.inputs import RunInputs
-    from harness.scenario.model import Scenario
-
-    scenario = {**SKEWED, "strategies": ["saq_group_key"]}
-    return RunInputs.of(Scenario.model_validate(scenario))
-
-
-async def _dequeues(spec: saq_queue.Spec) -> list[str | None]:
+async def _dequeues(config: dict[str, Any]) -> list[str | None]:
     """A grouped job dequeued (active), an ungrouped one enqueued behind it: what the next
     dequeue gets while the first is active, and once it is finished."""
     from saq.job import Status
 
-    queue = saq_queue._queue(spec)
+    queue = saq._queue(config, None)
     await queue.connect()
     try:
         await queue.enqueue("task", key="grouped", group_key="1")

@@ -367,7 +367,7 @@ class ContractQueue:
         self.spec = self._serving(rows if rows is not None else self.inputs.backlog)
         _, ended = run_role(self.adapter, self.spec.config("install"), (Installed, Refused))
         if isinstance(ended, Refused):
-            raise QueueRefused(f"{self.name} cannot run here: {ended.reason}")
+            raise QueueRefused(self.name, ended.reason)
 
     def load_backlog(self, conn: psycopg.Connection[Any], rows: BacklogRows) -> None:
         loaded = jobs.backlog_jobs(self.inputs, rows)
