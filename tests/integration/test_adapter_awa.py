@@ -1,0 +1,167 @@
+"""awa's adapter beyond what the catalog-wide tests check: its refusal of a queue per
+tenant the server has no connections for (at install, and so as a capture's skip), the
+relay that hands its sessions' notices over, and what its mappings' options and the
+config make of its queues, poll, pool and queue ring."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import yaml
+
+from harness.queues.adapters.awa import awa_adapter as adapter
+from harness.queues.adapters.awa import notice_relay
+from harness.queues.adapters.awa.awa_adapter import Setup
+from harness.queues.base import Site
+from harness.queues.contract.manifest import load_adapters
+from harness.queues.contract.process import run_role
+from harness.queues.contract.protocol import Connection, Installed, Refused
+from harness.queues.contract.queue import ContractSpec
+from harness.run.scenario_run import RunOptions
+from harness.server.connections import connect
+from harness.server.kinds import Server
+from harness.server.schema import own_schema
+from tests.integration.conftest import run_yaml
+
+AWA = load_adapters()["awa"]
+CONNECTION = Connection(host="/run/pg", port=5433, user="u", password="p@ss", dbname="d")
+NO_AWA = pytest.mark.skipif(
+    importlib.util.find_spec("awa") is None,
+    reason="awa-pg ships wheels only (Linux x86_64/aarch64 with glibc, macOS) and none is "
+    "installed here: pip install 'tenant-queue-bench[libraries]' where one exists",
+)
+
+
+def config(mapping: str, tenants: int = 3, **more: Any) -> dict[str, Any]:
+    """A config as the harness hands it to the adapter, with its mapping's options."""
+    ids = tuple(range(1, tenants + 1))
+    spec = ContractSpec(
+        AWA, mapping, Site("", "tqb_test"), 10.0, concurrency=4, tenants=ids, weights=ids
+    )
+    return {**spec.config("worker", CONNECTION).model_dump(by_alias=True), **more}
+
+
+def _awa_schema(server: Server) -> bool:
+    with connect(server.dsn) as conn:
+        return conn.execute("select to_regnamespace('awa') is not null").fetchone() == (True,)
+
+
+def test_its_install_refuses_a_queue_per_tenant_the_server_has_no_connections_for(
+    server: Server,
+) -> None:
+    """Its runtime holds a connection per queue: 200 tenants' queues on a server of 100
+    connections are refused with the reason, before anything of awa is made."""
+    tenants = tuple(range(1, 201))
+    site = Site(server.dsn, "tqb_test_awa_refused")
+    spec = ContractSpec(AWA, "weighted_queues", site, 10.0, tenants=tenants, weights=tenants)
+    with own_schema(server.dsn, site.schema):
+        _, ended = run_role(AWA, spec.config("install"), (Installed, Refused))
+    assert isinstance(ended, Refused)
+    assert "a queue per tenant, 200 of them, needs about 216 connections" in ended.reason
+    assert "its docs size the pool at 820" in ended.reason
+    assert not _awa_schema(server)
+
+
+def test_one_queue_needs_few_connections_whatever_the_tenants() -> None:
+    assert Setup.of(config("one_queue", tenants=10_000)).refused(20) is None
+    assert Setup.of(config("weighted_queues", tenants=4)).refused(20) is None
+    assert Setup.of(config("weighted_queues", tenants=5)).refused(20) is not None
+
+
+PLANS = {
+    "name": "awa-plans",
+    "workers": 2,
+    "strategies": ["fifo", "awa_weighted_queues"],
+    "repetitions": 1,
+    "poll_interval_ms": 10,
+    "timeout_s": 20,
+    "tenant_cap": 1,
+    "backlog": {
+        "groups": [
+            {"name": "large", "tenants": 1, "jobs_per_tenant": 200},
+            {"name": "small", "tenants": 3, "jobs_per_tenant": 1},
+            {"name": "idle", "tenants": 200, "jobs_per_tenant": 0},
+        ]
+    },
+    "explain": {"repeat": 1},
+}
+
+
+@NO_AWA
+def test_a_capture_its_install_refuses_is_skipped_saying_why(
+    server: Server, tmp_path: Path
+) -> None:
+    """The refusal as a capture's skip reason (harness explain): the others are captured;
+    nothing of awa is made."""
+    outcome = run_yaml(server, tmp_path, yaml.safe_dump(PLANS), RunOptions(timed=False))
+    plans = outcome.tables.plans
+    assert plans is not None
+    by_strategy = plans.set_index("strategy")
+    assert by_strategy.loc["fifo", "skipped"] == ""
+    skipped = str(by_strategy.loc["awa_weighted_queues", "skipped"])
+    assert "a queue per tenant, 204 of them, needs about 220 connections" in skipped
+    assert not _awa_schema(server)
+
+
+def test_the_relay_copies_a_session_and_hands_over_its_notices(
+    server: Server, tmp_path: Path
+) -> None:
+    """A driver that keeps notices to itself (awa's) is given the relay as its server: the
+    session goes through unchanged, and every notice's message reaches the harness."""
+    got: list[str] = []
+    relay = notice_relay.Relay(server.dsn, got.append, str(tmp_path / "relay"))
+    relay.start()
+    try:
+        through = psycopg.conninfo.make_conninfo(
+            server.dsn, host=relay.folder, port=notice_relay.PORT, sslmode="disable"
+        )
+        with psycopg.connect(through, autocommit=True) as conn:
+            conn.execute("set client_min_messages = notice")
+            conn.execute("do $$ begin raise notice 'relayed %', 42; end $$")
+            assert conn.execute("select 7").fetchone() == (7,)
+    finally:
+        relay.close()
+    assert got == ["relayed 42"]
+    assert not Path(relay.folder).exists()
+
+
+def test_a_capture_connects_through_the_relay_with_auto_explain() -> None:
+    url = adapter.awa_url(config("one_queue", explain_options="-c a.b=on"), "/tmp/x/relay")
+    assert url.startswith("postgres://u:p%40ss@localhost/d?")
+    assert "host=%2Ftmp%2Fx%2Frelay&port=5432" in url and "sslmode=disable" in url
+    assert "options=-c%20a.b%3Don" in url
+    assert "host=%2Frun%2Fpg&port=5433" in adapter.awa_url(config("one_queue"))
+
+
+def test_each_tenants_queue_takes_its_weight_from_the_config() -> None:
+    setup = Setup.of(config("weighted_queues", tenants=3, weights=[5, 1, 2]))
+    queues = adapter._queue_configs(setup)
+    assert [(q["name"], q["weight"]) for q in queues] == [
+        ("tenant-1", 5),
+        ("tenant-2", 1),
+        ("tenant-3", 2),
+    ]
+    assert adapter._start_options(setup)["global_max_workers"] == 4
+
+
+def test_its_queue_ring_rotates_more_slowly_than_the_run_may_last() -> None:
+    assert Setup.of(config("one_queue", timeout_s=300.0)).rotate_ms == 360_000
+    assert adapter.rotate_ms(0.5) == 60_500
+
+
+def test_tuned_it_polls_at_its_own_200_ms_and_says_so() -> None:
+    tuned = Setup.of(config("one_queue_tuned", tenants=11))
+    assert (tuned.poll_ms, tuned.pool) == (200, 24)
+    assert adapter.departures(tuned, 10.0) == [
+        "polls every 0.2 s, not every 10 ms as the scenario asks (awa's own poll, as its "
+        "maintainers run it: a NOTIFY on every enqueue and a slot its queue frees wake its "
+        "dispatchers)"
+    ]
+    assert adapter.departures(tuned, 500.0) == []
+    default = Setup.of(config("one_queue", tenants=11))
+    assert (default.poll_ms, default.pool, adapter.departures(default, 10.0)) == (10, 10, [])
+    assert Setup.of(config("weighted_queues", tenants=11)).pool == 64
