@@ -88,8 +88,7 @@ def versions(config: kit.Config) -> kit.Said:
         versions={"procrastinate": importlib.metadata.version("procrastinate")},
         settings={
             "connector": "PsycopgConnector (psycopg_pool.AsyncConnectionPool)",
-            "worker_processes": "the manifest's (processes), the workers shared",
-            "concurrency": "the scenario's workers, shared by the processes",
+            "concurrency": "the scenario's workers, dealt among the processes its manifest runs",
             "listen_notify": True,
             "fetch_job_polling_interval_s": config["poll_interval_ms"] / 1000,
             "pool_max_size": f"concurrency + {_pool_spare(config)}",

@@ -94,8 +94,7 @@ def versions(config: kit.Config) -> kit.Said:
         versions={"saq": importlib.metadata.version("saq")},
         settings={
             "driver": "PostgresQueue on psycopg_pool.AsyncConnectionPool (4 to 20 connections)",
-            "worker_processes": "the manifest's (processes), the workers shared",
-            "concurrency": "the scenario's workers, shared by the processes",
+            "concurrency": "the scenario's workers, dealt among the processes its manifest runs",
             "wake_up": "LISTEN/NOTIFY (poll_interval 0, its default)",
             "timers_s": {"schedule": 1, "sweep": 60, "abort": 1, "worker_info": 10},
             "group_key": "tenant" if _grouped(config) else None,

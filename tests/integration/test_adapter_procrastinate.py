@@ -1,0 +1,85 @@
+"""procrastinate through its adapter (harness/queues/adapters/procrastinate/): its lock
+per tenant keeps a tenant to one running job, from the moments of its own events table,
+and its captured fetch with the large tenant's job held walks that tenant's backlog.
+`libraries`: make test-libraries."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.queues.base import Site
+from harness.queues.catalog import catalog
+from harness.run.repetition import Repetition, run_repetition
+from harness.run.scenario_run import RunOptions
+from harness.scenario.inputs import RunInputs
+from harness.scenario.model import Scenario
+from harness.server.kinds import Server
+from harness.server.schema import own_schema
+from tests.integration.conftest import Quiet, run_yaml
+
+pytestmark = pytest.mark.libraries
+pytest.importorskip("procrastinate", reason="make venv installs the extra `libraries`")
+
+NOISY = {
+    "name": "procrastinate-lock",
+    "workers": 3,
+    "strategies": ["procrastinate_lock_per_tenant"],
+    "repetitions": 1,
+    "poll_interval_ms": 10,
+    "timeout_s": 60,
+    "tenant_cap": 1,
+    "tenant_groups": [
+        {"name": "large", "tenants": 1, "jobs_per_tenant": 20, "duration_ms": 10},
+        {"name": "small", "tenants": 3, "jobs_per_tenant": 3, "duration_ms": 10},
+    ],
+}
+LARGE = 2_000
+SKEWED = {
+    "name": "procrastinate-fetches",
+    "strategies": ["procrastinate", "procrastinate_lock_per_tenant"],
+    "backlog": {
+        "groups": [
+            {"name": "large", "tenants": 1, "jobs_per_tenant": LARGE},
+            {"name": "small", "tenants": 3, "jobs_per_tenant": 1},
+        ]
+    },
+    "explain": {"repeat": 2},
+}
+
+
+def test_a_lock_per_tenant_runs_one_job_of_a_tenant_at_a_time(server: Server) -> None:
+    """Each job's lock is its tenant: no two jobs of a tenant overlap, by the started and
+    succeeded events procrastinate itself recorded, while three workers had work."""
+    name = "procrastinate_lock_per_tenant"
+    inputs = RunInputs.of(Scenario.model_validate(NOISY))
+    site = Site(server.dsn, "procrastinate_lock")
+    queue = catalog()[name].make(site, inputs)
+    with own_schema(site.dsn, site.schema):
+        result = run_repetition(queue, site, inputs, Repetition(name, 3, 1), Quiet())
+    assert result.books == "balanced"
+    runs: dict[int, list[tuple[Any, Any]]] = defaultdict(list)
+    for row in result.jobs:
+        runs[row["tenant_id"]].append((row["started_at"], row["finished_at"]))
+    for spans in runs.values():
+        spans.sort()
+        assert all(end <= start for (_, end), (start, _) in pairwise(spans))
+
+
+def test_the_lock_makes_each_later_fetch_walk_the_large_tenants_backlog(
+    server: Server, tmp_path: Path
+) -> None:
+    """With the large tenant's first job held (its lock taken), every later fetch passes
+    over that tenant's queued jobs, each refused by the `NOT EXISTS` over its lock: many
+    times the buffers of the one queue's fetch, which takes the head of its index."""
+    outcome = run_yaml(server, tmp_path, yaml.safe_dump(SKEWED), RunOptions(timed=False))
+    runs = outcome.tables.runs
+    assert runs is not None
+    buffers = runs.groupby("strategy")["shared_buffers"]
+    assert buffers.min()["procrastinate_lock_per_tenant"] > LARGE
+    assert buffers.max()["procrastinate"] < 100

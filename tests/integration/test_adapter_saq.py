@@ -1,0 +1,101 @@
+"""saq through its adapter (harness/queues/adapters/saq/): what its group_key does to a
+job without a group, and its plan capture, one Worker of concurrency 1 per fetch taking
+turns inside the one adapter process. `libraries`: make test-libraries."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.queues.contract.queue import connection_of
+from harness.run.scenario_run import RunOptions
+from harness.server.kinds import Server
+from harness.server.schema import own_schema
+from tests.integration.conftest import run_yaml
+
+pytestmark = pytest.mark.libraries
+saq_job = pytest.importorskip("saq.job", reason="saq: make venv installs the extra `libraries`")
+saq_adapter = pytest.importorskip("harness.queues.adapters.saq.saq_adapter")
+
+LARGE = 2_000  # the large tenant's queued jobs: more than an enqueue's chunk
+SKEWED = {
+    "name": "saq-fetches",
+    "strategies": ["saq", "saq_group_key"],
+    "backlog": {
+        "groups": [
+            {"name": "large", "tenants": 1, "jobs_per_tenant": LARGE},
+            {"name": "small", "tenants": 3, "jobs_per_tenant": 1},
+        ]
+    },
+    "explain": {"repeat": 3},
+}
+
+
+@pytest.fixture(scope="module")
+def skewed(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    directory = tmp_path_factory.mktemp("saq-fetches")
+    return run_yaml(server, directory, yaml.safe_dump(SKEWED), RunOptions(timed=False))
+
+
+def _fetched_rows(outcome: Any, strategy: str) -> list[int]:
+    """The jobs each of the later captured fetches took (its UPDATE's rows)."""
+    saved = outcome.folder.path / "explain" / "backlog" / f"{strategy}.json"
+    plans = json.loads(saved.read_text())["plans"]
+    return [plan[0]["Plan"]["Actual Rows"] for plan in plans]
+
+
+def _runs(outcome: Any, strategy: str) -> Any:
+    runs = outcome.tables.runs
+    assert runs is not None
+    return runs[runs["strategy"] == strategy]
+
+
+@pytest.mark.parametrize("strategy", ["saq", "saq_group_key"])
+def test_each_captured_fetch_takes_one_job(skewed: Any, strategy: str) -> None:
+    """saq's dequeue takes as many jobs as its queue has tasks waiting: the capture's
+    Workers of one task each, started in turn, make every fetch take one job."""
+    assert _fetched_rows(skewed, strategy) == [1, 1, 1]
+
+
+def test_the_later_fetches_run_with_the_earlier_jobs_active(skewed: Any) -> None:
+    """The Workers take turns: once the large tenant's first job is held, each later
+    group_key dequeue walks past that tenant's queued jobs (`group_key NOT IN` the active
+    groups) to a small tenant's; a fetch that ran before it would remove none."""
+    runs = _runs(skewed, "saq_group_key")
+    # saq stamps `scheduled` in whole seconds and the adapter enqueues a chunk at once:
+    # the large jobs of the small ones' second may sit after them in its index.
+    assert (runs["rows_removed"] >= LARGE - saq_adapter.ENQUEUE_CHUNK).all()
+    plain = _runs(skewed, "saq")
+    assert (plain["rows_removed"] == 0).all()
+
+
+def test_group_key_holds_back_jobs_without_a_group(server: Server) -> None:
+    """saq's dequeue skips `group_key NOT IN (the active groups)`: for a job without a
+    group that is NULL, never true, while any grouped job is active. The ungrouped job
+    waits for the grouped one to finish although a task is free."""
+    config = {
+        "schema": "saq_starved",
+        "connection": connection_of(server.dsn).model_dump(),
+        "mapping": "group_key",
+    }
+    with own_schema(server.dsn, config["schema"]):
+        taken = asyncio.run(_dequeues(config))
+    assert taken == ["grouped", None, "ungrouped"]
+
+
+async def _dequeues(config: dict[str, Any]) -> list[str | None]:
+    """A grouped job dequeued (active), an ungrouped one enqueued behind it: what the next
+    dequeue gets while the first is active, and once it is finished."""
+    async with saq_adapter._connected(config) as queue:
+        await queue.enqueue("task", key="grouped", group_key="1")
+        first = await queue.dequeue(timeout=1)
+        assert first is not None
+        await queue.enqueue("task", key="ungrouped")
+        while_active = await queue.dequeue(timeout=1.5)
+        await first.finish(saq_job.Status.COMPLETE)
+        after = await queue.dequeue(timeout=1.5)
+    return [job.key if job else None for job in (first, while_active, after)]
