@@ -5,7 +5,6 @@ test-heavy); both in make test-matrix."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -15,12 +14,8 @@ import pytest
 import yaml
 
 from harness.analysis.plans import GROWS_WITH_BACKLOG, READS_BACKLOG, nodes
-from harness.queues.base import Site
-from harness.queues.contract.manifest import load_adapters
-from harness.queues.contract.queue import ContractSpec
 from harness.run.scenario_run import RunOptions
 from harness.server.kinds import Server
-from harness.server.schema import own_schema
 from tests.adapter_modules import adapter_module
 from tests.integration.conftest import run_yaml
 
@@ -106,38 +101,6 @@ def test_saq_group_key_passes_over_the_active_groups_backlog(skewed: Any) -> Non
     assert (runs["flags"] == READS_BACKLOG).all()
     plain = _runs(skewed, "saq")
     assert (plain["rows_removed"] == 0).all() and (plain["flags"] == "").all()
-
-
-@pytest.mark.libraries
-def test_saq_group_key_holds_back_jobs_without_a_group(server: Server) -> None:
-    """saq's dequeue skips `group_key NOT IN (the active groups)`: for a job without a
-    group that is NULL, never true, while any grouped job is active. The ungrouped job
-    waits for the grouped one to finish although a worker is free."""
-    site = Site(server.dsn, "saq_starved")
-    spec = ContractSpec(load_adapters()["saq"], "group_key", site, 10.0)
-    config = spec.config("worker").model_dump(by_alias=True)
-    with own_schema(site.dsn, site.schema):
-        taken = asyncio.run(_dequeues(config))
-    assert taken == ["grouped", None, "ungrouped"]
-
-
-async def _dequeues(config: dict[str, Any]) -> list[str | None]:
-    """A grouped job dequeued (active), an ungrouped one enqueued behind it: what the next
-    dequeue gets while the first is active, and once it is finished."""
-    from saq.job import Status
-
-    queue = saq._queue(config, None)
-    await queue.connect()
-    try:
-        await queue.enqueue("task", key="grouped", group_key="1")
-        first = await queue.dequeue(timeout=1)
-        await queue.enqueue("task", key="ungrouped")
-        while_active = await queue.dequeue(timeout=1.5)
-        await first.finish(Status.COMPLETE)
-        after = await queue.dequeue(timeout=1.5)
-        return [job.key if job else None for job in (first, while_active, after)]
-    finally:
-        await queue.disconnect()
 
 
 GROWING = {
