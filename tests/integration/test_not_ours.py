@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import signal
 import subprocess
 import sys
@@ -41,7 +40,7 @@ from harness.server.schema import (
 )
 from tests.conftest import harness_cli
 from tests.integration.conftest import Quiet, sql_queue
-from tests.integration.test_cli_runs import MARK, ONE_STRATEGY, server_programs
+from tests.integration.test_cli_runs import ONE_STRATEGY, marked_env, server_programs
 
 # A token no live run has: what a run killed outright leaves in its schema's comment.
 DEAD = "0123456789abcdef"
@@ -67,7 +66,6 @@ GONE_WITHIN_S = 10
 def start_explain(tmp_path: Path, *options: str) -> subprocess.Popen[str]:
     scenario = tmp_path / "long-load.yaml"
     scenario.write_text(LONG_LOAD)
-    name, _, value = MARK.partition("=")
     results = str(tmp_path / "results")
     return subprocess.Popen(
         [
@@ -83,7 +81,7 @@ def start_explain(tmp_path: Path, *options: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, name: value},
+        env=marked_env(),
     )
 
 

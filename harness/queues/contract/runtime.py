@@ -18,7 +18,8 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.queues.base import Missing, Say
 from harness.queues.contract.manifest import Adapter
-from harness.server.npm import cache_root
+from harness.server.reachable_python import launch
+from harness.server.run_user import shared_cache
 
 REQUIREMENT_TIMEOUT_S = 60
 PREPARE_TIMEOUT_S = 900
@@ -74,15 +75,17 @@ def require(adapter: Adapter) -> None:
 
 def _succeeds(argv: list[str], folder: Path) -> bool:
     try:
+        command, as_user = launch("requirement", argv, folder)  # run as the adapter runs
         done = subprocess.run(
-            argv,
+            command,
             cwd=folder,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=REQUIREMENT_TIMEOUT_S,
             check=False,
+            **as_user,
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, subprocess.TimeoutExpired, HarnessError):
         return False
     return done.returncode == 0
 
@@ -109,7 +112,7 @@ def run_dir(adapter: Adapter, say: Say | None = None) -> Path:
 
 
 def _prepared(folder: Path, digest: str, command: tuple[str, ...], say: Say) -> Path:
-    target = cache_root() / "adapters" / f"{folder.name}-{digest[:16]}"
+    target = shared_cache() / "adapters" / f"{folder.name}-{digest[:16]}"
     if (target / ".prepared").exists():
         return target
     argv = resolve(list(command), folder)
@@ -124,6 +127,7 @@ def _prepared(folder: Path, digest: str, command: tuple[str, ...], say: Say) -> 
         shutil.rmtree(staging, ignore_errors=True)
         raise HarnessError(f"{folder}: prepare (`{' '.join(command)}`) failed: {last}")
     (staging / ".prepared").touch()
+    staging.chmod(0o755)  # for the run's user (the shared cache keeps others out)
     with contextlib.suppress(OSError):  # another process may have prepared it meanwhile
         staging.rename(target)
     shutil.rmtree(staging, ignore_errors=True)
