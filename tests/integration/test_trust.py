@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -20,17 +21,24 @@ from harness.errors import HarnessError
 from harness.queues.base import Site
 from harness.queues.contract import runtime
 from harness.queues.contract.manifest import Adapter, load_adapters
-from harness.queues.contract.process import AdapterProcess
+from harness.queues.contract.process import AdapterProcess, run_role
 from harness.queues.contract.protocol import (
+    Enqueued,
+    Installed,
     Ready,
+    Stopped,
+    command,
+    enqueue_command,
 )
 from harness.queues.contract.queue import ContractSpec
 from harness.server import run_user
 from harness.server.builds import CELERP
+from harness.server.connections import connect
 from harness.server.embedded import client_program, reachable_install
 from harness.server.kinds import Server, ServerOptions
 from harness.server.pgbouncer import login_for, running_pgbouncer, unavailable_reason
 from harness.server.providers import choose_provider, open_server
+from harness.server.schema import own_schema
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="only a root run hands its programs on")
 CANARY = "TQB_TRUST_CANARY"
@@ -165,3 +173,79 @@ def test_a_planted_shared_cache_is_refused_in_one_line(
     line = str(refused.value)
     assert "\n" not in line and line.startswith(f"{planted}: is owned by uid 65534, not root")
     assert "remove it (as root) and run again" in line and not any(planted.iterdir())
+
+
+# -- Delayed::Job's handler -------------------------------------------------------------
+
+# Delayed::Job's own loader builds this and calls its perform: Kernel.sleep(0), or any
+# method of any class with any arguments.
+OTHER_CLASS = (
+    "--- !ruby/object:Delayed::PerformableMethod\n"
+    "object: !ruby/class 'Kernel'\nmethod_name: :sleep\nargs:\n- 0\n"
+)
+
+
+@pytest.fixture
+def dj_schema(server: Server) -> Iterator[str]:
+    schema = f"trust_dj_{os.getpid()}"
+    with own_schema(server.dsn, schema):
+        yield schema
+
+
+def _enqueue(spec: ContractSpec, jobs: list[list[float]]) -> None:
+    enqueuer = AdapterProcess(spec.adapter, spec.config("enqueuer"))
+    try:
+        enqueuer.expect(Ready)
+        enqueuer.send(enqueue_command(jobs))  # type: ignore[arg-type]
+        assert enqueuer.expect(Enqueued).count == len(jobs)
+        enqueuer.send(command("stop"))
+        enqueuer.expect(Stopped)
+    finally:
+        enqueuer.close()
+
+
+def _rows(server: Server, schema: str) -> list[tuple[int, bool, str | None]]:
+    with connect(server.dsn, schema=schema) as conn:
+        found = conn.execute(
+            "select id, failed_at is not null, last_error from delayed_jobs order by id"
+        )
+        return [(int(row[0]), bool(row[1]), row[2]) for row in found]
+
+
+def _settled(server: Server, schema: str) -> list[tuple[int, bool, str | None]]:
+    """The rows once one is left, failed (DJ deletes a job it performed), or in 30 s."""
+    deadline = time.monotonic() + 30
+    while (rows := _rows(server, schema)) and time.monotonic() < deadline:
+        if len(rows) == 1 and rows[0][1]:
+            break
+        time.sleep(0.1)
+    return rows
+
+
+@pytest.mark.adapters
+def test_a_delayed_job_handler_rewritten_to_another_class_is_refused_not_run(
+    server: Server, dj_schema: str
+) -> None:
+    """A row's handler is data: one rewritten to Delayed::PerformableMethod (which
+    performs any method) fails unperformed, its error naming the class; an honest job
+    beside it runs."""
+    adapter = shipped("delayed_job")
+    spec = ContractSpec(adapter, "one_queue", Site(server.dsn, dj_schema), 10)
+    run_role(adapter, spec.config("install"), Installed)
+    _enqueue(spec, [[1, 1, 0], [2, 1, 0]])
+    first = _rows(server, dj_schema)[0][0]
+    with connect(server.dsn, schema=dj_schema) as conn:
+        conn.execute("update delayed_jobs set handler = %s where id = %s", (OTHER_CLASS, first))
+    worker = AdapterProcess(adapter, spec.config("worker"))
+    try:
+        worker.expect(Ready)
+        worker.send(command("start"))
+        done = worker.next_event()
+        assert getattr(done, "job", None) == 2  # the honest one
+        rows = _settled(server, dj_schema)
+        worker.send(command("stop"))
+        worker.expect(Stopped)
+    finally:
+        worker.close()
+    assert len(rows) == 1 and rows[0][:2] == (first, True), rows
+    assert "unspecified class: Delayed::PerformableMethod" in (rows[0][2] or "")
