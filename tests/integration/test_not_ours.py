@@ -371,7 +371,8 @@ def test_a_leftover_with_a_users_view_on_it_is_not_taken_over(
             assert done.returncode == 2, done.stderr
             assert done.stderr.strip() == (
                 "error: --reuse-schema: schema left_viewed is not taken over: 1 object outside "
-                "it depends on it (view public.on_leftover), which dropping it would drop too"
+                "it depends on it (view public.on_leftover), which dropping it would drop too; "
+                "drop schema left_viewed cascade removes it and them"
             )
             with psycopg.connect(server.dsn, autocommit=True) as conn:
                 assert conn.execute("select id from public.on_leftover").fetchall() == [(7,)]
@@ -513,7 +514,8 @@ def test_a_fixed_name_schema_the_harness_did_not_create_refuses_the_run(server: 
         assert str(refused.value) == (
             "schema fixed_users exists already on this server and the harness did not create "
             "it: a library of this run keeps its tables in a schema of that fixed name "
-            "(docs/real-queues.md), so run it on a database without one"
+            "(docs/real-queues.md); run it on a database without one, or, if nothing in it "
+            "is to be kept, drop it first: `drop schema fixed_users cascade;`"
         )
         assert still_there(server, "fixed_users") and not _exists(server, "run_beside")
 

@@ -6,6 +6,7 @@ refused, not performed; a schema holding another role's object is never dropped.
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from harness.errors import HarnessError
 from harness.queues.base import Site
@@ -38,7 +40,7 @@ from harness.server.embedded import client_program, reachable_install
 from harness.server.kinds import Server, ServerOptions
 from harness.server.pgbouncer import login_for, running_pgbouncer, unavailable_reason
 from harness.server.providers import choose_provider, open_server
-from harness.server.schema import own_schema
+from harness.server.schema import MARK, own_schema
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="only a root run hands its programs on")
 CANARY = "TQB_TRUST_CANARY"
@@ -249,3 +251,94 @@ def test_a_delayed_job_handler_rewritten_to_another_class_is_refused_not_run(
         worker.close()
     assert len(rows) == 1 and rows[0][:2] == (first, True), rows
     assert "unspecified class: Delayed::PerformableMethod" in (rows[0][2] or "")
+
+
+# -- schemas the harness does not own ----------------------------------------------------
+
+
+@pytest.fixture
+def other_role(server: Server) -> Iterator[str]:
+    name = f"tqb_other_{os.getpid()}"
+    with connect(server.dsn) as conn:
+        conn.execute(sql.SQL("create role {}").format(sql.Identifier(name)))
+    yield name
+    with connect(server.dsn) as conn:
+        conn.execute(sql.SQL("drop owned by {}").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("drop role {}").format(sql.Identifier(name)))
+
+
+def _marked_with_theirs(server: Server, schema: str, role: str) -> None:
+    """A schema as a killed run leaves it (our mark, a token no session has), holding a
+    table that `role` owns."""
+    leftover = f"{MARK} run {secrets.token_hex(8)}"
+    ident = sql.Identifier(schema)
+    with connect(server.dsn) as conn:
+        conn.execute(sql.SQL("create schema {}").format(ident))
+        conn.execute(sql.SQL("comment on schema {} is {}").format(ident, sql.Literal(leftover)))
+        conn.execute(sql.SQL("create table {}.theirs (id int)").format(ident))
+        owner = sql.SQL("alter table {}.theirs owner to {}")
+        conn.execute(owner.format(ident, sql.Identifier(role)))
+
+
+def _theirs_survives(server: Server, schema: str) -> bool:
+    with connect(server.dsn) as conn:
+        return conn.execute(
+            "select to_regclass(%s) is not null", (f"{schema}.theirs",)
+        ).fetchone() == (True,)
+
+
+def _drop(server: Server, schema: str) -> None:
+    with connect(server.dsn) as conn:
+        conn.execute(sql.SQL("drop schema if exists {} cascade").format(sql.Identifier(schema)))
+
+
+def test_a_marked_awa_with_another_owners_table_survives(server: Server, other_role: str) -> None:
+    """A leftover `awa` of a killed run holding a table another role made there is
+    refused, not dropped with it: one line naming the table and its owner."""
+    _marked_with_theirs(server, "awa", other_role)
+    try:
+        with (
+            pytest.raises(HarnessError) as refused,
+            own_schema(server.dsn, "trust_awa", outside=("awa",)),
+        ):
+            pass
+        line = str(refused.value)
+        assert "\n" not in line and "is not dropped: 1 object in it is another role's" in line
+        assert f"(table awa.theirs of {other_role})" in line
+        assert _theirs_survives(server, "awa")
+    finally:
+        _drop(server, "awa")
+
+
+def test_an_awa_the_harness_did_not_make_is_refused_with_the_line_that_drops_it(
+    server: Server,
+) -> None:
+    with connect(server.dsn) as conn:
+        conn.execute("create schema awa")
+    try:
+        with (
+            pytest.raises(HarnessError) as refused,
+            own_schema(server.dsn, "trust_awa", outside=("awa",)),
+        ):
+            pass
+        line = str(refused.value)
+        assert "\n" not in line and "the harness did not create it" in line
+        assert line.endswith("drop it first: `drop schema awa cascade;`")
+    finally:
+        _drop(server, "awa")
+
+
+def test_reuse_schema_leaves_a_leftover_holding_another_roles_table(
+    server: Server, other_role: str
+) -> None:
+    schema = f"trust_reuse_{os.getpid()}"
+    _marked_with_theirs(server, schema, other_role)
+    try:
+        with pytest.raises(HarnessError) as refused, own_schema(server.dsn, schema, reuse=True):
+            pass
+        line = str(refused.value)
+        assert line.startswith(f"--reuse-schema: schema {schema} is not taken over: 1 object")
+        assert f"drop schema {schema} cascade removes it and them" in line
+        assert _theirs_survives(server, schema)
+    finally:
+        _drop(server, schema)
