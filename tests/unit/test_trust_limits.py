@@ -8,18 +8,76 @@ import json
 import os
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.errors import HarnessError
+from harness.queues.base import Program, Site
+from harness.queues.catalog import register_programs
+from harness.queues.contract import queue as contract
 from harness.queues.contract import runtime
 from harness.queues.contract.manifest import SHIPPED, load_adapters
+from harness.queues.programs import Local, Refused
+from harness.queues.wire import program_to_wire, programs_from_wire
 from harness.server import run_user, sealed
 
 NODE = SHIPPED / "node"
 HUNDRED_MB = 100 * 1024 * 1024
+
+
+# -- a fleet assignment's size ------------------------------------------------------------
+
+
+def adapter_row(**spec: Any) -> dict[str, Any]:
+    """An honest Delayed::Job worker as a coordinator sends it, with these fields."""
+    register_programs()
+    honest = contract.ContractSpec(
+        load_adapters()["delayed_job"], "one_queue", Site("host=/nowhere", "harness_x"), 10
+    )
+    row = program_to_wire(Program("worker", contract.worker_main, honest))
+    row["spec"].update(spec)
+    return row
+
+
+def local() -> Local:
+    return Local("host=/nowhere", {}, load_adapters())
+
+
+def test_an_assignment_of_more_workers_in_all_than_a_repetition_has_is_refused() -> None:
+    """256 programs of concurrency 256 each: 65,536 Delayed::Job processes were accepted."""
+    rows = [adapter_row(concurrency=256)] * 256
+    with pytest.raises(Refused) as refused:
+        programs_from_wire(rows, local())
+    assert str(refused.value) == (
+        "fleet assignment refused: 256 programs of 65,536 workers in all; a member runs "
+        "at most 256 (a repetition's most workers)"
+    )
+
+
+def test_an_assignment_of_the_most_workers_is_taken() -> None:
+    programs = programs_from_wire([adapter_row(concurrency=128)] * 2, local())
+    assert [program.spec.concurrency for program in programs] == [128, 128]
+
+
+def test_an_assignment_of_two_million_tenants_is_refused_before_it_is_validated() -> None:
+    rows = [adapter_row(tenants=list(range(2_000_000)))]
+    began = time.monotonic()
+    with pytest.raises(Refused) as refused:
+        programs_from_wire(rows, local())
+    assert str(refused.value) == (
+        "fleet assignment refused: spec.tenants: 2,000,000 items; at most 100,000"
+    )
+    assert time.monotonic() - began < 1.0
+
+
+def test_a_schedule_of_more_jobs_than_a_scenario_has_is_refused() -> None:
+    batch = [0.0, [[1, 1, 0.0]] * 1_000_000]
+    with pytest.raises(Refused, match=r"spec\.schedule: 11,000,011 jobs; at most 10,000,000"):
+        programs_from_wire([adapter_row(schedule=[batch] * 11)], local())
 
 
 # -- the Node binary ----------------------------------------------------------------------
