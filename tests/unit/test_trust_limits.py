@@ -23,7 +23,11 @@ from harness.queues.contract import runtime
 from harness.queues.contract.manifest import SHIPPED, load_adapters
 from harness.queues.programs import Local, Refused
 from harness.queues.wire import program_to_wire, programs_from_wire
+from harness.results.document import RunDocument
+from harness.results.headline import Results
+from harness.results.versioned import MAX_BYTES, UnreadableDocument
 from harness.server import run_user, sealed
+from tests.conftest import harness_cli
 
 NODE = SHIPPED / "node"
 HUNDRED_MB = 100 * 1024 * 1024
@@ -78,6 +82,41 @@ def test_a_schedule_of_more_jobs_than_a_scenario_has_is_refused() -> None:
     batch = [0.0, [[1, 1, 0.0]] * 1_000_000]
     with pytest.raises(Refused, match=r"spec\.schedule: 11,000,011 jobs; at most 10,000,000"):
         programs_from_wire([adapter_row(schedule=[batch] * 11)], local())
+
+
+# -- a results document's size ------------------------------------------------------------
+
+
+def sparse(path: Path, size: int) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as file:
+        file.truncate(size)
+    return path
+
+
+@pytest.mark.parametrize("document", [Results, RunDocument])
+def test_a_100_mb_document_is_refused_by_its_size_in_one_line(
+    tmp_path: Path, document: type[Results] | type[RunDocument]
+) -> None:
+    path = sparse(tmp_path / document.NAME, HUNDRED_MB)
+    with pytest.raises(UnreadableDocument) as refused:
+        document.read(path)
+    assert str(refused.value) == (
+        f"{path}: 104,857,600 bytes; a {document.NAME} is at most {MAX_BYTES:,} bytes "
+        "(32 MiB), so this one is not read"
+    )
+
+
+def test_harness_history_refuses_a_100_mb_results_json_in_one_line(tmp_path: Path) -> None:
+    path = sparse(tmp_path / "runs" / "20260101T000000Z-abcdef" / "results.json", HUNDRED_MB)
+    began = time.monotonic()
+    done = harness_cli("history", str(tmp_path / "runs"))
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: {path}: 104,857,600 bytes; a results.json is at most {MAX_BYTES:,} bytes "
+        "(32 MiB), so this one is not read"
+    ]
+    assert time.monotonic() - began < 30
 
 
 # -- the Node binary ----------------------------------------------------------------------
