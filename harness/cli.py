@@ -222,6 +222,17 @@ ListenOption = Annotated[
     ),
 ]
 
+RunUserOption = Annotated[
+    str | None,
+    typer.Option(
+        "--run-user",
+        metavar="NAME",
+        help="Running as root: the user the run's servers and library programs run as "
+        "(never root or nobody); by default one made for the run and removed after it.",
+        show_default=False,
+    ),
+]
+
 
 # The server options, declared once for every command that starts a server: name ->
 # (declaration, default). server_options adds them to a command.
@@ -232,6 +243,7 @@ _SERVER_OPTIONS: dict[str, tuple[Any, Any]] = {
     "pg_version": (PgVersionOption, None),
     "pg_bin": (PgBinOption, None),
     "allow_version_mismatch": (MismatchOption, False),
+    "run_user": (RunUserOption, None),
 }
 
 
@@ -252,8 +264,9 @@ def server_options(*, listen: bool = False) -> Callable[[Callable[..., T]], Call
         @functools.wraps(command)
         def with_server(**values: Any) -> T:
             given = {name: values.pop(name) for name in declared}
+            user = given.pop("run_user")
             options = _server_request(given)
-            return command(server=_guarded(lambda: _choice(options)), **values)
+            return command(server=_guarded(lambda: _choice(options, user)), **values)
 
         parameters = [*own, *added]
         with_server.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
@@ -267,9 +280,11 @@ def _server_request(given: dict[str, Any]) -> ServerOptions:
     return ServerOptions(**{**given, "pg_bin": tuple(given["pg_bin"] or ())})
 
 
-def _choice(options: ServerOptions) -> ProviderChoice:
+def _choice(options: ServerOptions, run_user: str | None) -> ProviderChoice:
     from harness.server.providers import choose_provider
+    from harness.server.run_user import choose
 
+    choose(run_user)
     return choose_provider(options, os.environ)
 
 
@@ -822,13 +837,16 @@ def worker(
     ] = None,
     strategies_dir: StrategiesDirOption = None,
     adapters_dir: AdaptersDirOption = None,
+    run_user: RunUserOption = None,
 ) -> None:
     """Join a fleet run as a member, running its share of the workers here.
 
     Its share of every repetition's workers runs on this host until the run ends (exit 0),
     fails (1) or refuses this member (2)."""
     from harness.commands.worker import worker_command
+    from harness.server.run_user import choose
 
+    _guarded(lambda: choose(run_user))
     _guarded(lambda: worker_command(dsn, run_id, strategies_dir, console, adapters_dir))
 
 

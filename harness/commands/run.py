@@ -145,8 +145,10 @@ def _placement(server: Server, options: RunOptions, console: Console) -> Iterato
         options.fleet_timeout_s,
         member_dsn=server.details.get("tcp_dsn") or server.details.get("dsn") or "URL",
     )
-    # A member's host name is its own text: printed as it is, never read as markup.
-    say = partial(console.print, markup=False, highlight=False)
+    # A member's host name is its own text: printed as it is, never read as markup; and
+    # never wrapped: the line members join by is a command to copy whole, however long
+    # its password file's path (TMPDIR) makes it.
+    say = partial(console.print, markup=False, highlight=False, soft_wrap=True)
     with open_fleet(fleet, say) as opened:
         yield opened
 

@@ -21,12 +21,14 @@ and, for the ratios, the median of the rounds' own ratios.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import statistics
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal
 
 import psycopg
@@ -45,7 +47,9 @@ from harness.scenario.arrivals import Batch
 from harness.scenario.inputs import RunInputs
 from harness.scenario.model import Scenario, TenantGroup
 from harness.server.connections import connect
-from harness.server.embedded import as_server_user, client_program
+from harness.server.dsn import password_for
+from harness.server.embedded import client_program
+from harness.server.run_user import environment, program_args, secret_file
 from harness.server.schema import recreate
 
 FORMAT_VERSION = 1  # overhead.json; history: 1 first version
@@ -67,6 +71,7 @@ _PLACEHOLDER = re.compile(r"%\((?P<name>[a-z_][a-z0-9_]*)\)s")
 _LATENCY = re.compile(r"^\s*(?P<ms>\d+\.\d+)\s+(?P<failures>\d+)\s+\S")
 # libpq's variable for a connection parameter is PG + its name, but for these
 _LIBPQ_ENV = {"dbname": "PGDATABASE", "application_name": "PGAPPNAME"}
+_NEVER_PASSED = ("PGPASSWORD", "PGPASSFILE")  # the password goes in a file of the run's
 
 
 @dataclass(frozen=True)
@@ -168,18 +173,41 @@ def parse_pgbench(stdout: str) -> PgbenchOutput:
     )
 
 
-def pgbench_env(dsn: str, schema: str) -> dict[str, str]:
-    """libpq variables for the DSN, so that a password stays off pgbench's command line,
-    and the run's schema through PGOPTIONS, as the workers set it."""
-    env = dict(os.environ)
+def pgbench_env(dsn: str, schema: str, passfile: Path | None = None) -> dict[str, str]:
+    """libpq variables for the DSN in a program's minimal environment, the password in
+    `passfile` (0600, the run's user's), never in a variable another process of that
+    user could read in /proc; the run's schema through PGOPTIONS, as the workers set it.
+    The caller's own PG* variables (but its password's) still name the server."""
+    libpq = {
+        name: value
+        for name, value in os.environ.items()
+        if name.startswith("PG") and name not in _NEVER_PASSED
+    }
     options = [f"-c search_path={schema}"]
     for key, value in psycopg.conninfo.conninfo_to_dict(dsn).items():
         if key == "options":
             options.insert(0, str(value))
-            continue
-        env[_LIBPQ_ENV.get(key, "PG" + key.upper())] = str(value)
-    env["PGOPTIONS"] = " ".join(options)
-    return env
+        elif key not in ("password", "passfile"):
+            libpq[_LIBPQ_ENV.get(key, "PG" + key.upper())] = str(value)
+    if passfile is not None:
+        libpq["PGPASSFILE"] = str(passfile)
+    return environment({**libpq, "PGOPTIONS": " ".join(options)})
+
+
+def pgpass_line(password: str) -> str:
+    """A libpq password file's line that matches any server, with `password`."""
+    return "*:*:*:*:" + password.replace("\\", "\\\\").replace(":", "\\:") + "\n"
+
+
+@contextlib.contextmanager
+def _passfile(dsn: str) -> Iterator[Path | None]:
+    """The DSN's password (as libpq finds it) in a 0600 file of the run's user."""
+    password = password_for(dsn)
+    if not password:
+        yield None
+        return
+    with secret_file(pgpass_line(password)) as path:
+        yield path
 
 
 # --- the arms --------------------------------------------------------------------------
@@ -203,19 +231,8 @@ def run_pgbench(
         *variables,
         *("-f", "-"),
     ]
-    try:
-        done = subprocess.run(  # type: ignore[call-overload]
-            command,
-            input=script.text,
-            env=pgbench_env(dsn, schema),
-            capture_output=True,
-            text=True,
-            timeout=ARM_TIMEOUT_S,
-            check=False,
-            **as_server_user(),
-        )
-    except subprocess.TimeoutExpired as error:
-        raise RunFailed(f"pgbench did not finish within {ARM_TIMEOUT_S} s") from error
+    with _passfile(dsn) as passfile:
+        done = _pgbench(command, script.text, pgbench_env(dsn, schema, passfile))
     output = parse_pgbench(done.stdout)
     if done.returncode != 0 or output.failed or output.processed != load.jobs:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
@@ -232,6 +249,25 @@ def run_workers(
         reports = crew.drain(load.jobs, ARM_TIMEOUT_S)
     claims = [claim for report in reports for claim in report.claims]
     return statistics.fmean(ms for _, _, ms in claims), [job for job, _, _ in claims]
+
+
+def _pgbench(
+    command: list[str], script: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """pgbench as the run's user, the script on its stdin."""
+    try:
+        return subprocess.run(
+            command,
+            input=script,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=ARM_TIMEOUT_S,
+            check=False,
+            **program_args(),
+        )
+    except subprocess.TimeoutExpired as error:
+        raise RunFailed(f"pgbench did not finish within {ARM_TIMEOUT_S} s") from error
 
 
 _ARMS: dict[Arm, Measure] = {"pgbench": run_pgbench, "harness": run_workers}

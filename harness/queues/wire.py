@@ -5,7 +5,11 @@ A program travels as the name it is registered by (harness/queues/programs.py), 
 spec as data without DSN, SQL or file path, and the process's name. A member takes
 nothing in a row on faith: the name must be registered, the spec's fields are validated
 as its type says, and the keys that would carry what a member has of its own are
-refused with why; a row holds at most MAX_PROGRAMS programs. Each refusal is one line.
+refused with why. Before any of that, the assignment's size: at most MAX_PROGRAMS
+programs, whose concurrency (a library worker's, 1 for any other process) adds up to at
+most MAX_WORKERS, a repetition's most workers; a list in a spec at most as long as the
+scenario's limits allow (LIST_BOUNDS: its tenants, its batches and their jobs). Each
+refusal is one line.
 """
 
 from __future__ import annotations
@@ -25,10 +29,15 @@ from harness.queues.programs import (
     registered,
     registration_of,
 )
-from harness.scenario.model import MAX_WORKERS
+from harness.scenario.model import MAX_BACKLOG_JOBS, MAX_TENANTS, MAX_TOTAL_JOBS, MAX_WORKERS
 
 _REPORTS = TypeAdapter(list[WorkerReport])
 MAX_PROGRAMS = MAX_WORKERS  # a member's share: one process per worker at most
+MAX_JOBS = max(MAX_TOTAL_JOBS, MAX_BACKLOG_JOBS)  # in any list of jobs or batches
+# The longest each list of a spec may be: a worker's tenants, a schedule's batches (each
+# a list of jobs) and an enqueuer's arrivals (a list per batch field); another list, as
+# long as a scenario's jobs.
+LIST_BOUNDS = {"tenants": MAX_TENANTS, "schedule": MAX_JOBS}
 NEVER_TRAVELS = {
     "dsn": "no DSN travels: a member connects with its own --dsn",
     "site": "no DSN travels: a member connects with its own --dsn",
@@ -73,7 +82,50 @@ def programs_from_wire(rows: Any, local: Local) -> list[Program]:
             f"{len(rows)} programs; a member runs at most {MAX_PROGRAMS} (a repetition's "
             "most workers)"
         )
+    _refuse_oversized(rows)
     return [program_from_wire(row, local) for row in rows]
+
+
+def _refuse_oversized(rows: list[Any]) -> None:
+    """The assignment's size, before a field of it is validated: its workers in all, and
+    every list of every spec, each as long as the scenario's limits allow at most."""
+    specs: list[dict[str, Any]] = [
+        row["spec"] for row in rows if isinstance(row, dict) and isinstance(row.get("spec"), dict)
+    ]
+    workers = sum(_concurrency(spec) for spec in specs) + len(rows) - len(specs)
+    if workers > MAX_WORKERS:
+        raise _refused(
+            f"{len(rows)} programs of {workers:,} workers in all; a member runs at most "
+            f"{MAX_WORKERS} (a repetition's most workers)"
+        )
+    for spec in specs:
+        for key, value in spec.items():
+            _refuse_long(str(key)[:40], value)
+
+
+def _concurrency(spec: dict[str, Any]) -> int:
+    """A program's workers: its concurrency (a library worker's), else 1; a count that is
+    no number, or more than one program may have, is the spec's validation's to refuse."""
+    value = spec.get("concurrency", 1)
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 1
+    return min(max(value, 1), MAX_WORKERS)
+
+
+def _refuse_long(key: str, value: Any) -> None:
+    if not isinstance(value, list):
+        return
+    bound = LIST_BOUNDS.get(key, MAX_JOBS)
+    size = len(value) if key != "schedule" else _scheduled_jobs(value)
+    if size > bound:
+        what = "jobs" if key == "schedule" else "items"
+        raise _refused(f"spec.{key}: {size:,} {what}; at most {bound:,}")
+
+
+def _scheduled_jobs(schedule: list[Any]) -> int:
+    """A schedule's batches and their jobs, counted together."""
+    batches = [batch for batch in schedule if isinstance(batch, list) and len(batch) == 2]
+    return len(schedule) + sum(len(jobs) for _, jobs in batches if isinstance(jobs, list))
 
 
 def program_from_wire(data: Any, local: Local) -> Program:

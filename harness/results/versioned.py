@@ -10,8 +10,10 @@ base owns the rest, alike for every format (as pyperf's _bench.py does for its o
   the current version, an older one having been migrated when it was read;
 - writing: atomic and write-once, refused if the file exists unless the writer says it
   replaces it (pyperf's _dump_open), as run folders' files are (harness/results/folder.py);
-- reading: UTF-8 JSON, an object, a version this harness reads, migrated step by step,
-  validated; whatever stops it, one line naming the file (UnreadableDocument, exit 2).
+- reading: at most MAX_BYTES (refused by its size before a byte is read: a file of
+  150 MB took 2 GB and 92 s to parse), UTF-8 JSON, an object, a version this harness
+  reads, migrated step by step, validated; whatever stops it, one line naming the file
+  (UnreadableDocument, exit 2).
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ from harness.results.folder import write_once
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 Migrations = Mapping[int, Migration]  # a version -> its document made the next version's
 _CURRENT = 0  # format_version left out when made in memory: the current version
+# The largest document read: the largest real ones are far smaller (a run.json of 8
+# repetitions is 21 kB, of 20,000, 100 strategies by 100 repetitions on 2 majors, about
+# 6 MB; results.json about a tenth of it).
+MAX_BYTES = 32 * 1024 * 1024
 
 
 class UnreadableDocument(HarnessError):
@@ -71,7 +77,7 @@ class Versioned(BaseModel):
     def read(cls, path: Path) -> Self:
         """The document at `path`, migrated to the current version."""
         try:
-            data = json.loads(path.read_bytes().decode("utf-8"))
+            data = json.loads(read_capped(path, f"a {cls.NAME}").decode("utf-8"))
         except UnicodeDecodeError as error:
             raise UnreadableDocument(
                 f"{path}: not UTF-8 (byte {error.start}); not a {cls.NAME}"
@@ -107,3 +113,19 @@ class Versioned(BaseModel):
             raise UnreadableDocument(
                 f"{source}: {where}: {first['msg']}; not a {cls.NAME} this harness reads"
             ) from None
+
+
+def read_capped(path: Path, what: str, limit: int = MAX_BYTES) -> bytes:
+    """The file's bytes, refused in one line (UnreadableDocument) if it holds more than
+    `limit`: by its size before it is read, and again as it is read (it may grow)."""
+    size = path.stat().st_size
+    if size <= limit:
+        with path.open("rb") as file:
+            data = file.read(limit + 1)
+        size = max(size, len(data))
+    if size > limit:
+        raise UnreadableDocument(
+            f"{path}: {size:,} bytes; {what} is at most {limit:,} bytes "
+            f"({limit // 2**20} MiB), so this one is not read"
+        )
+    return data

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from harness.errors import RunFailed
 from harness.queues.base import Program, Signals, WorkerReport
+from harness.server.run_user import handed, take
 
 
 def _context() -> Any:
@@ -55,6 +56,13 @@ def _stop_helper_processes() -> None:
         if stop is not None:
             with contextlib.suppress(OSError, ChildProcessError):
                 stop()
+
+
+def _program(main: Callable[..., None], run_user: str, *args: Any) -> None:
+    """A program in its process, which knows the run's user as the harness settled it
+    (a fork server started earlier has not seen it): its own programs run as that one."""
+    take(run_user)
+    main(*args)
 
 
 _PROCESSES = _context()  # where every process of a crew, and what they share, comes from
@@ -97,8 +105,8 @@ class Crew:
 
     def _add(self, slot: int, program: Program, name: str) -> Any:
         process = _PROCESSES.Process(
-            target=program.main,
-            args=(slot, program.spec, self.signals),
+            target=_program,
+            args=(program.main, handed(), slot, program.spec, self.signals),
             daemon=True,
             name=program.name or name,
         )

@@ -83,7 +83,9 @@ from harness.results.document import (
 from harness.results.folder import RunFolder
 from harness.results.headline import Results, results_document
 from harness.results.jobs import PG, load_jobs, read_versioned_csv
+from harness.results.versioned import read_capped
 from harness.scenario.model import Scenario
+from harness.scenario.parse import MAX_BYTES as SCENARIO_BYTES
 from harness.scenario.workload import generate
 
 BLOAT_BUCKET_S = 0.5
@@ -275,7 +277,7 @@ def _on_major(name: str, version: str, majors: int) -> str:
 def read_raw(folder: RunFolder) -> RawRun:
     path = folder.path
     document = load_document(path)
-    scenario_yaml = (path / "scenario.yaml").read_text(encoding="utf-8")
+    scenario_yaml = read_capped(path / "scenario.yaml", "a scenario", SCENARIO_BYTES).decode()
     scenario = Scenario.model_validate(yaml.safe_load(scenario_yaml))
     monitor_path, bloat_path = path / "monitor.csv", path / "bloat.csv"
     on_servers = partial(on_server, document=document)
@@ -537,14 +539,14 @@ def load_captures(run: Path, document: RunDocument) -> list[Capture]:
             )
             continue
         stem = run / document.capture_stem(entry)
-        saved = json.loads(stem.with_suffix(".json").read_text(encoding="utf-8"))
+        saved = json.loads(read_capped(stem.with_suffix(".json"), "a plan capture"))
         captures.append(
             Capture(
                 saved["variant"],
                 saved["strategy"],
                 saved["backlog"],
                 plans=saved["plans"],
-                text=stem.with_suffix(".txt").read_text(encoding="utf-8"),
+                text=read_capped(stem.with_suffix(".txt"), "a plan capture").decode(),
                 load_s=saved.get("load_s"),
                 pg_version=entry.pg_version or "",
             )

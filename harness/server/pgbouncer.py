@@ -1,9 +1,11 @@
 """A PgBouncer of our own in transaction mode, in front of the server, always stopped.
 
 Started from the `pgbouncer` binary (Debian package `pgbouncer`) on a unix socket in a
-fresh temporary directory, never the system's service. As root it runs as `nobody`, like
-the embedded PostgreSQL. Clients authenticate by trust (the socket's directory is
-private); PgBouncer logs in to the server as the given role with its password.
+fresh temporary directory, never the system's service. As root it runs as the run's
+own user, like the embedded PostgreSQL (harness/server/run_user.py). Clients
+authenticate by trust (the socket's directory is private to that user); PgBouncer logs
+in to the server as the given role with its password, which is in its configuration
+file, of mode 0600.
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from pathlib import Path
 import psycopg
 
 from harness.errors import ProviderUnavailable
-from harness.server.embedded import server_user
 from harness.server.processes import spawn_server_process, stop_escalating, wait_until_accepting
+from harness.server.run_user import environment, give
 
 PORT = 6432
 _SBIN = Path("/usr/sbin/pgbouncer")  # Debian's place, often not on a non-root PATH
@@ -132,18 +134,18 @@ def running_pgbouncer(login: Login, pool_size: int) -> Iterator[str]:
 
 
 def _write_config(workdir: Path, login: Login, pool_size: int) -> None:
-    (workdir / "pgbouncer.ini").write_text(config_text(login, workdir, pool_size))
+    config = workdir / "pgbouncer.ini"
+    config.touch(mode=0o600)  # it holds the server's password
+    config.write_text(config_text(login, workdir, pool_size))
     # With auth_type = trust a user must still be listed; the password is not checked.
     (workdir / "userlist.txt").write_text(f'"{login.user}" ""\n')
-    owner = server_user()
-    if owner is not None:
-        for path in (workdir, *workdir.iterdir()):
-            shutil.chown(path, owner.pw_uid, owner.pw_gid)
+    for path in (workdir, *workdir.iterdir()):
+        give(path)
 
 
 def _start(binary: Path, workdir: Path) -> subprocess.Popen[bytes]:
     command = [str(binary), str(workdir / "pgbouncer.ini")]
-    return spawn_server_process(command, workdir / "stdout.log", workdir, server_user())
+    return spawn_server_process(command, workdir / "stdout.log", workdir, environment())
 
 
 def _wait_until_ready(dsn: str, process: subprocess.Popen[bytes], workdir: Path) -> None:

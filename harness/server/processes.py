@@ -10,34 +10,22 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 
 from harness.errors import ProviderUnavailable
 from harness.server.connections import connect
-
-if TYPE_CHECKING:
-    import pwd  # POSIX only; annotations only
-
-
-def as_owner(owner: pwd.struct_passwd | None) -> dict[str, object]:
-    if owner is None:
-        return {}
-    return {"user": owner.pw_uid, "group": owner.pw_gid, "extra_groups": []}
+from harness.server.run_user import program_args
 
 
 def spawn_server_process(
-    command: list[str],
-    log_path: Path,
-    cwd: Path,
-    owner: pwd.struct_passwd | None,
-    env: dict[str, str] | None = None,
+    command: list[str], log_path: Path, cwd: Path, env: dict[str, str]
 ) -> subprocess.Popen[bytes]:
-    """A server program (postgres, pgbouncer) as `owner`, in its own session, its output
-    appended to `log_path`, dying with the harness; `env`: its environment (default ours)."""
+    """A server program (postgres, pgbouncer) as the run's user, in its own session, its
+    output appended to `log_path`, dying with the harness; `env`: its whole environment."""
     with log_path.open("ab") as log:
-        return subprocess.Popen(  # type: ignore[call-overload, no-any-return]
+        return subprocess.Popen(
             command,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -46,7 +34,7 @@ def spawn_server_process(
             env=env,
             start_new_session=True,
             preexec_fn=lambda: signal_on_parent_death("SIGQUIT"),
-            **as_owner(owner),
+            **program_args(),
         )
 
 

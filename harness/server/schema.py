@@ -5,13 +5,16 @@ The mark is the schema's comment, `created by tenant-queue-bench run <token>`: t
 is the one the run's sessions carry in their application_name (RUN_TOKEN). A schema is
 a run's leftover, which --reuse-schema may take over, only with that exact mark, owned by
 the role the harness connects as, and with none of that run's sessions connected. A
-schema that objects outside it depend on (a user's view on one of its tables) is never
-dropped: `drop schema ... cascade` would take them too.
+schema that objects outside it depend on (a user's view on one of its tables), or that
+holds an object another role owns (a table another role made in it), is never dropped:
+`drop schema ... cascade` would take them too.
 
 A library may insist on a schema of a fixed name beside the run's (awa keeps everything
 in `awa`): such an outside schema is the run's too, created and marked by it with each
 repetition, dropped with the run's schema; one the harness did not create is refused
-before anything runs, and one a killed run of the harness left is dropped first.
+before anything runs, with the line that would drop it (the user's to run, or not), and
+one a killed run of the harness left is dropped first, unless it holds what another role
+owns.
 """
 
 from __future__ import annotations
@@ -111,11 +114,11 @@ def _take(conn: psycopg.Connection[Any], schema: str, reuse: bool) -> None:
     if found is not None:
         comment, owner, ours = found
         _may_reuse(conn, schema, comment, owner if not ours else None, reuse)
-        dependents = depended_on(conn, schema)
-        if dependents is not None:
+        kept = kept_by(conn, schema)
+        if kept is not None:
             raise HarnessError(
-                f"--reuse-schema: schema {schema} is not taken over: {dependents}, which "
-                "dropping it would drop too"
+                f"--reuse-schema: schema {schema} is not taken over: {kept}, which "
+                f"dropping it would drop too; {_removal(schema)} and them"
             )
         _drop(conn, schema)
     create_marked(conn, schema)
@@ -133,7 +136,8 @@ def _take_outside(conn: psycopg.Connection[Any], schema: str) -> None:
         raise HarnessError(
             f"schema {schema} exists already on this server and the harness did not create "
             f"it: a library of this run keeps its tables in a schema of that fixed name "
-            "(docs/real-queues.md), so run it on a database without one"
+            "(docs/real-queues.md); run it on a database without one, or, if nothing in it "
+            f"is to be kept, drop it first: `{_drop_line(schema)};`"
         )
     if live_sessions(conn, token):
         raise HarnessError(
@@ -141,11 +145,11 @@ def _take_outside(conn: psycopg.Connection[Any], schema: str) -> None:
             "connected: a library of this run keeps its tables in a schema of that fixed "
             "name, one run at a time per database"
         )
-    dependents = depended_on(conn, schema)
-    if dependents is not None:
+    kept = kept_by(conn, schema)
+    if kept is not None:
         raise HarnessError(
             f"schema {schema}, left by run {token} of the harness, is not dropped: "
-            f"{dependents}; {_removal(schema)} and them"
+            f"{kept}; {_removal(schema)} and them"
         )
     _drop(conn, schema)
 
@@ -216,7 +220,7 @@ def _drop_unless_depended_on(
     """`this_run_only`: only if it is there and this run's (by its mark), else left."""
     if this_run_only and not _this_runs(conn, schema):
         return
-    dependents = depended_on(conn, schema)
+    dependents = kept_by(conn, schema)
     if dependents is not None:
         raise SchemaKept(
             schema,
@@ -273,7 +277,7 @@ def _drop_at_end(conn: psycopg.Connection[Any], schema: str, this_run_only: bool
             conn.execute(schema_sql()["cleanup_lock_timeout"].sql, timeout)
             if this_run_only and not _this_runs(conn, schema):
                 return None
-            dependents = depended_on(conn, schema)
+            dependents = kept_by(conn, schema)
             if dependents is not None:
                 return f"{_left(schema)}: {dependents}; {_removal(schema)} and them"
             _drop(conn, schema, if_exists=True)
@@ -296,7 +300,13 @@ def _left(schema: str) -> str:
 
 
 def _removal(schema: str) -> str:
-    return f"drop schema {schema} cascade removes it"
+    return f"{_drop_line(schema)} removes it"
+
+
+def _drop_line(schema: str) -> str:
+    """The statement that drops the schema and all it holds, as a user would type it."""
+    name = schema if _SCHEMA_NAME.fullmatch(schema) else '"' + schema.replace('"', '""') + '"'
+    return f"drop schema {name} cascade"
 
 
 def cancel_own_statements(conn: psycopg.Connection[Any]) -> int:
@@ -305,6 +315,24 @@ def cancel_own_statements(conn: psycopg.Connection[Any]) -> int:
         schema_sql()["cancel_own_statements"].sql, {"application_name": session_name()}
     ).fetchone()
     return int(found[0]) if found else 0
+
+
+def kept_by(conn: psycopg.Connection[Any], schema: str) -> str | None:
+    """What a drop of the schema would take that is not the harness's, as a phrase:
+    objects outside it that depend on it, or objects in it that another role owns."""
+    return depended_on(conn, schema) or foreign_owned(conn, schema)
+
+
+def foreign_owned(conn: psycopg.Connection[Any], schema: str) -> str | None:
+    """Which objects in the schema another role owns, as a phrase; None if none does."""
+    found = [row[0] for row in conn.execute(schema_sql()["foreign_owned"].sql, {"schema": schema})]
+    if not found:
+        return None
+    named = ", ".join(found[:_NAMED])
+    more = f" and {len(found) - _NAMED} more" if len(found) > _NAMED else ""
+    if len(found) == 1:
+        return f"1 object in it is another role's ({named})"
+    return f"{len(found)} objects in it are other roles' ({named}{more})"
 
 
 def depended_on(conn: psycopg.Connection[Any], schema: str) -> str | None:

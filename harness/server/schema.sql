@@ -67,6 +67,42 @@ where coalesce(object.schema, (select nspname from pg_namespace where oid = n.re
   is distinct from %(schema)s
 order by 1;
 
+-- name: foreign_owned
+-- Objects in the schema that another role than this session's owns: `drop schema ...
+-- cascade` would drop them too, and the harness drops only what its own role made. Every
+-- catalog whose objects have a schema and an owner; an index, a constraint, a trigger or
+-- a table's row type is its table's (a composite type's row type is named as its class).
+with owned (kind, name, owner, namespace) as (
+  select
+    case relkind
+      when 'S' then 'sequence' when 'v' then 'view' when 'm' then 'materialized view'
+      when 'f' then 'foreign table' when 'c' then 'type' else 'table'
+    end,
+    relname, relowner, relnamespace
+  from pg_class where relkind not in ('i', 'I', 't')
+  union all select 'function', proname, proowner, pronamespace from pg_proc
+  union all
+  select 'type', typname, typowner, typnamespace from pg_type
+  where typrelid = 0 and typelem = 0
+  union all select 'operator', oprname, oprowner, oprnamespace from pg_operator
+  union all select 'operator class', opcname, opcowner, opcnamespace from pg_opclass
+  union all select 'operator family', opfname, opfowner, opfnamespace from pg_opfamily
+  union all select 'collation', collname, collowner, collnamespace from pg_collation
+  union all select 'conversion', conname, conowner, connamespace from pg_conversion
+  union all
+  select 'text search configuration', cfgname, cfgowner, cfgnamespace from pg_ts_config
+  union all
+  select 'text search dictionary', dictname, dictowner, dictnamespace from pg_ts_dict
+  union all
+  select 'statistics object', stxname, stxowner, stxnamespace from pg_statistic_ext
+  union all select 'extension', extname, extowner, extnamespace from pg_extension
+)
+select format('%%s %%I.%%I of %%I', kind, %(schema)s::text, name, pg_get_userbyid(owner))
+from owned
+where namespace = (select oid from pg_namespace where nspname = %(schema)s)
+  and owner <> (select oid from pg_roles where rolname = current_user)
+order by 1;
+
 -- name: cancel_own_statements
 -- The statements this run's sessions are still running (by its application_name, and
 -- only the sessions of this role): an interrupted backlog load would otherwise run to

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -77,12 +80,23 @@ def harness_run(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[st
 # Set in the environment of every harness these tests start: its children inherit it, so a
 # process left behind is found by it, not confused with other runs on a shared machine.
 MARK = f"TQB_TEST_RUN={os.getpid()}"
+# The temporary folder of these tests' harness runs: their servers' data directories are
+# made there, so their postgres and initdb are told by their command line (they run in a
+# minimal environment, without MARK). Root's and open to the run's user, who runs them.
+RUNS_TMP = Path(tempfile.mkdtemp(prefix=f"tqb-tests-{os.getpid()}-"))
+RUNS_TMP.chmod(0o755)
+atexit.register(shutil.rmtree, RUNS_TMP, ignore_errors=True)
+
+
+def marked_env() -> dict[str, str]:
+    """The environment of a harness these tests start: MARK, and RUNS_TMP as TMPDIR."""
+    name, _, value = MARK.partition("=")
+    return {**os.environ, name: value, "TMPDIR": str(RUNS_TMP)}
 
 
 def start_run(tmp_path: Path, text: str, command: str = "run") -> subprocess.Popen[str]:
     scenario = tmp_path / "slow.yaml"
     scenario.write_text(text)
-    name, _, value = MARK.partition("=")
     return subprocess.Popen(
         [
             sys.executable,
@@ -96,7 +110,7 @@ def start_run(tmp_path: Path, text: str, command: str = "run") -> subprocess.Pop
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, name: value},
+        env=marked_env(),
     )
 
 
@@ -207,12 +221,14 @@ def test_bad_schema_options_are_refused_before_connecting(
 
 def server_programs() -> set[int]:
     """Pids of the postgres, initdb and harness worker processes that these tests' harness
-    runs started (their environment carries MARK)."""
+    runs started (their environment carries MARK, or their command line RUNS_TMP)."""
     names = ("bin/postgres", "bin/initdb", "multiprocessing")
     return {
         pid
         for pid, cmdline in command_lines().items()
-        if any(name in cmdline for name in names) and alive(pid) and _marked(pid)
+        if any(name in cmdline for name in names)
+        and alive(pid)
+        and (str(RUNS_TMP) in cmdline or _marked(pid))
     }
 
 

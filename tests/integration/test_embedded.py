@@ -16,6 +16,7 @@ from harness.server.builds import CELERP, Wheel
 from harness.server.embedded import reachable_install
 from harness.server.kinds import Server, ServerOptions
 from harness.server.providers import choose_provider, open_server
+from harness.server.run_user import program_args, run_user, shared_cache
 
 
 def command_lines() -> dict[int, str]:
@@ -45,9 +46,9 @@ def test_the_server_is_postgres_17_on_a_unix_socket(server: Server) -> None:
 
 
 def test_it_runs_unprivileged_even_for_root(server: Server) -> None:
-    expected = "nobody" if os.geteuid() == 0 else None
-    if expected:
-        assert server.details["run_as"] == expected
+    user = run_user()
+    if user is not None:  # root: the run's own user, never root or nobody
+        assert server.details["run_as"] == user.name and user.uid not in (0, 65534)
     with psycopg.connect(server.dsn) as conn:
         row = conn.execute("select pg_read_file('postmaster.pid')").fetchone()
     assert row is not None and row[0].splitlines()[1] == server.details["data_dir"]
@@ -72,8 +73,8 @@ def test_it_stops_when_the_body_raises() -> None:
     assert not Path(data_dir).parent.exists()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="only root needs a copy nobody can reach")
-def test_binaries_out_of_nobodys_reach_are_copied_where_it_can_run_them() -> None:
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root needs a copy its run's user reaches")
+def test_binaries_out_of_the_run_users_reach_are_copied_where_it_can_run_them() -> None:
     original = CELERP.locate(17)
     assert original is not None
     private = Path(tempfile.mkdtemp(prefix="tqb-private-"))  # 0700, root's
@@ -81,24 +82,24 @@ def test_binaries_out_of_nobodys_reach_are_copied_where_it_can_run_them() -> Non
         shutil.copytree(original.bin.parent, private / "pginstall", symlinks=True)
         hidden = replace(original, bin=private / "pginstall" / "bin")
         usable = reachable_install(hidden)
-        assert usable.bin.is_relative_to(tempfile.gettempdir())
+        assert usable.bin.is_relative_to(shared_cache())
         assert not usable.bin.is_relative_to(private)
         version = subprocess.run(
             [str(usable.program("postgres")), "--version"],
-            user="nobody",
             capture_output=True,
             text=True,
             check=True,
+            **program_args(),
         )
         assert "17.10" in version.stdout
     finally:
         shutil.rmtree(private)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="only root needs a copy nobody can reach")
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root needs a copy its run's user reaches")
 def test_a_wheels_build_is_copied_with_the_libraries_its_programs_load() -> None:
     """The pgserver wheel (16) keeps libpq beside the package (pgserver.libs), where
-    initdb's rpath looks relative to its own folder. Out of nobody's reach, the copy
+    initdb's rpath looks relative to its own folder. Out of the run user's reach, the copy
     takes those libraries along and its programs run with LD_LIBRARY_PATH set to them:
     without it, the copied initdb finds no libpq."""
     wheel = Wheel("pgserver", "pgserver==0.1.4")
@@ -115,11 +116,11 @@ def test_a_wheels_build_is_copied_with_the_libraries_its_programs_load() -> None
         assert not usable.bin.is_relative_to(private) and len(usable.libraries) == 1
         initdb = [str(usable.program("initdb")), "--version"]
         ran = subprocess.run(
-            initdb, user="nobody", capture_output=True, text=True, env=usable.environment()
+            initdb, capture_output=True, text=True, env=usable.environment(), **program_args()
         )
         assert ran.returncode == 0 and "16.2" in ran.stdout, ran.stderr
         bare = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
-        alone = subprocess.run(initdb, user="nobody", capture_output=True, text=True, env=bare)
+        alone = subprocess.run(initdb, capture_output=True, text=True, env=bare, **program_args())
         assert alone.returncode != 0 and "libpq" in alone.stderr
     finally:
         shutil.rmtree(private)

@@ -22,7 +22,7 @@ from psycopg import sql
 
 from harness import __version__
 from harness.server.kinds import Server
-from tests.integration.test_cli_runs import MARK, server_programs
+from tests.integration.test_cli_runs import marked_env, server_programs
 
 FLEET = """\
 name: fleet-test
@@ -39,13 +39,12 @@ WAITING = re.compile(r"harness worker --dsn (?P<dsn>\S+) --run (?P<run>\S+)")
 
 
 def harness(*args: str, stdout: int = subprocess.PIPE) -> subprocess.Popen[str]:
-    name, _, value = MARK.partition("=")
     return subprocess.Popen(
         [sys.executable, "-m", "harness", *args],
         stdout=stdout,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, name: value},
+        env=marked_env(),
     )
 
 

@@ -136,6 +136,14 @@ HOSTILE = {
         lambda honest: [honest["sql"]] * 257,
         "257 programs; a member runs at most 256 (a repetition's most workers)",
     ),
+    "more workers in all than a repetition has": (
+        lambda honest: [_set("adapter", concurrency=256)(honest)[0]] * 256,
+        "256 programs of 65,536 workers in all; a member runs at most 256",
+    ),
+    "more tenants than a scenario has": (
+        _set("adapter", tenants=list(range(100_001))),
+        "spec.tenants: 100,001 items; at most 100,000",
+    ),
     "absurd concurrency": (
         _set("library", concurrency=1_000_000),
         "adapter.worker: spec.concurrency: Input should be less than or equal to 256",

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import signal
 import subprocess
 import sys
@@ -41,7 +40,7 @@ from harness.server.schema import (
 )
 from tests.conftest import harness_cli
 from tests.integration.conftest import Quiet, sql_queue
-from tests.integration.test_cli_runs import MARK, ONE_STRATEGY, server_programs
+from tests.integration.test_cli_runs import ONE_STRATEGY, marked_env, server_programs
 
 # A token no live run has: what a run killed outright leaves in its schema's comment.
 DEAD = "0123456789abcdef"
@@ -67,7 +66,6 @@ GONE_WITHIN_S = 10
 def start_explain(tmp_path: Path, *options: str) -> subprocess.Popen[str]:
     scenario = tmp_path / "long-load.yaml"
     scenario.write_text(LONG_LOAD)
-    name, _, value = MARK.partition("=")
     results = str(tmp_path / "results")
     return subprocess.Popen(
         [
@@ -83,7 +81,7 @@ def start_explain(tmp_path: Path, *options: str) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, name: value},
+        env=marked_env(),
     )
 
 
@@ -373,7 +371,8 @@ def test_a_leftover_with_a_users_view_on_it_is_not_taken_over(
             assert done.returncode == 2, done.stderr
             assert done.stderr.strip() == (
                 "error: --reuse-schema: schema left_viewed is not taken over: 1 object outside "
-                "it depends on it (view public.on_leftover), which dropping it would drop too"
+                "it depends on it (view public.on_leftover), which dropping it would drop too; "
+                "drop schema left_viewed cascade removes it and them"
             )
             with psycopg.connect(server.dsn, autocommit=True) as conn:
                 assert conn.execute("select id from public.on_leftover").fetchall() == [(7,)]
@@ -515,7 +514,8 @@ def test_a_fixed_name_schema_the_harness_did_not_create_refuses_the_run(server: 
         assert str(refused.value) == (
             "schema fixed_users exists already on this server and the harness did not create "
             "it: a library of this run keeps its tables in a schema of that fixed name "
-            "(docs/real-queues.md), so run it on a database without one"
+            "(docs/real-queues.md); run it on a database without one, or, if nothing in it "
+            "is to be kept, drop it first: `drop schema fixed_users cascade;`"
         )
         assert still_there(server, "fixed_users") and not _exists(server, "run_beside")
 

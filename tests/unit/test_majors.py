@@ -34,7 +34,8 @@ def fake_build(folder: Path, version: str) -> Path:
 @pytest.mark.parametrize("command", SERVER_COMMANDS)
 def test_every_command_that_starts_a_server_takes_the_same_server_options(command: str) -> None:
     shown = harness_cli(command, "--help", env={"COLUMNS": "200"}).stdout
-    for option in ("--pg ", "--dsn", "--image", "--pg-version", "--pg-bin", "--allow-version"):
+    options = ("--pg ", "--dsn", "--image", "--pg-version", "--pg-bin", "--allow-version")
+    for option in (*options, "--run-user"):
         assert option in shown, f"{command}: {option}"
     assert ("--listen" in shown) == (command == "run")
 
@@ -42,6 +43,7 @@ def test_every_command_that_starts_a_server_takes_the_same_server_options(comman
 def test_the_worker_takes_only_a_dsn() -> None:
     shown = harness_cli("worker", "--help", env={"COLUMNS": "200"}).stdout
     assert "--dsn" in shown and "--pg-version" not in shown and "--pg " not in shown
+    assert "--run-user" in shown  # its library programs, as root, run as that user
 
 
 def test_majors_are_one_or_several_comma_separated_and_17_by_default() -> None:

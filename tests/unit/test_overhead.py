@@ -3,6 +3,8 @@ the medians and the goals."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from harness.experiments.overhead import (
@@ -13,6 +15,7 @@ from harness.experiments.overhead import (
     parse_pgbench,
     pgbench_env,
     pgbench_script,
+    pgpass_line,
     schedule,
     summarise,
     to_pgbench,
@@ -97,11 +100,23 @@ def test_pgbench_output_gives_counts_and_per_command_latencies() -> None:
     assert output.latencies_ms == [0.109, 0.136, 0.006, 0.195, 0.668, 0.690]
 
 
-def test_the_password_goes_to_the_environment_and_the_schema_to_pgoptions() -> None:
-    env = pgbench_env("host=/tmp/x port=5433 user=u dbname=bench password=pw", "harness_o")
+def test_the_password_goes_to_a_file_and_the_schema_to_pgoptions(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Never PGPASSWORD, which any process of pgbench's user reads in /proc: the password
+    is in a 0600 file that PGPASSFILE names; nothing else of the caller's goes along."""
+    monkeypatch.setenv("PGPASSWORD", "callers")
+    monkeypatch.setenv("TQB_TEST_CANARY", "callers")
+    dsn = "host=/tmp/x port=5433 user=u dbname=bench password=pw"
+    env = pgbench_env(dsn, "harness_o", Path("/run/pgpass"))
     assert (env["PGHOST"], env["PGPORT"], env["PGDATABASE"]) == ("/tmp/x", "5433", "bench")
-    assert env["PGPASSWORD"] == "pw"
+    assert "PGPASSWORD" not in env and "TQB_TEST_CANARY" not in env
+    assert env["PGPASSFILE"] == "/run/pgpass"
     assert env["PGOPTIONS"] == "-c search_path=harness_o"
+
+
+def test_a_password_file_line_escapes_what_libpq_reads_as_separators() -> None:
+    assert pgpass_line("a:b\\c") == "*:*:*:*:a\\:b\\\\c\n"
 
 
 def test_jobs_are_rounded_up_to_whole_transactions_per_client() -> None:

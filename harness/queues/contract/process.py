@@ -26,6 +26,7 @@ from harness.queues.contract.protocol import (
     ProtocolError,
 )
 from harness.server.processes import signal_on_parent_death
+from harness.server.reachable_python import launch
 
 STOP_BOUND_S = 30.0  # from `stop` (or a closed stdin) to its exit, at most
 E = TypeVar("E")
@@ -48,9 +49,13 @@ class AdapterProcess:
         line = config.line()  # before the process: a bad config starts nothing
         # Kept open for the process's life, read when it fails: no `with` fits that.
         self.stderr: IO[bytes] = tempfile.TemporaryFile()  # noqa: SIM115
+        folder = runtime.run_dir(adapter)
+        # Never root: the run's user (harness/server/run_user.py), a minimal environment.
+        argv, as_user = launch(f"adapter {adapter.name}", runtime.argv(adapter), folder)
         self.process = subprocess.Popen(
-            runtime.argv(adapter),
-            cwd=runtime.run_dir(adapter),
+            argv,
+            cwd=folder,
+            **as_user,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,

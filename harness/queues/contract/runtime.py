@@ -20,7 +20,9 @@ from pathlib import Path
 from harness.errors import HarnessError
 from harness.queues.base import Missing, Say
 from harness.queues.contract.manifest import HARNESS_PYTHON, Adapter, Requirement
-from harness.server.npm import cache_root
+from harness.server import sealed
+from harness.server.reachable_python import launch
+from harness.server.run_user import shared_cache
 
 REQUIREMENT_TIMEOUT_S = 60
 PREPARE_TIMEOUT_S = 900
@@ -96,15 +98,17 @@ def require(adapter: Adapter) -> None:
 
 def _succeeds(argv: list[str], folder: Path) -> bool:
     try:
+        command, as_user = launch("requirement", argv, folder)  # run as the adapter runs
         done = subprocess.run(
-            argv,
+            command,
             cwd=folder,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             timeout=REQUIREMENT_TIMEOUT_S,
             check=False,
+            **as_user,
         )
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, subprocess.TimeoutExpired, HarnessError):
         return False
     return done.returncode == 0
 
@@ -133,8 +137,10 @@ def run_dir(adapter: Adapter, say: Say | None = None) -> Path:
 
 
 def _prepared(folder: Path, digest: str, command: tuple[str, ...], say: Say) -> Path:
-    target = cache_root() / "adapters" / f"{folder.name}-{digest[:16]}"
-    if (target / ".prepared").exists():
+    target = shared_cache() / "prepared" / f"{folder.name}-{digest[:16]}"
+    what = f"the prepared copy of adapter folder {folder.name}"
+    if sealed.is_sealed(target):
+        sealed.check(target, what)  # what npm ci wrote, every file of it, unchanged
         return target
     argv = resolve(list(command), folder)
     if argv is None:
@@ -147,15 +153,19 @@ def _prepared(folder: Path, digest: str, command: tuple[str, ...], say: Say) -> 
     if code != 0:
         shutil.rmtree(staging, ignore_errors=True)
         raise HarnessError(f"{folder}: prepare (`{' '.join(command)}`) failed: {last}")
-    (staging / ".prepared").touch()
+    sealed.seal(staging)
+    staging.chmod(0o755)  # for the run's user (the shared cache keeps others out)
     with contextlib.suppress(OSError):  # another process may have prepared it meanwhile
         staging.rename(target)
     shutil.rmtree(staging, ignore_errors=True)
+    sealed.check(target, what)
     return target
 
 
 def _not_copied(directory: str, names: list[str]) -> list[str]:
-    return [name for name in names if name in ("node_modules", "__pycache__")]
+    """Dotfiles are not in the folder's digest (manifest.py): not copied either, so that
+    no undigested file (an .npmrc naming another registry) changes what is prepared."""
+    return [n for n in names if n in ("node_modules", "__pycache__") or n.startswith(".")]
 
 
 def argv(adapter: Adapter) -> list[str]:

@@ -27,8 +27,21 @@ require "delayed_job"
 require "delayed_job_active_record"
 require "pg"
 
-# The job's payload, {n, t, ms}, as Delayed::Job stores it (YAML in `handler`).
-HarnessJob = Struct.new(:n, :t, :ms) do
+# The job's payload, {n, t, ms}, as Delayed::Job stores it (YAML in `handler`): a plain
+# object of three numbers (not a Struct, whose revival Psych's safe loader refuses).
+class HarnessJob
+  attr_reader :n, :t, :ms
+
+  def initialize(n, t, ms)
+    @n = n
+    @t = t
+    @ms = ms
+  end
+
+  def data?
+    n.is_a?(Integer) && t.is_a?(Integer) && ms.is_a?(Numeric)
+  end
+
   def before(job)
     @job_id = job.id
   end
@@ -43,6 +56,27 @@ HarnessJob = Struct.new(:n, :t, :ms) do
                  enqueued_at: created, started_at: locked, finished_at: finished)
   end
 end
+
+# A row's `handler` is data, never code: Delayed::Job's own loader (YAML.load_dj) builds
+# any object a row names and calls its `perform` (a handler rewritten to
+# Delayed::PerformableMethod runs any method of any class). Here every handler is loaded
+# with Psych's safe loader, which builds plain data and HarnessJob alone; anything else
+# is a DeserializationError, which the worker records as the job's failure, unperformed.
+module SafeHandler
+  def payload_object
+    @payload_object ||= SafeHandler.load(handler)
+  end
+
+  def self.load(yaml)
+    job = Psych.safe_load(yaml, permitted_classes: [HarnessJob], aliases: false)
+    return job if job.is_a?(HarnessJob) && job.data?
+
+    raise Delayed::DeserializationError, "Job failed to load: not a HarnessJob of numbers"
+  rescue Psych::Exception => e
+    raise Delayed::DeserializationError, "Job failed to load: #{e.message}"
+  end
+end
+Delayed::Backend::ActiveRecord::Job.prepend(SafeHandler)
 
 module Adapter
   STATES = { "waiting" => "waiting", "running" => "running", "failed" => "failed" }.freeze
