@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -274,12 +276,18 @@ def test_fleet_members_run_an_adapters_workers(tmp_path: Path) -> None:
 
 
 def test_an_adapter_replacing_a_shipped_one_is_said_and_recorded(
-    server: Server, tmp_path: Path
+    server: Server, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """An --adapters-dir adapter of a shipped adapter's name runs in its place: the run
-    says so before it starts, and run.json records the folder it replaced."""
-    folder = tmp_path / "adapters" / "minion"
+    says so before it starts, and run.json records the folder it replaced. (Its folder is
+    one the run's own user can read, as a root run's adapters must be.)"""
+    readable = Path(tempfile.mkdtemp(prefix="tqb-replacing-"))
+    readable.chmod(0o755)
+    request.addfinalizer(lambda: shutil.rmtree(readable, ignore_errors=True))
+    folder = readable / "adapters" / "minion"
     folder.mkdir(parents=True)
+    folder.parent.chmod(0o755)
+    folder.chmod(0o755)
     (folder / "pyqueue.py").write_text((FIXTURES / "pyqueue" / "pyqueue.py").read_text())
     manifest = (FIXTURES / "pyqueue" / "pyqueue.toml").read_text()
     (folder / "minion.toml").write_text(manifest.replace('"pyqueue"', '"minion"'))
@@ -289,7 +297,7 @@ def test_an_adapter_replacing_a_shipped_one_is_said_and_recorded(
         "run",
         str(scenario),
         "--adapters-dir",
-        str(tmp_path / "adapters"),
+        str(readable / "adapters"),
         "--dsn",
         server.dsn,
         "--results-dir",

@@ -17,7 +17,6 @@ import pytest
 
 from harness.errors import HarnessError
 from harness.queues.base import Program, Site
-from harness.queues.catalog import register_programs
 from harness.queues.contract import queue as contract
 from harness.queues.contract import runtime
 from harness.queues.contract.manifest import SHIPPED, load_adapters
@@ -38,7 +37,6 @@ HUNDRED_MB = 100 * 1024 * 1024
 
 def adapter_row(**spec: Any) -> dict[str, Any]:
     """An honest Delayed::Job worker as a coordinator sends it, with these fields."""
-    register_programs()
     honest = contract.ContractSpec(
         load_adapters()["delayed_job"], "one_queue", Site("host=/nowhere", "harness_x"), 10
     )
