@@ -16,10 +16,7 @@ UV_VERSION := 0.13.9
 bench: $(STAMP)
 	$(BIN)/harness run scenarios/noisy-neighbour.yaml scenarios/large-tenant-alone.yaml scenarios/skewed-backlog.yaml
 
-test: $(STAMP)
-	$(BIN)/ruff check harness tests hatch_build.py
-	$(BIN)/ruff format --check harness tests hatch_build.py
-	$(BIN)/mypy
+test: lint
 	$(BIN)/pytest -m "not slow and not libraries and not adapters and not fleets and not majors and not container and not throughput and not heavy"
 
 # The matrix, apart from make test (which runs one mapping of each library, one adapter
@@ -62,13 +59,19 @@ test-heavy: $(STAMP)
 check: $(STAMP)
 	$(BIN)/harness check
 
+# Everything that ships, linted and type-checked once: the notebooks too (ruff reads
+# .ipynb; mypy reads their code cells, written out by tests/notebook_source.py).
+LINTED := harness tests hatch_build.py notebooks
 lint: $(STAMP)
-	$(BIN)/ruff check harness tests hatch_build.py
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
 	$(BIN)/mypy
+	$(BIN)/python -m tests.notebook_source .mypy_cache/notebooks notebooks/*.ipynb
+	$(BIN)/mypy --follow-imports=silent .mypy_cache/notebooks
 
 format: $(STAMP)
-	$(BIN)/ruff check --fix harness tests hatch_build.py
-	$(BIN)/ruff format harness tests hatch_build.py
+	$(BIN)/ruff check --fix $(LINTED)
+	$(BIN)/ruff format $(LINTED)
 
 venv: $(STAMP)
 
