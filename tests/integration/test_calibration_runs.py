@@ -58,11 +58,14 @@ def predicted(run: Path, fit: list[int] | None) -> pd.DataFrame:
 def test_a_repetition_is_predicted_from_the_other_within_their_own_spread(
     five_ms_run: Path,
 ) -> None:
+    """The spread is taken from the repetition the costs came from: a prediction of the
+    other within 3 % of `own` is off from `other` by other / own, whichever is larger
+    (repetition 1 at 3.53 s, 2 at 2.88 s, at load 8: 23 % from 2's side, 19 % from 1's)."""
     measured = pd.read_csv(five_ms_run / "summary.csv")
     first, second = makespan(measured, 1), makespan(measured, 2)
-    spread = abs(second / first - 1)
     for fitted, other, own in ((1, second, first), (2, first, second)):
         guess = makespan(predicted(five_ms_run, [fitted]))
+        spread = abs(other / own - 1)
         assert abs(other / guess - 1) <= TARGET + spread, (fitted, other, guess, spread)
         assert abs(own / guess - 1) <= 0.03, (fitted, own, guess)
 
