@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -8,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.errors import ProviderUnavailable
 from harness.queues.catalog import catalog, traits
 from harness.scenario.traits import QueueTraits
+from harness.server.builds import DEFAULT_MAJOR, locate
+from harness.server.embedded import reachable_install
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
@@ -25,6 +29,18 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
         signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
+        _copy_the_build_once()
+
+
+def _copy_the_build_once() -> None:
+    """pytest-xdist's controller, before its workers start: the default PostgreSQL build
+    copied where the server's user runs it (as root, a cache in /tmp that
+    reachable_install makes once), so that the workers, each starting its own server at
+    the same moment, find the copy made instead of making it at once over one another. A
+    build that is missing is left for the tests to report."""
+    with contextlib.suppress(ProviderUnavailable):
+        reachable_install(locate(DEFAULT_MAJOR))
 
 
 @pytest.fixture

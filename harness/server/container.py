@@ -9,7 +9,9 @@ a label of its own, so even one created an instant before an interrupt goes too.
 
 Ryuk, testcontainers' reaper container, is not used: it is one more image to pull, which
 fails where no registry is reachable, and the removal above does its work, but for a
-harness killed outright (SIGKILL): its container stays, labelled `tenant-queue-bench.run`.
+harness killed outright (SIGKILL): its container stays, labelled `tenant-queue-bench.run`,
+and `tenant-queue-bench.owner` names the host and process id of the harness that made it
+(so its tests tell their own containers from those of other runs on a shared engine).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     import docker
 
 LABEL = "tenant-queue-bench.run"
+OWNER_LABEL = "tenant-queue-bench.owner"
 READY_TIMEOUT_S = 120
 
 
@@ -103,7 +106,13 @@ def _postgres_container(image: str, run: str) -> Any:
             _wait_until_ready(self, image)
 
     password = secrets.token_hex(12)
-    return _Postgres(image, password=password, driver=None, labels={LABEL: run})
+    labels = {LABEL: run, OWNER_LABEL: owner()}
+    return _Postgres(image, password=password, driver=None, labels=labels)
+
+
+def owner(pid: int | None = None) -> str:
+    """The owner label's value for the harness process `pid` (default: this one)."""
+    return f"{socket.gethostname()}:{pid if pid is not None else os.getpid()}"
 
 
 def _configure(config: Any) -> None:

@@ -86,6 +86,7 @@ def run_yaml(
     text: str,
     options: RunOptions | None = None,
     strategies_dir: Path | None = None,
+    observer: Quiet | None = None,
 ) -> Rendered:
     """Write a scenario into `directory` and run it there on the test server."""
     path = directory / "scenario.yaml"
@@ -93,7 +94,7 @@ def run_yaml(
     entries = catalog(strategies_dir)
     loaded = load_scenario(path, traits(entries))
     return run_scenario(
-        loaded, entries, server, directory / "results", Quiet(), options or RunOptions()
+        loaded, entries, server, directory / "results", observer or Quiet(), options or RunOptions()
     )
 
 

@@ -1,4 +1,6 @@
-"""A real run predicted from its own calibration and from another repetition's.
+"""A real run predicted from its own calibration and from another repetition's: how close
+the predictions come is a figure of a quiet machine, judged in make throughput (and make
+test-matrix); make test holds what load cannot change.
 
 The bound comes from the run itself. A calibration describes the machine while it ran;
 this machine is shared, and one repetition's costs can differ from the next one's by
@@ -55,18 +57,37 @@ def predicted(run: Path, fit: list[int] | None) -> pd.DataFrame:
     return simulate_command(run / "scenario.yaml", None, None, None, quiet, run, None, fit)
 
 
+def test_the_costed_ideal_is_nearer_the_run_than_the_zero_cost_one(five_ms_run: Path) -> None:
+    """What make test holds on any machine: each 5 ms job costs a claim and a completion
+    of about 1 ms or more, which load only lengthens, so the zero-cost ideal is far off
+    and the ideal at the run's own costs nearer. How near it comes (3 %) is a figure of
+    a quiet machine: the tests below, in make throughput. Under load the stalls hit every
+    worker at once (a slow fsync holds every commit), which costs drawn one by one do not
+    reproduce: 3.01 % at load 4 with the suite beside it."""
+    ideal = pd.read_csv(five_ms_run / "ideal.csv")
+    row = ideal[(ideal["tenant_class"] == "all") & (ideal["figure"] == "makespan_s")].iloc[0]
+    print(row[["measured", "ideal", "ratio", "ratio_costed"]].to_dict())
+    assert row["ratio"] > 1.15, row.to_dict()
+    assert abs(row["ratio_costed"] - 1) < row["ratio"] - 1, row.to_dict()
+
+
+@pytest.mark.throughput
 def test_a_repetition_is_predicted_from_the_other_within_their_own_spread(
     five_ms_run: Path,
 ) -> None:
+    """The spread is taken from the repetition the costs came from: a prediction of the
+    other within 3 % of `own` is off from `other` by other / own, whichever is larger
+    (repetition 1 at 3.53 s, 2 at 2.88 s, at load 8: 23 % from 2's side, 19 % from 1's)."""
     measured = pd.read_csv(five_ms_run / "summary.csv")
     first, second = makespan(measured, 1), makespan(measured, 2)
-    spread = abs(second / first - 1)
     for fitted, other, own in ((1, second, first), (2, first, second)):
         guess = makespan(predicted(five_ms_run, [fitted]))
+        spread = abs(other / own - 1)
         assert abs(other / guess - 1) <= TARGET + spread, (fitted, other, guess, spread)
         assert abs(own / guess - 1) <= 0.03, (fitted, own, guess)
 
 
+@pytest.mark.throughput
 def test_the_calibration_file_explains_the_gap_the_ideal_leaves(five_ms_run: Path) -> None:
     ideal = pd.read_csv(five_ms_run / "ideal.csv")
     row = ideal[(ideal["tenant_class"] == "all") & (ideal["figure"] == "makespan_s")].iloc[0]

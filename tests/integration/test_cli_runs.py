@@ -232,6 +232,17 @@ def server_programs() -> set[int]:
     }
 
 
+def left_behind(before: set[int], within_s: float = 30) -> set[int]:
+    """The marked processes started since `before` still alive after at most `within_s`.
+    A process killed outright takes its children with it by their parent-death signal,
+    which the kernel delivers, and they act on, in their own time: a loaded machine took
+    more than the 0.2-0.5 s the tests slept for it. A liveness bound, not a timing."""
+    deadline = time.monotonic() + within_s
+    while (left := server_programs() - before) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return left
+
+
 def _marked(pid: int) -> bool:
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes()
@@ -270,8 +281,7 @@ def test_an_interrupt_at_any_moment_leaves_no_process_behind(
     print(f"{command} after {delay_s} s: exit {run.returncode}, last output {shown}")
     assert run.returncode in (130, 0), stderr  # 0: it finished before the signal came
     assert "Traceback" not in stderr
-    time.sleep(0.2)  # the kernel's bookkeeping of killed children
-    assert server_programs() - before == set()
+    assert left_behind(before) == set()
     document_path = tmp_path / "results" / "latest" / "run.json"
     if run.returncode == 130 and document_path.exists():
         status = json.loads(document_path.read_text())["status"]

@@ -19,10 +19,10 @@ import pytest
 from harness.errors import ProviderUnavailable
 from harness.server import container as provider
 from harness.server.connections import connect
-from harness.server.container import LABEL, docker_engine_answers
+from harness.server.container import OWNER_LABEL, docker_engine_answers, owner
 from harness.server.kinds import ServerOptions
 from harness.server.providers import choose_provider, open_server
-from tests.conftest import SHORT_NOISY, harness_cli
+from tests.conftest import SHORT_NOISY
 
 IMAGE = "postgres:17"
 
@@ -42,22 +42,30 @@ pytestmark = [
 ]
 
 
-def ours() -> list[str]:
-    """The ids of every container the harness made, running or not."""
-    done = subprocess.run(
-        ["docker", "ps", "--all", "--quiet", "--filter", f"label={LABEL}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.split()
+def ours(*harnesses: int) -> list[str]:
+    """The ids of every container made by this test process or by one of the harness
+    processes `harnesses`, running or not. The engine may be shared: containers of other
+    runs (another checkout's tests) carry another owner and are none of ours."""
+    owners = [owner(pid) for pid in (os.getpid(), *harnesses)]
+    found = []
+    for value in owners:
+        done = subprocess.run(
+            ["docker", "ps", "--all", "--quiet", "--filter", f"label={OWNER_LABEL}={value}"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        found += done.stdout.split()
+    return found
 
 
 @pytest.fixture(autouse=True)
-def nothing_left() -> Iterator[None]:
-    assert ours() == [], "a container of an earlier run is still there"
-    yield
-    assert ours() == [], "the container was not removed"
+def started() -> Iterator[list[int]]:
+    """The harness processes the test starts; none may leave a container behind."""
+    assert ours() == [], "a container of an earlier test is still there"
+    pids: list[int] = []
+    yield pids
+    assert ours(*pids) == [], "the container was not removed"
 
 
 def derived_image(name: str, entrypoint: str) -> Iterator[str]:
@@ -89,8 +97,18 @@ def silent_image() -> Iterator[str]:
     yield from derived_image("tqb-test-silent:latest", '["sleep", "600"]')
 
 
-def harness(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return harness_cli(*args, timeout=300, cwd=cwd)
+def harness(started: list[int], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`python -m harness ARGS` to its end, its pid among those `started`."""
+    run = subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started.append(run.pid)
+    out, err = run.communicate(timeout=300)
+    return subprocess.CompletedProcess(run.args, run.returncode, out, err)
 
 
 def test_the_server_is_postgres_17_reached_by_the_containers_own_url() -> None:
@@ -120,8 +138,10 @@ def test_the_server_is_postgres_17_reached_by_the_containers_own_url() -> None:
     )
 
 
-def test_a_run_balances_its_books_and_leaves_no_container(tmp_path: Path) -> None:
-    done = harness("run", "--pg", "container", "large-tenant-alone", cwd=tmp_path)
+def test_a_run_balances_its_books_and_leaves_no_container(
+    started: list[int], tmp_path: Path
+) -> None:
+    done = harness(started, "run", "--pg", "container", "large-tenant-alone", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     run = json.loads((tmp_path / "results" / "latest" / "run.json").read_text())
     assert run["status"] == "complete"
@@ -131,8 +151,12 @@ def test_a_run_balances_its_books_and_leaves_no_container(tmp_path: Path) -> Non
     assert run["servers"][0]["provider"]["image"] == IMAGE
 
 
-def test_an_image_that_cannot_be_pulled_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    done = harness("run", "--image", "tqb-test-absent:1", "large-tenant-alone", cwd=tmp_path)
+def test_an_image_that_cannot_be_pulled_is_one_line_and_exit_2(
+    started: list[int], tmp_path: Path
+) -> None:
+    done = harness(
+        started, "run", "--image", "tqb-test-absent:1", "large-tenant-alone", cwd=tmp_path
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(
         "error: --pg container: the image tqb-test-absent:1 is not on this Docker engine "
@@ -142,9 +166,9 @@ def test_an_image_that_cannot_be_pulled_is_one_line_and_exit_2(tmp_path: Path) -
 
 
 def test_a_container_that_exits_at_start_is_one_line_and_removed(
-    broken_image: str, tmp_path: Path
+    broken_image: str, started: list[int], tmp_path: Path
 ) -> None:
-    done = harness("run", "--image", broken_image, "large-tenant-alone", cwd=tmp_path)
+    done = harness(started, "run", "--image", broken_image, "large-tenant-alone", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert done.stderr == (
         f"error: --pg container: the container of {broken_image} exited at start: "
@@ -167,7 +191,7 @@ def test_a_server_that_never_answers_is_one_line_and_removed(
 
 
 @pytest.mark.parametrize("moment", ["starting", "running"])
-def test_ctrl_c_removes_the_container(moment: str, tmp_path: Path) -> None:
+def test_ctrl_c_removes_the_container(moment: str, started: list[int], tmp_path: Path) -> None:
     scenario = tmp_path / "long.yaml"
     scenario.write_text(SHORT_NOISY.replace("jobs_per_tenant: 200", "jobs_per_tenant: 5000"))
     run = subprocess.Popen(
@@ -177,6 +201,7 @@ def test_ctrl_c_removes_the_container(moment: str, tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
         text=True,
     )
+    started.append(run.pid)
     deadline = time.monotonic() + 120
     while not _reached(moment, run) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -188,7 +213,7 @@ def test_ctrl_c_removes_the_container(moment: str, tmp_path: Path) -> None:
 
 def _reached(moment: str, run: subprocess.Popen[str]) -> bool:
     if moment == "starting":
-        return bool(ours())
+        return bool(ours(run.pid))
     assert run.stdout is not None
     return "short-noisy:" in run.stdout.readline()
 
@@ -209,9 +234,10 @@ MAJOR_IMAGES = ("postgres:15", "postgres:18")
 @pytest.mark.skipif(
     _majors_missing(MAJOR_IMAGES) is not None, reason=_majors_missing(MAJOR_IMAGES) or ""
 )
-def test_each_major_runs_in_its_own_image(tmp_path: Path) -> None:
+def test_each_major_runs_in_its_own_image(started: list[int], tmp_path: Path) -> None:
     """--pg container --pg-version 15,18: postgres:15, then postgres:18, one run folder."""
     done = harness(
+        started,
         "explain",
         "dequeue-check",
         "--pg",

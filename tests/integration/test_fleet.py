@@ -22,7 +22,7 @@ from psycopg import sql
 
 from harness import __version__
 from harness.server.kinds import Server
-from tests.integration.test_cli_runs import marked_env, server_programs
+from tests.integration.test_cli_runs import left_behind, marked_env, server_programs
 
 FLEET = """\
 name: fleet-test
@@ -117,8 +117,7 @@ def test_a_killed_member_fails_the_run_and_leaves_nothing_behind(tmp_path: Path)
     for worker in (workers[0], workers[2]):
         worker.communicate(timeout=60)
         assert worker.returncode == 1
-    time.sleep(0.5)  # the kernel's bookkeeping of killed children
-    assert server_programs() - before == set()
+    assert left_behind(before) == set()
     document = json.loads((tmp_path / "results" / "latest" / "run.json").read_text())
     assert document["status"] == "failed" and "stopped answering" in document["error"]
 

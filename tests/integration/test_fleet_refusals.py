@@ -6,10 +6,13 @@ which the member also writes into its row for the coordinator to name it."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import itertools
 import os
+import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -25,7 +28,7 @@ from harness.queues.contract.manifest import load_adapters
 from harness.queues.programs import Refused
 from harness.queues.sql.strategies import Strategy
 from harness.queues.wire import program_to_wire
-from harness.run.fleet import PROTOCOL, fleet_schema, fleet_sql
+from harness.run.fleet import BEAT_S, PROTOCOL, fleet_schema, fleet_sql
 from harness.run.member import serve
 from harness.scenario.inputs import RunInputs
 from harness.scenario.model import Scenario
@@ -187,11 +190,36 @@ def open_fleet_tables(
 
 @pytest.fixture
 def fleet_id(server: Server) -> Iterator[str]:
+    """A fleet's id, and its coordinator's heartbeat while the test runs: a member takes
+    a coordinator silent for SILENT_S as gone, and `harness worker` may take that long
+    to start on a loaded machine (it did, at load 5: "not taking members")."""
     fleet_id = f"hostile-{os.getpid()}-{next(_IDS)}"
-    yield fleet_id
+    with _beating(server, fleet_schema(fleet_id)):
+        yield fleet_id
     with connect(server.dsn) as conn:
         drop = sql.SQL("drop schema if exists {} cascade")
         conn.execute(drop.format(sql.Identifier(fleet_schema(fleet_id))))
+
+
+@contextmanager
+def _beating(server: Server, schema: str) -> Iterator[None]:
+    """The coordinator's heartbeat every BEAT_S, as `harness run --fleet` beats, once the
+    test has made the fleet's tables."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        with connect(server.dsn, schema=schema) as conn:
+            while not stop.wait(BEAT_S):
+                with contextlib.suppress(psycopg.errors.UndefinedTable):
+                    conn.execute(fleet_sql()["coordinator_beat"])  # type: ignore[call-overload]
+
+    beater = threading.Thread(target=beat, name="test-fleet-beat")
+    beater.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        beater.join()
 
 
 @pytest.mark.parametrize("shape", HOSTILE)

@@ -5,11 +5,13 @@ from __future__ import annotations
 import multiprocessing
 import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import psycopg
 
 from harness.queues.base import Site
+from harness.queues.sql.strategies import Strategy
 from harness.run.long_transaction import Holder
 from harness.scenario.model import LongTransaction
 from harness.server.kinds import Server
@@ -58,6 +60,38 @@ def test_the_holder_keeps_the_horizon_until_it_ends(queue: psycopg.Connection) -
     assert during and all(s["holder_xmin_age"] is not None for s in during)
 
 
+def test_the_sampled_dequeue_walks_the_versions_the_hold_keeps(
+    queue: psycopg.Connection, strategies: dict[str, Strategy]
+) -> None:
+    """The holder's samples explain the strategy's dequeue: 5,000 of a tenant's jobs
+    claimed and completed while the horizon is held leave their queued versions, and the
+    dequeue of the one job queued behind them walks past each (67 buffers here, against
+    4 before them). A fixed amount of churn, in the test's own statements: in a run, how
+    many jobs churn during the hold, and so how many more buffers the dequeue reads,
+    depends on how fast the machine is (at load 8 a run's dequeue read no more buffers
+    during its hold than in its first sample)."""
+    start = multiprocessing.get_context("spawn").Event()
+    hold = LongTransaction(from_s=0, for_s=600, sample_ms=20)
+    dequeue = strategies["round_robin"].sql("dequeue")
+    queue.execute("insert into queue_tenants (tenant_id) values (1)")
+    with Holder(Site(queue.info.dsn, "queue_test"), hold, start, dequeue) as holder:
+        start.set()
+        before = next_sample(holder, phase="during")
+        claim_and_complete(queue, 5000)
+        queue.execute("insert into jobs (tenant_id) values (1)")
+        held = next_sample(holder, phase="during")
+    assert held["dequeue_buffers"] > 10 * before["dequeue_buffers"] > 0, (before, held)
+
+
+def next_sample(holder: Holder, phase: str) -> dict[str, Any]:
+    """The first sample the holder takes from now on, in `phase`."""
+    taken = len(holder.record.samples)
+    wait_for(lambda: len(holder.record.samples) > taken + 1)
+    sample = holder.record.samples[taken + 1]  # begun after this call: sees what came before
+    assert sample["phase"] == phase, sample
+    return sample
+
+
 def test_vacuum_after_runs_once_the_hold_ends(queue: psycopg.Connection) -> None:
     start = multiprocessing.get_context("spawn").Event()
     hold = LongTransaction(from_s=0, for_s=0.2, sample_ms=50, vacuum_after=True)
@@ -103,9 +137,9 @@ def test_a_run_records_the_hold_and_the_dead_versions_it_left(
     claimed = jobs["started_at"].between(began, sampled - pd.Timedelta(seconds=0.2)).sum()
     assert claimed > 50
     assert last_held["jobs_dead_versions"] >= claimed
-    # The sampled dequeue walks the entries the hold kept: more buffers than before it.
-    before = samples.loc[samples["phase"] == "before", "dequeue_buffers"]
-    assert samples.loc[held, "dequeue_buffers"].max() > before.max()
+    # The sampled dequeue's cost in every sample (what the hold does to it, by how much
+    # churn the machine managed: test_the_sampled_dequeue_walks_the_versions_the_hold_keeps)
+    assert samples["dequeue_buffers"].notna().all() and samples["dequeue_ms"].notna().all()
     # Once the horizon moves on, page pruning reclaims what the hold kept.
     assert samples["jobs_dead_versions"].iloc[-1] < last_held["jobs_dead_versions"]
     assert outcome.tables.bloat is not None and len(outcome.tables.bloat) == 1

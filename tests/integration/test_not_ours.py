@@ -40,7 +40,12 @@ from harness.server.schema import (
 )
 from tests.conftest import harness_cli
 from tests.integration.conftest import Quiet, sql_queue
-from tests.integration.test_cli_runs import ONE_STRATEGY, marked_env, server_programs
+from tests.integration.test_cli_runs import (
+    ONE_STRATEGY,
+    left_behind,
+    marked_env,
+    server_programs,
+)
 
 # A token no live run has: what a run killed outright leaves in its schema's comment.
 DEAD = "0123456789abcdef"
@@ -143,8 +148,7 @@ def test_sigterm_during_a_backlog_load_ends_the_harness_in_seconds(
         "interrupted: everything the harness started is stopped; a run it cut short keeps "
         "what it measured, marked interrupted in its run.json"
     ]
-    time.sleep(0.2)  # the kernel's bookkeeping of killed children
-    assert server_programs() - before == set()
+    assert left_behind(before) == set()
     with psycopg.connect(server.dsn, autocommit=True) as conn:
         left = conn.execute("select nspname from pg_namespace where nspname like 'harness%'")
         assert left.fetchall() == []

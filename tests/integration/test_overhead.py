@@ -35,14 +35,32 @@ def done_jobs(server: Server) -> int:
     return int(row[0])
 
 
-def test_both_arms_do_every_job_once_at_comparable_rates(
+def test_both_arms_do_every_job_once(
     server: Server, schema: str, strategies: dict[str, Strategy]
 ) -> None:
-    """Every job once in each arm, and the harness's rate within the same order of magnitude
-    as pgbench's. The arms run one after the other, so load that comes or goes between them
-    moves the ratio (0.24 seen under load 4-12 while other checkouts ran their suites):
-    the pair is measured up to three times and the verdict is on the best ratio; the
-    books are checked every time."""
+    """Every job once in each arm, and a rate from each (printed, with their ratio: how
+    near the harness comes to pgbench is a figure of the machine, judged on a quiet one
+    by test_the_harness_drains_within_the_order_of_pgbench, `make throughput`)."""
+    load = Load(work_ms=0, jobs=400)
+    rates = {}
+    for arm in ("pgbench", "harness"):
+        measured = measure(server.dsn, schema, strategies["fifo"], arm, load, 4, 1)
+        assert done_jobs(server) == load.jobs, arm
+        assert measured.throughput > 0 and measured.claim_ms > 0, arm
+        rates[arm] = measured.throughput
+    print(f"harness / pgbench: {rates['harness'] / rates['pgbench']:.2f} ({rates})")
+
+
+@pytest.mark.throughput
+def test_the_harness_drains_within_the_order_of_pgbench(
+    server: Server, schema: str, strategies: dict[str, Strategy]
+) -> None:
+    """The harness's rate within the same order of magnitude as pgbench's. A throughput
+    benchmark: the arms run one after the other and load the CPU unlike each other (a
+    Python worker per client against pgbench's C), so load that comes or goes between
+    them moves the ratio (0.24 seen under load 4-12 while other checkouts ran their
+    suites). It runs in `make throughput` (and `make test-matrix`), not beside make test's
+    other tests; the pair is measured up to three times and judged on the best ratio."""
     load = Load(work_ms=0, jobs=400)
     ratios = []
     for _ in range(3):
@@ -50,7 +68,6 @@ def test_both_arms_do_every_job_once_at_comparable_rates(
         for arm in ("pgbench", "harness"):
             measured = measure(server.dsn, schema, strategies["fifo"], arm, load, 4, 1)
             assert done_jobs(server) == load.jobs, arm
-            assert measured.throughput > 0 and measured.claim_ms > 0, arm
             rates[arm] = measured.throughput
         ratios.append(rates["harness"] / rates["pgbench"])
         if ratios[-1] >= 0.3:

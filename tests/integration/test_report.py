@@ -93,6 +93,9 @@ def test_the_notebook_is_stored_without_outputs() -> None:
                 assert cell.outputs == [] and cell.execution_count is None, path
 
 
+# The notebook's time against `harness report`'s, one after the other: alone, the other
+# tests' load does not come between the two (make test runs it after its parallel part).
+@pytest.mark.alone
 def test_the_notebook_runs_top_to_bottom(
     short_run: Rendered, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import psycopg
 import pytest
@@ -17,17 +18,31 @@ from tests.conftest import SHORT_NOISY
 from tests.integration.conftest import run_yaml
 
 
-def small_median(summary: pd.DataFrame, strategy: str) -> float:
-    rows = summary[(summary["strategy"] == strategy) & (summary["tenant_class"] == "small")]
-    return float(rows["wait_p50_s"].iloc[0])
+def served_ahead(jobs: pd.DataFrame, waiting: str, ahead: str) -> pd.Series:
+    """For each job of the class `waiting`: how many jobs of the class `ahead` started
+    while it waited (after its enqueue, before its start), by the server's clock."""
+    starts = np.sort(jobs.loc[jobs["tenant_class"] == ahead, "started_at"].to_numpy())
+    waited = jobs[jobs["tenant_class"] == waiting]
+    after = np.searchsorted(starts, waited["enqueued_at"].to_numpy(), side="right")
+    before = np.searchsorted(starts, waited["started_at"].to_numpy(), side="left")
+    return pd.Series(before - after, index=waited.index)
 
 
 def test_fifo_makes_small_tenants_wait_far_longer_than_round_robin(short_run) -> None:
-    fifo, rr = (
-        small_median(short_run.summary, "fifo"),
-        small_median(short_run.summary, "round_robin"),
-    )
-    assert fifo >= 5 * rr, f"FIFO {fifo:.4f} s vs round-robin {rr:.4f} s"
+    """FIFO serves the small tenants' jobs after the large tenant's backlog queued before
+    them; round-robin within a round of turns, where the large tenant has one turn: at
+    most a large job per worker and per small job of the tenant goes first. Counted in
+    jobs, which no load changes: the 200 jobs of 5 ms need 0.5 s or more on 2 workers
+    (a sleep is never shorter), so 120 or more still wait when the small ones arrive at
+    0.2 s. Their waits in seconds (about 40x apart on a quiet machine) are printed, not
+    judged: a disk stall in one repetition and not in the other moves their ratio."""
+    jobs = load_jobs(short_run.folder.path)
+    ahead = {name: served_ahead(rows, "small", "large") for name, rows in jobs.groupby("strategy")}
+    summary = short_run.summary.set_index(["strategy", "tenant_class"])
+    print(summary["wait_p50_s"].to_dict(), {name: ahead[name].median() for name in ahead})
+    within_a_round = 2 + 2  # workers, and the jobs of a small tenant
+    assert ahead["round_robin"].max() <= within_a_round, ahead["round_robin"].tolist()
+    assert ahead["fifo"].median() >= 5 * within_a_round, ahead["fifo"].tolist()
 
 
 def test_the_run_folder_holds_raw_data_provenance_and_plots(short_run) -> None:

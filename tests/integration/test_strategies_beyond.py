@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.analysis.properties import max_concurrent_per_tenant
+from harness.results.jobs import load_jobs
 from harness.run.render import Rendered
 from harness.server.kinds import Server
 from tests.integration.conftest import run_yaml
@@ -112,6 +114,11 @@ tenant_groups:
 def test_holding_the_lock_throttles_round_robin_to_one_job_per_tenant(
     server: Server, tmp_path: Path
 ) -> None:
+    """Four workers share the tenant when the lock is released; one at a time when held.
+    Judged by how many of its jobs ran at once (the server's started_at and finished_at),
+    which no load changes: the held lock orders each claim after the last job's
+    completion. The makespans (about 4x apart on a quiet machine) are printed; their
+    ratio moves with whatever else the machine does between the two repetitions."""
     outcome = run(
         server,
         tmp_path,
@@ -125,11 +132,12 @@ tenant_groups:
   - {name: large, tenants: 1, jobs_per_tenant: 60, duration_ms: 20}
 """,
     )
+    jobs = load_jobs(outcome.folder.path)
+    at_once = {name: max_concurrent_per_tenant(rows) for name, rows in jobs.groupby("strategy")}
     summary = outcome.summary
     assert summary is not None
-    makespan = summary.set_index("strategy")["makespan_s"]
-    # Four workers share the tenant when the lock is released; one at a time when held.
-    assert makespan["round_robin_hold"] >= 2.5 * makespan["round_robin"]
+    print(summary.set_index("strategy")["makespan_s"].to_dict(), at_once)
+    assert at_once["round_robin_hold"] == 1 and at_once["round_robin"] >= 2, at_once
 
 
 @pytest.mark.parametrize("strategy", ["round_robin_active", "weighted", "capped", "priority"])

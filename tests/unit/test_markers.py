@@ -1,5 +1,7 @@
 """The `integration` marker selects exactly the tests under tests/integration, `majors`
-exactly those under tests/majors, which make test leaves out and make test-matrix runs."""
+exactly those under tests/majors, which make test leaves out and make test-matrix runs;
+every test runs in make test (its parallel part, or after it if marked `alone`) or in
+make test-matrix."""
 
 from __future__ import annotations
 
@@ -64,34 +66,52 @@ def test_integration_collects_every_integration_test_and_nothing_else(
 
 
 def test_ci_runs_the_readme_command_and_the_matrix() -> None:
-    """.ci/run and the GitHub workflow both run make test, then make test-matrix (what make
-    test leaves out) and the check; the workflow is YAML that parses (a colon in a plain
-    `run:` scalar made it a mapping)."""
+    """.ci/run and the GitHub workflow both run make test, make test once more beside a
+    load (make test-under-load), then make test-matrix (what make test leaves out) and
+    the check; the workflow is YAML that parses (a colon in a plain `run:` scalar made it
+    a mapping)."""
     workflow = yaml.safe_load((ROOT / ".github/workflows/ci.yml").read_text())
     runs = [step.get("run", "") for step in workflow["jobs"]["test"]["steps"]]
     makes = [run for run in runs if run.startswith("make ")]
-    assert makes == ["make test", "make test-matrix"]
+    assert makes == ["make test", "make test-under-load", "make test-matrix"]
     assert any("harness check" in run for run in runs)
     script = [line.strip() for line in (ROOT / ".ci/run").read_text().splitlines()]
-    order = [line for line in script if line in ("make test", "make test-matrix", "make check")]
-    assert order == ["make test", "make test-matrix", "make check"]
+    steps = ("make test", "make test-under-load", "make test-matrix", "make check")
+    assert [line for line in script if line in steps] == list(steps)
 
 
 def test_what_make_test_leaves_out_the_matrix_runs() -> None:
-    """Every marker make test excludes is one make test-matrix selects: nothing falls
-    between the two."""
+    """Every marker make test excludes (from both of its parts) is one make test-matrix
+    selects: nothing falls between the two."""
     makefile = (ROOT / "Makefile").read_text()
-    excluded = set(re.findall(r"not (\w+)", _pytest_m(makefile, "test")))
-    selected = set(re.findall(r"(\w+)", _pytest_m(makefile, "test-matrix"))) - {"or"}
+    parts = [set(re.findall(r"not (\w+)", part)) for part in make_selections(makefile, "test")]
+    excluded = set.intersection(*parts)
+    (matrix,) = make_selections(makefile, "test-matrix")
+    selected = set(re.findall(r"(\w+)", matrix)) - {"or"}
     assert excluded and excluded == selected
     assert {"heavy", "throughput", "libraries"} <= excluded  # minutes each
 
 
-def _pytest_m(makefile: str, target: str) -> str:
+def test_every_test_runs_in_make_test_or_the_matrix(markers: dict[str, list[str]]) -> None:
+    """Over the collection: each test is selected by a part of make test or by make
+    test-matrix; make test's parallel part has no test marked `alone`, its other part
+    only those, so no test of make test runs twice."""
+    makefile = (ROOT / "Makefile").read_text()
+    parallel, alone = (set(selected(markers, part)) for part in make_selections(makefile, "test"))
+    (matrix,) = make_selections(makefile, "test-matrix")
+    assert parallel | alone | set(selected(markers, matrix)) == set(markers)
+    assert alone and not parallel & alone
+    assert alone == {test for test in parallel | alone if "alone" in markers[test]}
+
+
+def make_selections(makefile: str, target: str) -> list[str]:
+    """The `-m` expression of each pytest command in the target's recipe, its make
+    variables (`NAME := value`) put in."""
+    variables = dict(re.findall(r"^(\w+) [:?]?= (.*)$", makefile, re.MULTILINE))
     block = makefile.split(f"\n{target}: ", 1)[1].split("\n\n", 1)[0]
-    found = re.search(r'pytest -m "([^"]+)"', block)
-    assert found is not None, target
-    return found.group(1)
+    found = re.findall(r'pytest [^"\n]*-m "([^"]+)"', block)
+    assert found, target
+    return [re.sub(r"\$\((\w+)\)", lambda name: variables[name[1]], each) for each in found]
 
 
 def test_majors_collects_the_tests_of_every_major_make_test_none_the_matrix_all(
@@ -100,6 +120,8 @@ def test_majors_collects_the_tests_of_every_major_make_test_none_the_matrix_all(
     majors = selected(markers, "majors")
     assert majors and all(test.startswith("tests/majors/") for test in majors), majors
     makefile = (ROOT / "Makefile").read_text()
-    in_make_test = selected(markers, _pytest_m(makefile, "test"))
+    parts = make_selections(makefile, "test")
+    in_make_test = [test for part in parts for test in selected(markers, part)]
     assert in_make_test and not [t for t in in_make_test if t.startswith("tests/majors/")]
-    assert set(majors) <= set(selected(markers, _pytest_m(makefile, "test-matrix")))
+    (matrix,) = make_selections(makefile, "test-matrix")
+    assert set(majors) <= set(selected(markers, matrix))
