@@ -33,7 +33,7 @@ select format('analyze %I.%I', schemaname, tablename)
 select id::text,
        (args ->> 'n')::bigint,
        (args ->> 't')::int,
-       state = 'completed',
+       case when state = 'completed' then 'done' else 'waiting' end,
        created_at,
        attempted_at,
        finalized_at

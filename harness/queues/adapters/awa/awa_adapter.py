@@ -344,10 +344,7 @@ def ledger(config: kit.Config) -> Iterator[kit.Record]:
     with _connect(config) as conn:
         for (statement,) in conn.execute(sql("awa_analyze_tables")).fetchall():  # type: ignore[arg-type]
             conn.execute(statement)
-        rows = conn.execute(sql("awa_ledger"), {"kind": KIND}).fetchall()  # type: ignore[arg-type]
-    for library_id, job, tenant, done, enqueued, started, finished in rows:
-        state = "done" if done else "waiting"
-        yield kit.Record(library_id, state, enqueued, job, tenant, started, finished)
+    return kit.ledger_records(config, sql("awa_ledger"), {"kind": KIND})
 
 
 if __name__ == "__main__":

@@ -349,10 +349,7 @@ def _grow_with_holds(queue: Any, config: kit.Config, work: kit.Work, held: list[
 
 
 def ledger(config: kit.Config) -> Iterator[kit.Record]:
-    with _connect(config) as conn:
-        rows = conn.execute(sql("dbos_ledger"), {"queue": QUEUE}).fetchall()  # type: ignore[arg-type]
-    for library_id, job, tenant, state, enqueued, started, finished in rows:
-        yield kit.Record(library_id, state, enqueued, job, tenant, started, finished)
+    return kit.ledger_records(config, sql("dbos_ledger"), {"queue": QUEUE})
 
 
 if __name__ == "__main__":

@@ -81,10 +81,10 @@ select * from archive(queue_name => %(queue)s, msg_ids => %(msg_ids)s::bigint[])
 -- enqueued_at is now() of the send, last_read_at clock_timestamp() of the read that
 -- handed it out (the last read: a message read twice is two task runs), archived_at
 -- now() of the archive. A message still in the queue is unfinished.
-select msg_id::text, (message ->> 'n')::bigint, (message ->> 't')::int, true,
+select msg_id::text, (message ->> 'n')::bigint, (message ->> 't')::int, 'done',
        enqueued_at, last_read_at, archived_at
   from a_harness
 union all
-select msg_id::text, (message ->> 'n')::bigint, (message ->> 't')::int, false,
+select msg_id::text, (message ->> 'n')::bigint, (message ->> 't')::int, 'waiting',
        enqueued_at, last_read_at, null::timestamptz
   from q_harness

@@ -256,11 +256,7 @@ def _run_all(
 
 
 def ledger(config: kit.Config) -> Iterator[kit.Record]:
-    with _connect(config) as conn:
-        rows = conn.execute(sql("pgmq_ledger")).fetchall()  # type: ignore[arg-type]
-    for library_id, job, tenant, done, enqueued, started, finished in rows:
-        state = "done" if done else "waiting"
-        yield kit.Record(library_id, state, enqueued, job, tenant, started, finished)
+    return kit.ledger_records(config, sql("pgmq_ledger"))
 
 
 if __name__ == "__main__":

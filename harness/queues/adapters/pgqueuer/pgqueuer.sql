@@ -10,7 +10,7 @@
 select log.job_id::text,
        (convert_from(queue.payload, 'UTF8')::jsonb ->> 'n')::bigint,
        (convert_from(queue.payload, 'UTF8')::jsonb ->> 't')::int,
-       bool_or(log.status = 'successful'),
+       case when bool_or(log.status = 'successful') then 'done' else 'waiting' end,
        min(log.created) filter (where log.status = 'queued'),
        min(log.created) filter (where log.status = 'picked'),
        max(log.created) filter (where log.status = 'successful')

@@ -36,8 +36,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 from harness.queues.adapters.python import kit
 
 ENTRYPOINT = "harness"
@@ -331,11 +329,7 @@ def _run_options(setup: Setup, cap: int) -> dict[str, Any]:
 def ledger(config: kit.Config) -> Iterator[kit.Record]:
     """pgqueuer_log's rows per job; a finished job's payload is gone with it, so its
     record names no job or tenant (the harness matches it to its run by pgqueuer's id)."""
-    with psycopg.connect(kit.conninfo(config), autocommit=True) as conn:
-        rows = conn.execute(SQL["pgqueuer_ledger"].sql).fetchall()  # type: ignore[call-overload]
-    for library_id, job, tenant, done, enqueued, started, finished in rows:
-        state = "done" if done else "waiting"
-        yield kit.Record(library_id, state, enqueued, job, tenant, started, finished)
+    return kit.ledger_records(config, SQL["pgqueuer_ledger"].sql)
 
 
 if __name__ == "__main__":

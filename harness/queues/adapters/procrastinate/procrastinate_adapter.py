@@ -168,10 +168,7 @@ def _worker_options(config: kit.Config) -> dict[str, Any]:
 
 
 def ledger(config: kit.Config) -> Iterator[kit.Record]:
-    with psycopg.connect(kit.conninfo(config)) as conn:
-        rows = conn.execute(SQL["procrastinate_ledger"].sql).fetchall()  # type: ignore[arg-type]
-    for library_id, job, tenant, state, enqueued, started, finished in rows:
-        yield kit.Record(library_id, state, enqueued, job, tenant, started, finished)
+    return kit.ledger_records(config, SQL["procrastinate_ledger"].sql)
 
 
 if __name__ == "__main__":

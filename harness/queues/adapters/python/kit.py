@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -341,6 +341,19 @@ def pool_configure(out: Out) -> Callable[[psycopg.AsyncConnection[Any]], Awaitab
         conn.add_notice_handler(notice_forwarder(out))
 
     return configure
+
+
+def ledger_records(
+    config: Config, statement: str, params: dict[str, Any] | None = None
+) -> Iterator[Record]:
+    """Each row of a library's ledger query as its record: the library's id, the job's
+    number and tenant (null where its payload is gone), its state (done, waiting,
+    running, failed), and its enqueue, start and finish as the library's tables keep
+    them."""
+    with psycopg.connect(conninfo(config), autocommit=True) as conn:
+        rows = conn.execute(statement, params or {}).fetchall()  # type: ignore[call-overload]
+    for library_id, job, tenant, state, enqueued, started, finished in rows:
+        yield Record(str(library_id), state, enqueued, job, tenant, started, finished)
 
 
 def sql_blocks(path: Path) -> dict[str, SqlBlock]:

@@ -209,10 +209,7 @@ async def _run(slot: int, saq_worker: Worker[Context], work: kit.Work) -> None:
 
 
 def ledger(config: kit.Config) -> Iterator[kit.Record]:
-    with psycopg.connect(kit.conninfo(config)) as conn:
-        rows = conn.execute(SQL["saq_ledger"].sql).fetchall()  # type: ignore[arg-type]
-    for library_id, job, tenant, state, enqueued, started, finished in rows:
-        yield kit.Record(library_id, state, enqueued, job, tenant, started, finished)
+    return kit.ledger_records(config, SQL["saq_ledger"].sql)
 
 
 if __name__ == "__main__":
