@@ -377,13 +377,18 @@ def _signalable(pid: int) -> bool:
 
 
 def _ours(home: Path, uid: int) -> bool:
-    """A made user's home: a private folder the harness made in the temporary folder."""
+    """A private folder the harness made (a made user's home): named as it names them, a
+    folder (not a link) of `uid`, of mode 0700, in a folder of root's or a sticky one (a
+    temporary folder). Not necessarily this process's temporary folder: a process the
+    harness starts may have another TMPDIR (a test's), and is still of the same run."""
     try:
-        info = home.lstat()
+        info, parent = home.lstat(), home.parent.stat()
     except OSError:
         return False
-    in_tmp = home.parent == Path(tempfile.gettempdir()) and home.name.startswith(_PRIVATE_PREFIX)
-    return in_tmp and stat.S_ISDIR(info.st_mode) and info.st_uid == uid
+    named = home.name.startswith(_PRIVATE_PREFIX)
+    private = stat.S_ISDIR(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o700
+    guarded = parent.st_uid == 0 or bool(parent.st_mode & stat.S_ISVTX)
+    return named and private and info.st_uid == uid and guarded
 
 
 # -- the shared cache ---------------------------------------------------------------------

@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import psycopg
@@ -207,8 +208,10 @@ def test_the_fleet_tables_hold_no_password_and_a_library_fleet_balances_its_book
         assert worker.returncode == 0, err
     written = "\n".join(seen.rows)
     assert PASSWORD not in written and '"dsn"' not in written and "password" not in written
-    programs = {row["program"] for text in seen.rows for row in _programs(text)}
-    assert programs == {"sql.worker", "procrastinate.worker"}
+    rows = [row for text in seen.rows for row in _programs(text)]
+    assert {row["program"] for row in rows} == {"sql.worker", "adapter.worker"}
+    adapters = {row["spec"]["adapter"] for row in rows if row["program"] == "adapter.worker"}
+    assert adapters == {"procrastinate"}
     jobs = pd.read_csv(tmp_path / "results" / "latest" / "jobs.csv")
     assert len(jobs) == 2 * 310  # every job once, for each queue
     assert set(jobs["member"]) == {1, 2}
@@ -225,7 +228,7 @@ def statements_logged(dsn: str) -> Iterator[None]:
             conn.execute("alter role current_user reset log_statement")
 
 
-def _programs(text: str) -> list[dict[str, object]]:
+def _programs(text: str) -> list[dict[str, Any]]:
     row = json.loads(text)
     return list(row.get("programs", []))
 

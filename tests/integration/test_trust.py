@@ -9,6 +9,7 @@ import os
 import secrets
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -123,6 +124,53 @@ def test_nobody_cannot_reach_the_servers_socket(server: Server) -> None:
     psql = [str(client_program("psql")), "-h", str(folder), "-U", "postgres", "-c", "select 1"]
     done = subprocess.run(psql, user="nobody", capture_output=True, text=True, timeout=60)
     assert done.returncode != 0 and "Permission denied" in done.stderr, done.stdout
+
+
+@root_only
+def test_a_process_the_harness_starts_with_another_tmpdir_is_of_the_same_run(
+    server: Server, tmp_path: Path
+) -> None:
+    """A harness started by the harness (a fleet member, a coordinator, as the tests start
+    them) with another TMPDIR took the run's private folder for another's and made a user
+    of its own: its adapters could not reach the server's socket (Permission denied)."""
+    tmp_path.chmod(0o1777)
+    shown = "from harness.server import run_user; print(run_user.run_user().name)"
+    done = subprocess.run(
+        [sys.executable, "-c", shown],
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.strip() == server.details["run_as"] == run_user.run_user().name  # type: ignore[union-attr]
+
+
+@root_only
+@pytest.mark.parametrize(
+    "what", ["mode 0755", "a link", "another name", "in a folder another user may write"]
+)
+def test_a_private_folder_not_as_the_harness_makes_it_is_not_taken(
+    tmp_path: Path, what: str
+) -> None:
+    """Only a folder as the harness makes it is taken for the run's private folder."""
+    parent = tmp_path / "parent"
+    parent.mkdir(mode=0o755)
+    made = parent / "tqb-run-made"
+    made.mkdir(mode=0o700)
+    assert run_user._ours(made, os.getuid())
+    folder = made
+    if what == "mode 0755":
+        made.chmod(0o755)
+    elif what == "a link":
+        folder = parent / "tqb-run-link"
+        folder.symlink_to(made)
+    elif what == "another name":
+        folder = parent / "elsewhere"
+        made.rename(folder)
+    else:
+        os.chown(parent, 65534, -1)
+    assert not run_user._ours(folder, os.getuid())
 
 
 # -- the server's copy --------------------------------------------------------------------
