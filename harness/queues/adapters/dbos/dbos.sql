@@ -25,7 +25,8 @@ select enqueue_workflow(
 -- transaction began, and the dequeue's runs several statements, each seeing what was
 -- committed by then: a job enqueued after the dequeue began and claimed by it reads a
 -- start before its enqueue. Its start is then its enqueue (a wait of 0), the nearest
--- moment DBOS's stamps allow. The workflow id is '<number>:<tenant>' (dbos_enqueue).
+-- moment DBOS's stamps allow; a workflow never started keeps no start. The workflow id
+-- is '<number>:<tenant>' (dbos_enqueue).
 -- Its status as the contract's state: ENQUEUED and DELAYED wait, PENDING runs, ERROR
 -- (a refused input among them), CANCELLED and MAX_RECOVERY_ATTEMPTS_EXCEEDED failed.
 select workflow_uuid,
@@ -39,7 +40,8 @@ select workflow_uuid,
          else 'failed'
        end,
        to_timestamp(created_at / 1000.0),
-       to_timestamp(greatest(started_at_epoch_ms, created_at) / 1000.0),
+       to_timestamp(case when started_at_epoch_ms is not null
+                         then greatest(started_at_epoch_ms, created_at) end / 1000.0),
        to_timestamp(completed_at / 1000.0)
   from workflow_status
  where queue_name = %(queue)s
