@@ -56,6 +56,9 @@ def test_every_one_queue_mapping_drains_the_backlog_default_and_tuned(
     for python in ("procrastinate", "procrastinate_tuned", "pgqueuer", "pgqueuer_tuned"):
         assert by.loc[python, "claim_p50_ms"] > 0
     summary = (outcome.folder.path / "summary.md").read_text()
-    assert "`pgqueuer_tuned` (pgqueuer, tuned): batch_size=10" in summary
+    said = {line for line in summary.splitlines() if "`pgqueuer_tuned` (pgqueuer, tuned): " in line}
+    assert len(said) == 1, said  # the same line under each table that names it
+    settings = set(said.pop().split(": ", 1)[1].split(", "))
+    assert {"batch_size=10", "queue_managers=5"} <= settings, settings
     if "graphile_worker" in by.index:
         assert by.loc["graphile_worker_tuned", "jobs_s"] > 2 * by.loc["graphile_worker", "jobs_s"]
