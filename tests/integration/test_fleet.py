@@ -39,14 +39,32 @@ tenant_groups:
 WAITING = re.compile(r"harness worker --dsn (?P<dsn>\S+) --run (?P<run>\S+)")
 
 
+STARTED: list[subprocess.Popen[str]] = []
+
+
 def harness(*args: str, stdout: int = subprocess.PIPE) -> subprocess.Popen[str]:
-    return subprocess.Popen(
+    process = subprocess.Popen(
         [sys.executable, "-m", "harness", *args],
         stdout=stdout,
         stderr=subprocess.PIPE,
         text=True,
         env=marked_env(),
     )
+    STARTED.append(process)
+    return process
+
+
+@pytest.fixture(autouse=True)
+def none_left_running() -> Iterator[None]:
+    """Every harness a test started ended, its pipes closed, even when the test failed
+    before it waited for them: left to the garbage collector, their ResourceWarnings
+    failed a later test (unraisable exceptions, under filterwarnings = error)."""
+    yield
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:
+            process.kill()
+        process.communicate(timeout=60)
 
 
 def coordinator(
