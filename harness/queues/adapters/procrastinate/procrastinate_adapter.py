@@ -87,7 +87,7 @@ def versions(config: kit.Config) -> kit.Said:
     return kit.Said(
         versions={"procrastinate": importlib.metadata.version("procrastinate")},
         settings={
-            "connector": "PsycopgConnector (psycopg_pool.AsyncConnectionPool)",
+            "driver": "PsycopgConnector (psycopg_pool.AsyncConnectionPool)",
             "concurrency": "the scenario's workers, dealt among the processes its manifest runs",
             "listen_notify": True,
             "fetch_job_polling_interval_s": config["poll_interval_ms"] / 1000,
