@@ -326,26 +326,26 @@ def kept_by(conn: psycopg.Connection[Any], schema: str) -> str | None:
 def foreign_owned(conn: psycopg.Connection[Any], schema: str) -> str | None:
     """Which objects in the schema another role owns, as a phrase; None if none does."""
     found = [row[0] for row in conn.execute(schema_sql()["foreign_owned"].sql, {"schema": schema})]
-    if not found:
-        return None
-    named = ", ".join(found[:_NAMED])
-    more = f" and {len(found) - _NAMED} more" if len(found) > _NAMED else ""
-    if len(found) == 1:
-        return f"1 object in it is another role's ({named})"
-    return f"{len(found)} objects in it are other roles' ({named}{more})"
+    return _counted(found, "object in it is another role's", "objects in it are other roles'")
 
 
 def depended_on(conn: psycopg.Connection[Any], schema: str) -> str | None:
     """Which objects outside the schema depend on it, as a phrase; None if none do."""
     found = conn.execute(schema_sql()["outside_dependents"].sql, {"schema": schema})
     dependents = [row[0] for row in found]
-    if not dependents:
+    return _counted(
+        dependents, "object outside it depends on it", "objects outside it depend on it"
+    )
+
+
+def _counted(names: list[str], one: str, many: str) -> str | None:
+    """`names` counted and named (the first _NAMED of them) after `one` or `many`, the
+    phrase for one object or several; None if there are none."""
+    if not names:
         return None
-    named = ", ".join(dependents[:_NAMED])
-    more = f" and {len(dependents) - _NAMED} more" if len(dependents) > _NAMED else ""
-    if len(dependents) == 1:
-        return f"1 object outside it depends on it ({named})"
-    return f"{len(dependents)} objects outside it depend on it ({named}{more})"
+    named = ", ".join(names[:_NAMED])
+    more = f" and {len(names) - _NAMED} more" if len(names) > _NAMED else ""
+    return f"1 {one} ({named})" if len(names) == 1 else f"{len(names)} {many} ({named}{more})"
 
 
 def _drop(conn: psycopg.Connection[Any], schema: str, if_exists: bool = False) -> None:

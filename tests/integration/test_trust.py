@@ -22,8 +22,6 @@ from psycopg import sql
 
 from harness.errors import HarnessError
 from harness.queues.base import Site
-from harness.queues.contract import runtime
-from harness.queues.contract.manifest import Adapter, load_adapters
 from harness.queues.contract.process import AdapterProcess, run_role
 from harness.queues.contract.protocol import (
     Enqueued,
@@ -42,17 +40,10 @@ from harness.server.kinds import Server, ServerOptions
 from harness.server.pgbouncer import login_for, running_pgbouncer, unavailable_reason
 from harness.server.providers import choose_provider, open_server
 from harness.server.schema import MARK, own_schema
+from tests.integration.test_adapters import shipped
 
 root_only = pytest.mark.skipif(os.geteuid() != 0, reason="only a root run hands its programs on")
 CANARY = "TQB_TRUST_CANARY"
-
-
-def shipped(name: str) -> Adapter:
-    adapter = load_adapters()[name]
-    problem = runtime.missing(adapter)
-    if problem is not None:
-        pytest.skip(problem)
-    return adapter
 
 
 def identity(pid: int) -> tuple[int, dict[str, str]]:
