@@ -38,7 +38,6 @@ from harness.queues.contract.protocol import (
     Recorded,
     Refused,
     Versions,
-    command,
 )
 from harness.queues.contract.queue import ContractSpec, connection_of, enqueue_all
 from harness.queues.contract.reader import WorkerEvents
@@ -161,9 +160,7 @@ def _work(verdict: Verdict, spec: ContractSpec, inputs: RunInputs, where: str) -
     report = WorkerReport(worker=0)
     try:
         worker.expect(Ready)
-        worker.send(command("start"))
-        events = WorkerEvents(worker, report)
-        events.start()
+        events = WorkerEvents.started(worker, report)
         _enqueue_all(spec, inputs)
         events.wait_for(inputs.total_jobs, DONE_BOUND_S)
         _stop(verdict, worker, events, where)

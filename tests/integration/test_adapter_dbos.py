@@ -25,7 +25,6 @@ from harness.queues.contract.protocol import (
     Record,
     Recorded,
     Versions,
-    command,
 )
 from harness.queues.contract.queue import ContractSpec, enqueue_all
 from harness.queues.contract.reader import WorkerEvents
@@ -125,9 +124,7 @@ def work_until_settled(spec: ContractSpec, rewritten: str) -> WorkerReport:
     report = WorkerReport(worker=0)
     try:
         worker.expect(Ready)
-        worker.send(command("start"))
-        events = WorkerEvents(worker, report)
-        events.start()
+        events = WorkerEvents.started(worker, report)
         events.wait_for(len(JOBS) - 1, SETTLED_BOUND_S)
         wait_for_status(spec, rewritten)
         events.stop()

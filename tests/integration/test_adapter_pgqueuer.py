@@ -21,7 +21,6 @@ from harness.queues.contract.protocol import (
     Ready,
     Record,
     Recorded,
-    command,
 )
 from harness.queues.contract.queue import ContractSpec, enqueue_all
 from harness.queues.contract.reader import WorkerEvents
@@ -118,9 +117,7 @@ def _worked(spec: ContractSpec, batch: list[jobs.Job]) -> WorkerReport:
     report = WorkerReport(worker=0)
     try:
         worker.expect(Ready)
-        worker.send(command("start"))
-        events = WorkerEvents(worker, report)
-        events.start()
+        events = WorkerEvents.started(worker, report)
         enqueue_all(spec, [(0.0, batch)])
         events.wait_for(len(batch), 60)
         events.stop()

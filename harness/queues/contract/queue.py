@@ -167,9 +167,7 @@ def _work(index: int, spec: ContractSpec, signals: Signals, report: WorkerReport
         adapter.expect(Ready)
         signals.ready[index] = 1
         signals.start.wait()
-        adapter.send(command("start"))
-        events = WorkerEvents(adapter, report, signals, index)
-        events.start()
+        events = WorkerEvents.started(adapter, report, signals, index)
         while not signals.stop.wait(0.05) and events.is_alive():
             pass  # an adapter that fails stops the reader: its error is this program's
         events.stop()

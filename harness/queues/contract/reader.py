@@ -37,6 +37,20 @@ class WorkerEvents(threading.Thread):
         self.adapter, self.report, self.signals, self.index = adapter, report, signals, index
         self.error: Exception | None = None
 
+    @classmethod
+    def started(
+        cls,
+        adapter: AdapterProcess,
+        report: WorkerReport,
+        signals: Signals | None = None,
+        index: int = 0,
+    ) -> WorkerEvents:
+        """The worker adapter sent `start`, and its events read from then on."""
+        adapter.send(command("start"))
+        events = cls(adapter, report, signals, index)
+        events.start()
+        return events
+
     def run(self) -> None:
         try:
             while not isinstance(event := self.adapter.next_event(), Stopped):
