@@ -20,7 +20,7 @@ from harness.analysis.provenance import (
 )
 from harness.errors import HarnessError
 from harness.report.console import console_table
-from harness.report.plots import FORMATS, encode
+from harness.report.plots import images
 from harness.report.sections import markdown_table
 from harness.results.document import RunDocument, load_document, refuse_several_majors
 from harness.results.folder import atomic_write
@@ -55,8 +55,8 @@ def compare_command(
     )
     atomic_write(out / "compare.md", markdown.encode())
     figure = compare_ecdf(runs[0], runs[1], (f"A {first.name}", f"B {second.name}"), warning)
-    for form in FORMATS:
-        atomic_write(out / f"waits.{form}", encode(figure, form))
+    for form, data in images(figure).items():
+        atomic_write(out / f"waits.{form}", data)
     console.print(f"Comparison: {out}", highlight=False)
 
 

@@ -69,7 +69,7 @@ from harness.analysis.waits import (
     with_waits,
 )
 from harness.report.html import VERDICT, Page, report_html
-from harness.report.plots import FORMATS, encode
+from harness.report.plots import images
 from harness.report.sections import Section, markdown
 from harness.results.contract import listed
 from harness.results.document import (
@@ -227,10 +227,12 @@ def render_run(folder: RunFolder) -> Rendered:
         for version, part in parts
         for name, figure in run_figures(raw.of_version(version), part).items()
     }
-    for name, figure in plots.items():
-        for form in FORMATS:
-            write(f"{name}_{form}", f"{name}.{form}", encode(figure, form))
-    write("report", "report.html", report_html(_page(raw, sections, plots)))
+    encoded = {name: images(figure) for name, figure in plots.items()}
+    for name, forms in encoded.items():
+        for form, data in forms.items():
+            write(f"{name}_{form}", f"{name}.{form}", data)
+    pngs = {name: forms["png"] for name, forms in encoded.items()}
+    write("report", "report.html", report_html(_page(raw, sections, pngs)))
     folder.write("run.json", raw.document.dumps(), replace=True)
     return Rendered(folder, raw.document, tables, sections)
 
@@ -437,14 +439,15 @@ def _title(raw: RawRun) -> str:
     return f"{raw.scenario.name}: {raw.document.run_id}"
 
 
-def _page(raw: RawRun, sections: list[Section], plots: dict[str, Figure]) -> Page:
+def _page(raw: RawRun, sections: list[Section], plots: dict[str, bytes]) -> Page:
+    """The report's page; `plots`: each plot's PNG, as its file has it."""
     return Page(
         title=f"{raw.scenario.name} — {raw.document.run_id}",
         description=raw.scenario.description,
         document=raw.document,
         sections=sections,
-        lead_plots=[_png(name, plots[name]) for name in _lead(plots)],
-        plots=[_png(name, figure) for name, figure in plots.items() if name not in _lead(plots)],
+        lead_plots=[(_plot_title(name), plots[name]) for name in _lead(plots)],
+        plots=[(_plot_title(name), png) for name, png in plots.items() if name not in _lead(plots)],
         folded=[
             (_capture_label(capture, len(raw.versions)), capture.text)
             for capture in raw.captures
@@ -461,11 +464,7 @@ def _plot_title(name: str) -> str:
     return f"{title}: PostgreSQL {major}" if major else title
 
 
-def _png(name: str, figure: Figure) -> tuple[str, bytes]:
-    return _plot_title(name), encode(figure, "png")
-
-
-def _lead(plots: dict[str, Figure]) -> list[str]:
+def _lead(plots: dict[str, bytes]) -> list[str]:
     """The first screen's plots in LEAD_PLOTS's order; in a run of several majors, each
     of them on every major (waits_over_time-pg15, waits_over_time-pg18, waits-pg15, ...)."""
     return [name for lead in LEAD_PLOTS for name in plots if name.partition("-pg")[0] == lead]

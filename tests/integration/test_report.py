@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import html
 import json
 import re
@@ -41,6 +42,9 @@ def test_the_report_has_every_table_and_plot(short_run: Rendered) -> None:
     for section in ("id='verdict'", "id='waits'", "id='plots'", "id='provenance'", "id='scenario'"):
         assert section in page
     assert page.count("src='data:image/png;base64,") == 4  # over time, ECDF, timeline, share
+    for plot in ("waits_over_time", "waits", "timeline", "tenant_share"):  # as its file has it
+        png = (short_run.folder.path / f"{plot}.png").read_bytes()
+        assert f"src='data:image/png;base64,{base64.b64encode(png).decode()}'" in page, plot
     assert "http://" not in page and "https://" not in page  # nothing to fetch
     for strategy in ("fifo", "round_robin"):
         assert f"<td class='text'>{strategy}</td>" in page
