@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
 import os
 import platform
@@ -69,6 +71,15 @@ def _git(source: Path) -> dict[str, Any]:
 
 
 def collect_python() -> dict[str, Any]:
+    """The interpreter, every installed package and the lock: a copy of what this
+    process read at its first run (its environment does not change under it; reading
+    every package's metadata and parsing uv.lock took 0.76 s a run here, and a process
+    may run many: a list of scenarios, a test worker)."""
+    return copy.deepcopy(_python())
+
+
+@functools.cache
+def _python() -> dict[str, Any]:
     installed = installed_packages()
     return {
         "version": platform.python_version(),

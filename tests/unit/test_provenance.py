@@ -85,3 +85,11 @@ def test_the_report_shows_libpq_and_the_lock() -> None:
     page = _provenance(document)
     assert f"<td class='text'>{python['libpq']['version']} (psycopg " in page
     assert f"uv.lock sha256 {python['lock']['sha256'][:12]}; not as locked: " in page
+
+
+def test_the_environment_is_read_once_and_each_run_gets_its_own_copy() -> None:
+    first = collect_python()
+    first["installed"]["numpy"] = "0"  # a run's document changed after the fact
+    second = collect_python()
+    assert second["installed"]["numpy"] == version("numpy")
+    assert second["lock"] == collect_python()["lock"]
