@@ -207,8 +207,9 @@ class Rendered:
         return self.tables.reference
 
 
-def render_run(folder: RunFolder) -> Rendered:
-    """Read the raw files, write every derived one (replacing what a render made before)."""
+def render_run(folder: RunFolder, *, plots: bool = True) -> Rendered:
+    """Read the raw files, write every derived one (replacing what a render made before);
+    without `plots`, every one but the figures (the report has none)."""
     raw = read_raw(folder)
     parts = [(version, derive(raw.of_version(version))) for version in raw.versions]
     tables = RunTables.stacked(parts)
@@ -222,12 +223,13 @@ def render_run(folder: RunFolder) -> Rendered:
         calibration = CalibrationDocument.of(tables.calibration)
         write("calibration", calibration.NAME, calibration.dumps())
     write("summary_md", "summary.md", markdown(_title(raw), sections))
-    plots = {
+    figures = {
         _plot_name(name, version, len(parts)): figure
         for version, part in parts
+        if plots
         for name, figure in run_figures(raw.of_version(version), part).items()
     }
-    encoded = {name: images(figure) for name, figure in plots.items()}
+    encoded = {name: images(figure) for name, figure in figures.items()}
     for name, forms in encoded.items():
         for form, data in forms.items():
             write(f"{name}_{form}", f"{name}.{form}", data)

@@ -62,6 +62,10 @@ class RunOptions:
     fleet_id: str | None = None  # what the members are given (--run); default: random
     fleet_timeout_s: float = 120.0  # how long the members may take to join
     adapters_dir: Path | None = None  # more adapters (docs/adapters.md): --adapters-dir
+    # False: the run's tables, summary and report without its figures (harness report
+    # draws them later): drawing them is most of a small run's time (3 s of 4 here), and
+    # the test suite's runs that look at no figure ask for none.
+    plots: bool = True
 
 
 @dataclass
@@ -134,7 +138,7 @@ def run_scenario(
         _close_unfinished(folder, document, measured, error)
         raise
     # A schema the cleanup had to leave (what others built on it) leaves the run whole.
-    return replace(_render(folder), notes=tuple(left))
+    return replace(_render(folder, options.plots), notes=tuple(left))
 
 
 def _measure_on(
@@ -352,11 +356,11 @@ def _seal(folder: RunFolder, document: RunDocument, measured: Measured) -> None:
     _write(folder, "run.json", document.dumps(), replace=True)
 
 
-def _render(folder: RunFolder) -> Rendered:
+def _render(folder: RunFolder, plots: bool) -> Rendered:
     """The derived files of a sealed run: an interrupt now loses no measurement, and the
     CLI says how to write what it cut short rather than call the run interrupted."""
     try:
-        return render_run(folder)
+        return render_run(folder, plots=plots)
     except (KeyboardInterrupt, Terminated) as interrupt:
         raise ReportInterrupted(folder.path) from interrupt
 

@@ -88,17 +88,24 @@ def run_yaml(
     strategies_dir: Path | None = None,
     observer: Quiet | None = None,
 ) -> Rendered:
-    """Write a scenario into `directory` and run it there on the test server."""
+    """Write a scenario into `directory` and run it there on the test server. Without
+    `options`, a run without figures (the tests that look at one ask for them)."""
     path = directory / "scenario.yaml"
     path.write_text(text)
     entries = catalog(strategies_dir)
     loaded = load_scenario(path, traits(entries))
     return run_scenario(
-        loaded, entries, server, directory / "results", observer or Quiet(), options or RunOptions()
+        loaded,
+        entries,
+        server,
+        directory / "results",
+        observer or Quiet(),
+        options or RunOptions(plots=False),
     )
 
 
 @pytest.fixture(scope="session")
 def short_run(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Rendered:
-    """The noisy neighbour in small, both strategies, one repetition: a real run folder."""
-    return run_yaml(server, tmp_path_factory.mktemp("short"), SHORT_NOISY)
+    """The noisy neighbour in small, both strategies, one repetition: a real run folder,
+    its figures too."""
+    return run_yaml(server, tmp_path_factory.mktemp("short"), SHORT_NOISY, RunOptions())

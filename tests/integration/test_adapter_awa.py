@@ -97,7 +97,9 @@ def test_a_capture_its_install_refuses_is_skipped_saying_why(
 ) -> None:
     """The refusal as a capture's skip reason (harness explain): the others are captured;
     nothing of awa is made."""
-    outcome = run_yaml(server, tmp_path, yaml.safe_dump(PLANS), RunOptions(timed=False))
+    outcome = run_yaml(
+        server, tmp_path, yaml.safe_dump(PLANS), RunOptions(timed=False, plots=False)
+    )
     plans = outcome.tables.plans
     assert plans is not None
     by_strategy = plans.set_index("strategy")

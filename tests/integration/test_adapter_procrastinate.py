@@ -77,7 +77,9 @@ def test_the_lock_makes_each_later_fetch_walk_the_large_tenants_backlog(
     """With the large tenant's first job held (its lock taken), every later fetch passes
     over that tenant's queued jobs, each refused by the `NOT EXISTS` over its lock: many
     times the buffers of the one queue's fetch, which takes the head of its index."""
-    outcome = run_yaml(server, tmp_path, yaml.safe_dump(SKEWED), RunOptions(timed=False))
+    outcome = run_yaml(
+        server, tmp_path, yaml.safe_dump(SKEWED), RunOptions(timed=False, plots=False)
+    )
     runs = outcome.tables.runs
     assert runs is not None
     buffers = runs.groupby("strategy")["shared_buffers"]

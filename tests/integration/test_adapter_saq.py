@@ -38,7 +38,7 @@ SKEWED = {
 @pytest.fixture(scope="module")
 def skewed(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Any:
     directory = tmp_path_factory.mktemp("saq-fetches")
-    return run_yaml(server, directory, yaml.safe_dump(SKEWED), RunOptions(timed=False))
+    return run_yaml(server, directory, yaml.safe_dump(SKEWED), RunOptions(timed=False, plots=False))
 
 
 def _fetched_rows(outcome: Any, strategy: str) -> list[int]:

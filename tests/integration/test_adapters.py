@@ -198,7 +198,7 @@ def test_an_adapters_plan_capture_is_its_fetch_as_it_ran(
     `plan` events, each locking a row of its library's table."""
     shipped(adapter_of(strategy).name)
     text = yaml.safe_dump({**PLANS, "strategies": [strategy]})
-    outcome = run_yaml(server, tmp_path, text, RunOptions(timed=False))
+    outcome = run_yaml(server, tmp_path, text, RunOptions(timed=False, plots=False))
     plans = outcome.tables.runs
     assert plans is not None and len(plans) == 2  # repeat 2: the fetches after the first
     assert (plans["queued_jobs"] == 203).all() and (plans["shared_buffers"] > 0).all()

@@ -203,7 +203,7 @@ def test_a_growing_backlog_flags_the_fetch_whose_buffers_follow_it(
 ) -> None:
     """The trap walks the large tenant's queue for each idle tenant ahead of it: its
     buffers grow with the queue, and it reads it; FIFO takes the head whatever the size."""
-    outcome = run_yaml(server, tmp_path, GROWING, RunOptions(timed=False))
+    outcome = run_yaml(server, tmp_path, GROWING, RunOptions(timed=False, plots=False))
     plans = outcome.plans
     assert plans is not None
     by = plans.set_index(["strategy", "variant"])

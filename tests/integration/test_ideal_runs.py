@@ -10,6 +10,7 @@ import pytest
 
 from harness.analysis.simulate import sim_jobs, simulate
 from harness.results.jobs import load_jobs
+from harness.run.scenario_run import RunOptions
 from harness.scenario.loader import load_scenario
 from harness.scenario.model import Scenario
 from harness.scenario.workload import generate
@@ -100,7 +101,7 @@ def test_a_worker_sweep_gets_a_scaling_plot_and_an_ideal_per_count(
     text = SHORT_NOISY.replace("workers: 2", "workers: [1, 3]").replace(
         "strategies: [fifo, round_robin]", "strategies: [round_robin]"
     )
-    run = run_yaml(server, tmp_path, text).folder.path
+    run = run_yaml(server, tmp_path, text, RunOptions()).folder.path  # its figures too
     assert (run / "scaling.png").stat().st_size > 10_000
     ideal = pd.read_csv(run / "ideal.csv")
     makespans = ideal[(ideal["figure"] == "makespan_s") & (ideal["tenant_class"] == "all")]

@@ -178,7 +178,7 @@ def test_plan_capture_is_the_library_fetch_as_it_ran(
     held; nothing of the library left behind."""
     skip_unless_installed(name)
     text = yaml.safe_dump({**PLANS, "strategies": [name]})
-    outcome = run_yaml(server, tmp_path, text, RunOptions(timed=False))
+    outcome = run_yaml(server, tmp_path, text, RunOptions(timed=False, plots=False))
     plans = outcome.tables.runs
     assert plans is not None and len(plans) == 2  # repeat 2: the fetches after the first
     assert (plans["registered_tenants"] == 24).all() and (plans["queued_jobs"] == 203).all()
@@ -208,7 +208,9 @@ def test_a_variant_capture_names_the_variant_tenants(server: Server, tmp_path: P
     variants = [{"name": "few"}, {"name": "many", "tenants": {"idle": 2000}}]
     scenario = {**PLANS, "strategies": ["pgqueuer_entrypoint_per_tenant"]}
     scenario["explain"] = {"repeat": 1, "variants": variants}
-    outcome = run_yaml(server, tmp_path, yaml.safe_dump(scenario), RunOptions(timed=False))
+    outcome = run_yaml(
+        server, tmp_path, yaml.safe_dump(scenario), RunOptions(timed=False, plots=False)
+    )
     plans = outcome.tables.runs
     assert plans is not None
     by_variant = plans.set_index("variant")
@@ -232,7 +234,9 @@ def test_without_a_superuser_a_library_capture_is_skipped_saying_why(
     plain = replace(server, dsn=f"{server.dsn} user=tqb_plain")
     scenario = {**PLANS, "strategies": ["fifo", "pgqueuer"], "explain": {"repeat": 1}}
     try:
-        outcome = run_yaml(plain, tmp_path, yaml.safe_dump(scenario), RunOptions(timed=False))
+        outcome = run_yaml(
+            plain, tmp_path, yaml.safe_dump(scenario), RunOptions(timed=False, plots=False)
+        )
     finally:
         with connect(server.dsn) as conn:
             conn.execute(f"revoke create on database {database[0]} from tqb_plain")
@@ -260,7 +264,9 @@ def test_a_queue_per_tenant_beyond_the_servers_connections_is_skipped_saying_why
             {"name": "idle", "tenants": 200, "jobs_per_tenant": 0},
         ]
     }
-    outcome = run_yaml(server, tmp_path, yaml.safe_dump(scenario), RunOptions(timed=False))
+    outcome = run_yaml(
+        server, tmp_path, yaml.safe_dump(scenario), RunOptions(timed=False, plots=False)
+    )
     plans = outcome.tables.plans
     assert plans is not None
     by_strategy = plans.set_index("strategy")

@@ -13,6 +13,7 @@ import psycopg
 from harness.queues.base import Site
 from harness.queues.sql.strategies import Strategy
 from harness.run.long_transaction import Holder
+from harness.run.scenario_run import RunOptions
 from harness.scenario.model import LongTransaction
 from harness.server.kinds import Server
 from tests.integration.conftest import run_yaml
@@ -120,7 +121,7 @@ tenant_groups:
 def test_a_run_records_the_hold_and_the_dead_versions_it_left(
     server: Server, tmp_path: Path
 ) -> None:
-    outcome = run_yaml(server, tmp_path, SCENARIO)
+    outcome = run_yaml(server, tmp_path, SCENARIO, RunOptions())  # its figures too
     run = outcome.folder.path
     window = outcome.document.repetitions[0].long_transaction
     assert window is not None and not window["cut_short"]

@@ -262,7 +262,7 @@ def test_a_view_built_mid_run_stops_the_run_and_survives_it(server: Server, tmp_
     path.write_text(ONE_STRATEGY.replace("repetitions: 1", "repetitions: 2"))
     entries = catalog()
     loaded = load_scenario(path, traits(entries))
-    options = RunOptions(schema="ours_mid_run")
+    options = RunOptions(schema="ours_mid_run", plots=False)
     observer = ViewAfterTheFirst(server.dsn, "ours_mid_run")
     try:
         with pytest.raises(SchemaKept) as kept:

@@ -55,7 +55,7 @@ def _scans(outcome: Any, variant: str, strategy: str) -> list[set[tuple[str, str
 @pytest.fixture(scope="module")
 def skewed(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Any:
     directory = tmp_path_factory.mktemp("fair-fetches")
-    return run_yaml(server, directory, yaml.safe_dump(SKEWED), RunOptions(timed=False))
+    return run_yaml(server, directory, yaml.safe_dump(SKEWED), RunOptions(timed=False, plots=False))
 
 
 def _runs(outcome: Any, strategy: str) -> pd.DataFrame:
@@ -122,7 +122,9 @@ def test_a_fetch_whose_cost_follows_the_backlog_shows_it(server: Server, tmp_pat
     """Ten times the backlog: pgmq's round-robin read and saq's group_key dequeue read ten
     times the rows and touch several times the buffers, flagged GROWS WITH BACKLOG in the
     plans table; pgmq's `read` reads the same few, unflagged."""
-    outcome = run_yaml(server, tmp_path, yaml.safe_dump(GROWING), RunOptions(timed=False))
+    outcome = run_yaml(
+        server, tmp_path, yaml.safe_dump(GROWING), RunOptions(timed=False, plots=False)
+    )
     runs = outcome.tables.runs
     assert runs is not None
     medians = runs.groupby(["strategy", "variant"])[["rows_read", "shared_buffers"]].median()

@@ -17,8 +17,11 @@ import pytest
 from nbclient import NotebookClient
 
 from harness.results.contract import matching
-from harness.run.render import Rendered
-from tests.conftest import ROOT, harness_cli
+from harness.results.folder import RunFolder
+from harness.run.render import Rendered, render_run
+from harness.server.kinds import Server
+from tests.conftest import ROOT, SHORT_NOISY, harness_cli
+from tests.integration.conftest import run_yaml
 
 DERIVED = [
     "summary.csv",
@@ -51,6 +54,19 @@ def test_the_report_has_every_table_and_plot(short_run: Rendered) -> None:
     assert "PostgreSQL 17.10" in page
     for name in DERIVED:
         assert (short_run.folder.path / name).stat().st_size > 0, name
+
+
+def test_a_run_without_figures_has_every_table_and_a_report_draws_them_later(
+    server: Server, tmp_path: Path
+) -> None:
+    done = run_yaml(server, tmp_path, SHORT_NOISY)  # RunOptions(plots=False)
+    folder = done.folder.path
+    assert not [*folder.glob("*.png"), *folder.glob("*.svg")]
+    assert "data:image/png" not in (folder / "report.html").read_text()
+    tables = [name for name in DERIVED if not name.endswith((".png", ".svg"))]
+    assert all((folder / name).stat().st_size > 0 for name in tables)
+    render_run(RunFolder(path=folder, run_id=done.document.run_id))
+    assert all((folder / name).stat().st_size > 0 for name in DERIVED)
 
 
 def test_harness_report_rebuilds_identical_tables_from_raw_files(

@@ -105,7 +105,7 @@ def test_history_lists_the_runs_and_trends_a_figure(
 
 
 def test_an_explain_run_lists_its_plans_in_results_json(server: Server, tmp_path: Path) -> None:
-    run = run_yaml(server, tmp_path, EXPLAINED, RunOptions(timed=False))
+    run = run_yaml(server, tmp_path, EXPLAINED, RunOptions(timed=False, plots=False))
     document = json.loads((run.folder.path / "results.json").read_text())
     assert document["kind"] == "explain"
     buffers = next(
