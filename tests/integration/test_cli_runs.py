@@ -300,7 +300,7 @@ def test_an_interrupt_while_the_report_is_written_keeps_a_complete_run(
     window with `harness explain`): run.json says complete with its raw files, the error
     line says so rather than "interrupted", and `harness report` writes the rest."""
 
-    def cut_short(folder: object) -> None:
+    def cut_short(folder: object, *, plots: bool) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(scenario_run, "render_run", cut_short)
