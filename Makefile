@@ -18,8 +18,8 @@ bench: $(STAMP)
 
 # What make test runs (SUITE) and what make test-matrix runs (MATRIX): every marker the
 # one leaves out the other selects (tests/unit/test_markers.py holds them to that).
-SUITE := not slow and not libraries and not adapters and not fleets and not majors and not container and not throughput and not heavy
-MATRIX := slow or libraries or adapters or fleets or majors or container or throughput or heavy
+SUITE := not slow and not libraries and not adapters and not fleets and not majors and not container and not throughput and not heavy and not thorough
+MATRIX := slow or libraries or adapters or fleets or majors or container or throughput or heavy or thorough
 # make test on every core: each pytest-xdist worker starts its own embedded server and
 # has its own temporary folders (tests/integration/conftest.py). Two workers a core: the
 # tests wait on their servers, subprocesses and jobs' sleeps as much as they compute (on
@@ -28,10 +28,16 @@ MATRIX := slow or libraries or adapters or fleets or majors or container or thro
 # another measured after it) run after, one at a time. TEST_WORKERS=1 for one process.
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * (os.cpu_count() or 1))')
 
-# Both parts run, whatever the first's result: a failure in one hides none in the other.
-test: lint
-	status=0; \
+# Every part runs, whatever another's result: a failure in one hides none in the others.
+# make lint runs beside the parallel part (its 30 s of mypy, on a fresh clone, fill the
+# cores the workers leave idle as they finish), its output printed after it; the tests
+# marked `alone` run once both are done.
+test: $(STAMP)
+	status=0; lint_log=$$(mktemp); \
+	$(MAKE) --no-print-directory lint >"$$lint_log" 2>&1 & lint_pid=$$!; \
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope -m "($(SUITE)) and not alone" || status=$$?; \
+	wait $$lint_pid || { status=$$?; echo "make lint failed:"; }; \
+	cat "$$lint_log"; rm -f "$$lint_log"; \
 	$(BIN)/pytest -m "($(SUITE)) and alone" || status=$$?; \
 	exit $$status
 
@@ -42,8 +48,9 @@ test-under-load: $(STAMP)
 	.ci/under-load $(MAKE) test
 
 # The matrix, apart from make test (which runs one mapping of each library, one adapter
-# smoke test and a fleet's refusals): everything below, and the container provider's
-# tests, in one pytest session. CI runs it after make test.
+# smoke test and a fleet's refusals): everything below, the container provider's tests,
+# and the `thorough` ones (a behaviour make test covers once, at its other moments,
+# signals and roles), in one pytest session. CI runs it after make test.
 test-matrix: $(STAMP)
 	$(BIN)/pytest -m "$(MATRIX)"
 

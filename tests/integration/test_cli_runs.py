@@ -142,7 +142,11 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize(
+    "sig",
+    [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.thorough)],
+    ids=["ctrl-c", "sigterm"],
+)
 def test_an_interrupted_run_stops_everything_and_keeps_what_was_measured(
     tmp_path: Path, sig: int
 ) -> None:
@@ -262,9 +266,20 @@ explain:
 )
 
 
+# make test interrupts a run while its backlog loads and a plan capture; the other
+# moments (initdb, the server's start, the drain) are make test-matrix's.
+THOROUGH = pytest.mark.thorough
+
+
 @pytest.mark.parametrize(
     ("command", "delay_s"),
-    [("run", 0.0), ("run", 0.4), ("run", 1.5), ("run", 3.0), ("explain", 2.0)],
+    [
+        pytest.param("run", 0.0, marks=THOROUGH),
+        pytest.param("run", 0.4, marks=THOROUGH),
+        ("run", 1.5),
+        pytest.param("run", 3.0, marks=THOROUGH),
+        ("explain", 2.0),
+    ],
 )
 def test_an_interrupt_at_any_moment_leaves_no_process_behind(
     tmp_path: Path, command: str, delay_s: float

@@ -232,7 +232,11 @@ def interrupted(run: subprocess.Popen[str], sig: int, tmp_path: Path) -> dict:
     return document
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+@pytest.mark.parametrize(
+    "sig",
+    [signal.SIGINT, pytest.param(signal.SIGTERM, marks=pytest.mark.thorough)],
+    ids=["ctrl-c", "sigterm"],
+)
 def test_an_interrupted_isolation_keeps_what_it_measured_marked_interrupted(
     tmp_path: Path, sig: int
 ) -> None:

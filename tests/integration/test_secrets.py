@@ -207,7 +207,14 @@ def test_settings_that_suggest_a_secret_are_not_in_the_run_folder(
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "adapters"
 
 
-@pytest.mark.parametrize("role", ["install", "versions", "ledger"])
+@pytest.mark.parametrize(
+    "role",
+    [
+        pytest.param("install", marks=pytest.mark.thorough),
+        pytest.param("versions", marks=pytest.mark.thorough),
+        "ledger",
+    ],
+)
 def test_an_adapter_that_dies_is_one_line_without_its_password(
     listening: Server, role_with_password: tuple[str, str], tmp_path: Path, role: str
 ) -> None:
