@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Console
 
 from harness.report.console import show_sections
-from harness.run.render import Rendered
+
+if TYPE_CHECKING:
+    from harness.run.render import Rendered
 
 
 def show_outcome(outcome: Rendered, console: Console) -> None:

@@ -7,6 +7,7 @@ import secrets
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -21,13 +22,15 @@ from harness.run.captures import requests
 from harness.run.crew import LOCAL, Placement
 from harness.run.faults import refuse_restart
 from harness.run.fleet import Fleet, check_fleet_id, faults_refused, open_fleet
-from harness.run.render import Rendered
 from harness.run.repetition import plan
 from harness.run.scenario_run import RunOptions, Servers, named_queues, run_scenario
 from harness.scenario.loader import LoadedScenario
 from harness.server.kinds import ProviderChoice, Server
 from harness.server.providers import open_server
 from harness.server.schema import check_schema_name
+
+if TYPE_CHECKING:
+    from harness.run.render import Rendered
 
 
 def run_command(

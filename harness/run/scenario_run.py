@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pandas as pd
 
@@ -32,7 +32,6 @@ from harness.run.captures import CaptureObserver, capture_all, requests
 from harness.run.crew import LOCAL, Placement
 from harness.run.faults import refuse_restart
 from harness.run.long_transaction import SAMPLE_COLUMNS
-from harness.run.render import Rendered, render_run
 from harness.run.repetition import Observer, RepetitionResult, plan, run_repetition
 from harness.scenario.inputs import RunInputs
 from harness.scenario.loader import LoadedScenario
@@ -41,6 +40,9 @@ from harness.server.dsn import scrub
 from harness.server.kinds import ProviderKind, Server
 from harness.server.provenance import collect_local, collect_server
 from harness.server.schema import own_schema
+
+if TYPE_CHECKING:  # its module draws the figures: matplotlib, loaded when they are
+    from harness.run.render import Rendered
 
 
 class RunObserver(Observer, CaptureObserver, Protocol):
@@ -359,6 +361,8 @@ def _seal(folder: RunFolder, document: RunDocument, measured: Measured) -> None:
 def _render(folder: RunFolder, plots: bool) -> Rendered:
     """The derived files of a sealed run: an interrupt now loses no measurement, and the
     CLI says how to write what it cut short rather than call the run interrupted."""
+    from harness.run.render import render_run  # matplotlib: loaded once a run is measured
+
     try:
         return render_run(folder, plots=plots)
     except (KeyboardInterrupt, Terminated) as interrupt:
