@@ -28,6 +28,12 @@ MATRIX := slow or libraries or adapters or fleets or majors or container or thro
 # another measured after it) run after, one at a time. TEST_WORKERS=1 for one process.
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * (os.cpu_count() or 1))')
 
+# The test targets' processes write bytecode caches (__pycache__, ignored by git) whatever
+# PYTHONDONTWRITEBYTECODE says (CI images often set it; empty is unset to Python). With it
+# set, each of the suite's 150-odd harness processes compiled the harness anew (0.5 s
+# here) and each pytest process rewrote every test module (3 s): 85 s of the suite's CPU.
+test test-under-load test-matrix test-slow test-libraries test-adapters test-majors throughput test-heavy: export PYTHONDONTWRITEBYTECODE :=
+
 # Every part runs, whatever another's result: a failure in one hides none in the others.
 # make lint runs beside the parallel part (its 30 s of mypy, on a fresh clone, fill the
 # cores the workers leave idle as they finish), its output printed after it; the tests

@@ -19,7 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from harness.cli import app
-from harness.run import scenario_run
+from harness.run import render
 from harness.server.kinds import Server
 from tests.conftest import SHORT_NOISY, harness_cli
 from tests.integration.test_embedded import command_lines, postgres_processes
@@ -318,7 +318,7 @@ def test_an_interrupt_while_the_report_is_written_keeps_a_complete_run(
     def cut_short(folder: object, *, plots: bool) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(scenario_run, "render_run", cut_short)
+    monkeypatch.setattr(render, "render_run", cut_short)
     scenario = tmp_path / "s.yaml"
     scenario.write_text(ONE_STRATEGY)
     options = ["--dsn", server.dsn, "--results-dir", str(tmp_path / "results")]
