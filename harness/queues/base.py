@@ -131,6 +131,9 @@ class WorkerReport:
     # A library's task log: one entry per run of its task (the claims of a queue whose
     # library, not the harness, claims the jobs; `claims` then holds no latency).
     task_runs: list[TaskRun] = field(default_factory=list)
+    # A library's worker killed by faults.worker_kills: when (s from the start), each time.
+    kills: list[float] = field(default_factory=list)
+    restarts: int = 0  # its supervisor's restarts of it after a kill
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,7 @@ class RepetitionEntry(_Part):
     started_at: str
     finished_at: str
     faults: dict[str, Any] | None = None  # harness/run/faults.py FaultDriver.summary
+    worker_kills: dict[str, Any] | None = None  # harness/run/faults.py kill_summary
     long_transaction: dict[str, Any] | None = None  # harness/run/long_transaction.py
     fleet: list[dict[str, Any]] | None = None  # each member: host, pid, slots (--fleet)
     pg_version: PgVersion | None = None  # the server it ran on (format 3)

@@ -102,6 +102,69 @@ class NullDriver:
 
 
 @dataclass
+class KillDriver:
+    """faults.worker_kills: each library worker's supervisor kills and restarts it
+    (harness/queues/contract/supervisor.py). Here the run is over when every job is done,
+    or at the scenario's timeout_s: what the library has not recovered by then is counted
+    (`kill_summary`), never waited for."""
+
+    conn: psycopg.Connection[Any]
+    window_s: float
+    held: frozenset[int] = frozenset()
+    at_least_once: bool = True  # a job the library hands on after a kill may finish twice
+    elapsed: float = 0.0
+
+    def tick(self, crew: CrewControl, elapsed: float) -> None:
+        self.elapsed = elapsed
+
+    def finished(self, crew: CrewControl, total: int) -> bool:
+        return crew.done() >= total or self.elapsed >= self.window_s
+
+    def summary(
+        self, books: Books, records: list[JobRecord], reports: list[WorkerReport]
+    ) -> dict[str, Any] | None:
+        return None  # the harness's faults: none; the kills are kill_summary's
+
+    def close(self) -> None:
+        pass
+
+
+# What the library's own table says of a job its worker did not finish (the contract's
+# record states) -> its outcome: held by a worker that died (or locked still), marked
+# failed by the library itself, or queued and not taken up again within the window.
+UNFINISHED = {"running": "stranded", "failed": "abandoned", "waiting": "waiting"}
+OUTCOMES = ("ok", "duplicated", "stranded", "abandoned", "waiting")
+
+
+def kill_summary(
+    books: Books, records: list[JobRecord], reports: list[WorkerReport], window_s: float
+) -> dict[str, Any]:
+    """run.json's `worker_kills` of a repetition: when its workers were killed and
+    restarted, and every job in exactly one outcome: finished once (ok), finished more
+    than once (duplicated), or not finished when the window (timeout_s) ended, by the
+    state its library's table left it in (stranded, abandoned, waiting)."""
+    kills = sorted(at for report in reports for at in report.kills)
+    unfinished, duplicated = set(books.lost), set(books.duplicates)
+    jobs: dict[str, list[int]] = {outcome: [] for outcome in OUTCOMES}
+    for record in records:
+        if record.job_id in unfinished:
+            state = record.status.removeprefix("not finished (").removesuffix(")")
+            jobs[UNFINISHED.get(state, "waiting")].append(record.job_id)
+        else:
+            jobs["duplicated" if record.job_id in duplicated else "ok"].append(record.job_id)
+    return {
+        "kills": len(kills),
+        "killed_at_s": kills,
+        "restarts": sum(report.restarts for report in reports),
+        "window_s": window_s,
+        **{outcome: len(ids) for outcome, ids in jobs.items()},
+        "jobs": {outcome: ids for outcome, ids in jobs.items() if outcome != "ok" and ids},
+        # ok, but reported by no worker: done in its table, its worker killed before it said
+        "unreported": sorted(books.unreported),
+    }
+
+
+@dataclass
 class CrashRecord:
     worker: int  # as the scenario numbers them
     slot: int  # the process's number in jobs.csv's worker column

@@ -21,9 +21,16 @@ import psycopg
 
 from harness.errors import HarnessError, RunFailed
 from harness.queues.base import JobRecord, Queue, Site, WorkerReport
-from harness.run.books import FINISHED, check_books
+from harness.run.books import FINISHED, Books, check_books
 from harness.run.crew import LOCAL, Crew, Placement
-from harness.run.faults import Driver, FaultDriver, NullDriver, tenant_class
+from harness.run.faults import (
+    Driver,
+    FaultDriver,
+    KillDriver,
+    NullDriver,
+    kill_summary,
+    tenant_class,
+)
 from harness.run.long_transaction import Holder, HoldRecord
 from harness.scenario.distributions import job_duration_ms
 from harness.scenario.inputs import RunInputs
@@ -58,6 +65,7 @@ class RepetitionResult:
     books: str = "balanced"  # or "stuck: N" (jobs held forever by killed workers)
     hold: HoldRecord | None = None  # the scenario's long_transaction, if it has one
     fleet: list[dict[str, Any]] | None = None  # the fleet members' share, with --fleet
+    kills: dict[str, Any] | None = None  # faults.worker_kills: harness/run/faults.py kill_summary
 
 
 class Observer(Protocol):
@@ -115,13 +123,14 @@ def run_repetition(
     with connect(site.dsn, schema=site.schema, utc=True) as conn:  # the server may have restarted
         finished_at = _now(conn)
         ledger = queue.ledger(conn, measured.reports)
-    books = check_books(inputs.total_jobs, ledger, driver.held, driver.at_least_once)
+    killed = bool(inputs.kills)
+    books = check_books(inputs.total_jobs, ledger, driver.held, driver.at_least_once, killed)
     if books.problems:
         problems = "; ".join(books.problems)
         raise RunFailed(f"{repetition.label}: the books do not balance: {problems}")
     result = RepetitionResult(
         repetition=repetition,
-        jobs=job_rows(inputs, repetition, ledger.records, measured.hosts),
+        jobs=job_rows(inputs, repetition, _timed(ledger.records, books), measured.hosts),
         started_at=started_at,
         finished_at=finished_at,
         empty_polls=sum(report.empty_polls for report in measured.reports),
@@ -131,6 +140,11 @@ def run_repetition(
         books=books.status,
         hold=measured.hold,
         fleet=measured.fleet,
+        kills=(
+            kill_summary(books, ledger.records, measured.reports, inputs.scenario.timeout_s)
+            if killed
+            else None
+        ),
     )
     observer.repetition_finished(result)
     return result
@@ -189,6 +203,8 @@ def _driver(
     conn: psycopg.Connection[Any],
     restart: Callable[[], None] | None,
 ) -> Driver:
+    if inputs.kills:
+        return KillDriver(conn, inputs.scenario.timeout_s)
     if inputs.faults is None:
         return NullDriver(conn)
     recovery = queue.recovery()
@@ -204,6 +220,13 @@ def _holder(queue: Queue, inputs: RunInputs, crew: Crew) -> AbstractContextManag
     if hold is None:
         return nullcontext()
     return Holder(queue.site, hold, crew.signals.start, queue.dequeue_sql(), inputs.params)
+
+
+def _timed(records: list[JobRecord], books: Books) -> list[JobRecord]:
+    """The records jobs.csv can hold: all but those done with no moments of their own
+    (a killed worker's, finished but never reported: run.json's worker_kills has them)."""
+    unreported = set(books.unreported)
+    return [record for record in records if record.job_id not in unreported]
 
 
 def _now(conn: psycopg.Connection[Any]) -> datetime:

@@ -15,7 +15,7 @@ from typing import Any
 
 from harness.scenario.arrivals import Arrivals
 from harness.scenario.distributions import Duration, Failures
-from harness.scenario.model import Crash, Faults, LongTransaction, Scenario, TenantGroup
+from harness.scenario.model import Crash, Faults, LongTransaction, Scenario, TenantGroup, WorkerKill
 from harness.scenario.workload import (
     BacklogRows,
     Workload,
@@ -56,6 +56,7 @@ class RunInputs:
     backlog: BacklogRows | None  # the pre-loaded queue, if the scenario has one
     faults: FaultPlan | None  # None: no fault features at all
     long_transaction: LongTransaction | None
+    kills: tuple[WorkerKill, ...] = ()  # a library's worker processes killed (worker_kills)
 
     @cached_property
     def workload(self) -> Workload:
@@ -82,6 +83,7 @@ class RunInputs:
             backlog=backlog_rows(scenario, scenario.backlog) if scenario.backlog else None,
             faults=fault_plan(scenario) if scenario.uses_faults else None,
             long_transaction=scenario.long_transaction,
+            kills=tuple(scenario.worker_kills),
         )
 
 

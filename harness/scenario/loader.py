@@ -107,10 +107,12 @@ def _refuse_what_queues_cannot_take(
 def _features_used(scenario: Scenario) -> list[tuple[str, str, str]]:
     """(QueueTraits field, the feature as the scenario asks for it, the strategies field)."""
     used = []
-    if scenario.faults is not None:
+    if scenario.faults is not None and scenario.faults.harness_faults:
         used.append(("faults", "faults", "strategies"))
     elif scenario.uses_faults:
         used.append(("faults", "failing jobs (failure_probability)", "strategies"))
+    if scenario.worker_kills:
+        used.append(("worker_kills", "faults.worker_kills", "strategies"))
     if scenario.long_transaction is not None:
         used.append(("long_transaction", "a long_transaction", "strategies"))
     if scenario.backlog is not None and scenario.timed:

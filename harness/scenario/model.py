@@ -337,11 +337,33 @@ class ServerRestart(Model):
     at_s: float = Field(ge=0, le=86_400)
 
 
+class WorkerKill(Model):
+    """SIGKILL a queue library's worker process and everything it started (its process
+    group), at `at_s` and, with `every_s`, again each `every_s` after; as a process
+    supervisor would, start it again `restart_after_s` later, or never (`restart: false`).
+    The library's own recovery decides what becomes of the jobs it held."""
+
+    worker: int = Field(default=0, ge=0, le=255)  # its worker process, from 0
+    at_s: float = Field(ge=0, le=86_400)
+    every_s: float | None = Field(default=None, gt=0, le=86_400)
+    restart: bool = True
+    restart_after_s: float = Field(default=1.0, ge=0, le=3600)
+
+
 class Faults(Model):
     crashes: list[Crash] = Field(default_factory=list)
     restart_workers: bool = True  # a replacement starts for each killed worker
     lease: Lease | None = None  # none: a killed worker's job stays running (stuck)
     server_restart: ServerRestart | None = None
+    # A library's worker killed (the queues behind the adapter contract); the fields above
+    # are the harness's own faults, for its SQL strategies.
+    worker_kills: list[WorkerKill] = Field(default_factory=list)
+
+    @property
+    def harness_faults(self) -> bool:
+        """Any of the harness's own faults (what a faults section meant before worker_kills)."""
+        own = (self.crashes, self.lease, self.server_restart)
+        return any(own) or not self.worker_kills
 
 
 class LongTransaction(Model):
@@ -411,7 +433,11 @@ class Scenario(Model):
     def uses_faults(self) -> bool:
         """Fault features on: the side tables, the claim log and the fault books."""
         failing = any(group.failure_probability > 0 for group in self.tenant_groups)
-        return self.faults is not None or failing
+        return (self.faults is not None and self.faults.harness_faults) or failing
+
+    @property
+    def worker_kills(self) -> list[WorkerKill]:
+        return self.faults.worker_kills if self.faults is not None else []
 
     @property
     def explain_strategies(self) -> list[str]:
@@ -559,6 +585,33 @@ class Scenario(Model):
                 )
         if faults.server_restart is not None:
             self._check_restart(faults.server_restart)
+        for index, kill in enumerate(faults.worker_kills):
+            self._check_kill(f"faults.worker_kills[{index}]", kill, fewest)
+        if faults.worker_kills and (faults.crashes or faults.lease or faults.server_restart):
+            raise ValueError(
+                "faults: worker_kills (a library's workers) and crashes, lease or "
+                "server_restart (the harness's own) cannot be in one scenario"
+            )
+
+    def _check_kill(self, where: str, kill: WorkerKill, fewest: int) -> None:
+        if kill.worker >= fewest:
+            raise ValueError(
+                f"{where}: worker {kill.worker} does not exist with {fewest} workers "
+                f"(workers are numbered from 0)"
+            )
+        if kill.at_s >= self.timeout_s:
+            raise ValueError(
+                f"{where}: at_s {kill.at_s:g} is not before timeout_s ({self.timeout_s:g} s)"
+            )
+        if kill.restart and kill.every_s is not None and kill.every_s <= kill.restart_after_s:
+            raise ValueError(
+                f"{where}: every_s {kill.every_s:g} is not longer than restart_after_s "
+                f"({kill.restart_after_s:g} s): the next kill would come before the restart"
+            )
+        if not kill.restart and kill.every_s is not None:
+            raise ValueError(
+                f"{where}: every_s with restart: false: a worker that stays dead is killed once"
+            )
 
     def _check_restart(self, restart: ServerRestart) -> None:
         if restart.at_s >= self.timeout_s:

@@ -209,7 +209,7 @@ def test_the_ledger_takes_the_librarys_word_over_a_job_event() -> None:
     assert [(r.job_id, r.status) for r in ledger.records] == [
         (1, "done"),
         (2, "not finished (running)"),
-        (3, "not finished"),
+        (3, "not finished (waiting)"),
         (4, "done"),
     ]
     assert ledger.claims == [1, 2, 4, 4]

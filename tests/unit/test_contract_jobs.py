@@ -103,7 +103,10 @@ def test_ledger_keeps_a_job_the_library_deleted_from_its_task_record() -> None:
     ledger = jobs.ledger_of(
         [_record("4", 4, "waiting", finished=False)], [WorkerReport(1, task_runs=[finished])]
     )
-    assert [(r.job_id, r.status) for r in ledger.records] == [(3, "done"), (4, "not finished")]
+    assert [(r.job_id, r.status) for r in ledger.records] == [
+        (3, "done"),
+        (4, "not finished (waiting)"),
+    ]
     assert ledger.records[0].finished_at == T0 + timedelta(seconds=2)
 
 

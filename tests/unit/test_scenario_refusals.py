@@ -432,3 +432,43 @@ def test_the_tenants_of_the_shipped_scenarios_are_within_the_cap_with_room() -> 
             backlogs += [scenario.variant_backlog(v.name) for v in scenario.explain.variants]
         most = max([most, timed, *(timed + sum(g.tenants for g in b.groups) for b in backlogs)])
     assert most * 10 <= MAX_TENANTS
+
+
+KILLS = BASE.replace("strategies: [fifo]", "strategies: [procrastinate]")
+
+
+@pytest.mark.parametrize(
+    ("kills", "expected"),
+    [
+        ("[{worker: 2, at_s: 1}]", "faults.worker_kills[0]: worker 2 does not exist with 2"),
+        ("[{at_s: 300}]", "faults.worker_kills[0]: at_s 300 is not before timeout_s"),
+        ("[{at_s: 1, every_s: 0.5}]", "faults.worker_kills[0]: every_s 0.5 is not longer than"),
+        ("[{at_s: 1, every_s: 5, restart: false}]", "faults.worker_kills[0]: every_s with"),
+        ("[{at_s: 1, signal: TERM}]", "worker_kills[0].signal: unknown field; allowed: worker"),
+    ],
+)
+def test_a_worker_kill_that_cannot_happen_is_one_line(
+    write_yaml, kills: str, expected: str
+) -> None:
+    assert expected in refusal(write_yaml(KILLS + f"faults:\n  worker_kills: {kills}\n"))
+
+
+def test_worker_kills_and_the_harnesss_own_faults_are_not_mixed(write_yaml) -> None:
+    text = KILLS + "faults:\n  worker_kills: [{at_s: 1}]\n  crashes: [{worker: 0, at_s: 1}]\n"
+    assert "worker_kills (a library's workers) and crashes" in refusal(write_yaml(text))
+
+
+def test_a_strategy_of_the_harness_is_refused_worker_kills_on_its_line(write_yaml) -> None:
+    """Its workers are the harness's own processes: faults.crashes kills them mid-job."""
+    text = BASE.replace("strategies: [fifo]", "strategies: [procrastinate, fifo]")
+    text += "faults:\n  worker_kills: [{at_s: 1}]\n"
+    reason = load_strategies()["fifo"].traits.worker_kills
+    assert reason is not None and "faults.crashes" in reason
+    expected = f"3: strategies[1]: cannot take faults.worker_kills: {reason}"
+    assert refusal(write_yaml(text)) == expected
+
+
+def test_every_library_takes_worker_kills_and_none_of_the_harnesss_own_faults() -> None:
+    shipped = {name: t for name, t in builtin_traits().items() if name not in load_strategies()}
+    assert shipped and all(t.worker_kills is None for t in shipped.values())
+    assert all("faults.worker_kills" in (t.faults or "") for t in shipped.values())

@@ -131,7 +131,9 @@ def _from_record(record: Record, seen: tuple[int, TaskRun] | None) -> JobRecord:
     tenant = record.tenant if record.tenant is not None else (run.tenant if run else None)
     if job is None or tenant is None:
         raise RuntimeError(f"library id {record.id}: its payload is gone and no task ran it")
-    status = "done" if record.state == "done" else _unfinished(record, run)
+    # Not done: with the library's own state (running, locked, failed, ...), what a
+    # killed worker's job was left as is the library's recovery, counted by state.
+    status = "done" if record.state == "done" else f"not finished ({record.state})"
     return JobRecord(
         job_id=job,
         tenant_id=tenant,
@@ -142,10 +144,6 @@ def _from_record(record: Record, seen: tuple[int, TaskRun] | None) -> JobRecord:
         worker=worker,
         claim_ms=run.claim_ms if run else None,
     )
-
-
-def _unfinished(record: Record, run: TaskRun | None) -> str:
-    return f"not finished ({record.state})" if run is not None else "not finished"
 
 
 def _from_run(worker: int, run: TaskRun) -> JobRecord:

@@ -118,6 +118,11 @@ class AdapterProcess:
         last = lines[-1][:300]
         return last.replace(self.secret, "********") if self.secret else last
 
+    def kill(self) -> None:
+        """SIGKILL to its whole process group: it and whatever it started, told nothing."""
+        _kill_group(self.process.pid)
+        self.process.wait()
+
     def close(self, bound_s: float = STOP_BOUND_S) -> None:
         """Its stdin closed (a stop, for an adapter that did not get one), its exit awaited
         within `bound_s`, then its whole process group killed: nothing it started is left."""

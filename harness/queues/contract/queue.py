@@ -59,7 +59,7 @@ from harness.queues.contract.protocol import (
     command,
     enqueue_command,
 )
-from harness.queues.contract.reader import WorkerEvents
+from harness.queues.contract.supervisor import schedule, supervise
 from harness.queues.process import run_program
 from harness.queues.programs import (
     Concurrency,
@@ -76,6 +76,7 @@ from harness.queues.programs import Refused as MemberRefused
 from harness.results.document import QueueProvenance
 from harness.scenario.arrivals import Arrivals
 from harness.scenario.inputs import RunInputs
+from harness.scenario.model import WorkerKill
 from harness.scenario.traits import QueueTraits
 from harness.scenario.workload import BacklogRows
 from harness.server.connections import connect, session_name
@@ -84,7 +85,10 @@ from harness.server.dsn import password_for
 BACKLOG_CHUNK = 10_000
 PollMs = Annotated[float, Field(gt=0, le=10_000)]
 TimeoutS = Annotated[float, Field(gt=0, le=86_400)]
-FAULTS_REFUSED = "crashes, leases and retries are the harness's own; a library has its own"
+FAULTS_REFUSED = (
+    "crashes, leases and retries are the harness's own; a library has its own: "
+    "faults.worker_kills kills its workers"
+)
 HOLD_REFUSED = "its fetch runs inside the library; nothing for the holder to sample"
 NO_FETCH = "its manifest names no fetch: its fetch cannot be told among its plans"
 
@@ -106,6 +110,7 @@ class ContractSpec:
     processes: int = 1  # the worker processes sharing the repetition's workers
     schedule: jobs.Schedule | None = None
     plans_file: str | None = None  # a plan capture: auto_explain's notices go there
+    kills: tuple[WorkerKill, ...] = ()  # this worker process's (faults.worker_kills)
 
     def config(self, role: str, connection: Connection | None = None) -> Config:
         declared = self.adapter.declared(self.mapping)
@@ -162,17 +167,19 @@ def worker_main(index: int, spec: ContractSpec, signals: Signals) -> None:
 
 
 def _work(index: int, spec: ContractSpec, signals: Signals, report: WorkerReport) -> None:
-    adapter = AdapterProcess(spec.adapter, spec.config("worker"), _plans_sink(spec))
-    try:
-        adapter.expect(Ready)
-        signals.ready[index] = 1
-        signals.start.wait()
-        events = WorkerEvents.started(adapter, report, signals, index)
-        while not signals.stop.wait(0.05) and events.is_alive():
-            pass  # an adapter that fails stops the reader: its error is this program's
-        events.stop()
-    finally:
-        adapter.close()
+    """The worker adapter, kept by a supervisor that kills it as faults.worker_kills says
+    (without kills, it just runs to the stop)."""
+
+    def start() -> AdapterProcess:
+        adapter = AdapterProcess(spec.adapter, spec.config("worker"), _plans_sink(spec))
+        try:
+            adapter.expect(Ready)
+        except BaseException:
+            adapter.close()
+            raise
+        return adapter
+
+    supervise(index, signals, report, start, schedule(spec.kills, spec.timeout_s))
 
 
 def _plans_sink(spec: ContractSpec) -> Any:
@@ -378,8 +385,25 @@ class ContractQueue:
     def workers(self, count: int) -> list[Program]:
         shares = jobs.shares(count, worker_processes(self.declared, count))
         spec = replace(self.spec, processes=len(shares))
+        kills = self.inputs.kills
+        for index, kill in enumerate(kills):
+            if kill.worker >= len(shares):
+                raise HarnessError(
+                    f"faults.worker_kills[{index}]: worker {kill.worker} does not exist: "
+                    f"{self.name} runs {count} workers in {len(shares)} process(es), "
+                    "numbered from 0"
+                )
         return [
-            Program("worker", worker_main, replace(spec, concurrency=share), self._named(slot))
+            Program(
+                "worker",
+                worker_main,
+                replace(
+                    spec,
+                    concurrency=share,
+                    kills=tuple(kill for kill in kills if kill.worker == slot),
+                ),
+                self._named(slot),
+            )
             for slot, share in enumerate(shares)
         ]
 

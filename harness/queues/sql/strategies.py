@@ -53,6 +53,11 @@ _DIRECTIVE = re.compile(r"^--\s*(?P<key>[a-z_]+):(?P<value>.*)$")
 _STRATEGY_FILE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}\.sql$")
 
 
+# A strategy's workers are the harness's own processes: faults.crashes kills one mid-job,
+# with its lease and retries; worker_kills is for a library's worker.
+OWN_KILLS = "its workers are the harness's own: faults.crashes kills them mid-job"
+
+
 @dataclass(frozen=True)
 class Strategy:
     name: str
@@ -88,9 +93,10 @@ class Strategy:
             return QueueTraits(
                 faults=f"strategy '{self.name}' keeps job state beyond the jobs row (its own "
                 "start, complete or retire, or a held lock); faults run with fifo, "
-                "round_robin and other strategies that use the shared start and complete"
+                "round_robin and other strategies that use the shared start and complete",
+                worker_kills=OWN_KILLS,
             )
-        return QueueTraits()
+        return QueueTraits(worker_kills=OWN_KILLS)
 
     def shown(self) -> str:
         """Every block in the order a claim uses them, exactly as the workers run them."""

@@ -1,0 +1,106 @@
+"""faults.worker_kills: a library's worker process group killed mid-run, started again
+(or not) as a supervisor would; every job counted once, what the library did not recover
+measured, never a failed run. On the fixture adapter (tests/fixtures/adapters/pyqueue),
+whose claim marks a job `running` and which has no recovery at all: a job its killed
+worker held stays running, the rest is done by the restarted worker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from harness.queues.catalog import catalog, traits
+from harness.run.scenario_run import RunOptions, run_scenario
+from harness.scenario.loader import load_scenario
+from harness.server.kinds import Server
+from tests.integration.conftest import Quiet
+from tests.integration.test_adapters import FIXTURES, ON_PATH
+
+JOBS = 60  # 30 ms each, two at a time: about a second of work
+
+
+def killed_run(
+    server: Server, tmp_path: Path, kill: str, timeout_s: float, strategy: str = "pyqueue"
+) -> dict:
+    """A repetition (of the fixture adapter, by default) with `kill` as its one worker
+    kill: run.json's repetition entry."""
+    path = tmp_path / "kills.yaml"
+    path.write_text(
+        f"""\
+name: kills
+strategies: [{strategy}]
+workers: 2
+repetitions: 1
+poll_interval_ms: 5
+timeout_s: {timeout_s}
+faults:
+  worker_kills: [{kill}]
+tenant_groups:
+  - {{name: large, tenants: 1, jobs_per_tenant: {JOBS}, duration_ms: 30}}
+"""
+    )
+    entries = catalog(adapters_dir=FIXTURES)
+    loaded = load_scenario(path, traits(entries))
+    options = RunOptions(adapters_dir=FIXTURES, plots=False)
+    done = run_scenario(loaded, entries, server, tmp_path / "results", Quiet(), options)
+    (entry,) = done.document.repetitions
+    return entry.model_dump()
+
+
+@pytest.fixture(autouse=True)
+def _python_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", ON_PATH["PATH"])
+
+
+def test_a_killed_worker_restarted_leaves_only_the_jobs_it_held(
+    server: Server, tmp_path: Path
+) -> None:
+    # The window: the run waits timeout_s for a recovery pyqueue never makes.
+    entry = killed_run(server, tmp_path, "{at_s: 0.3, restart_after_s: 0.2}", timeout_s=4)
+    kills = entry["worker_kills"]
+    assert (kills["kills"], kills["restarts"]) == (1, 1)
+    # pyqueue has no recovery: the jobs the killed process held (one per worker, at most)
+    # stay running; the restarted worker did every other one, once.
+    held = kills["stranded"]
+    assert 1 <= held <= 2, kills
+    assert (kills["ok"], kills["duplicated"], kills["abandoned"], kills["waiting"]) == (
+        JOBS - held,
+        0,
+        0,
+        0,
+    )
+    assert len(kills["jobs"]["stranded"]) == held
+    assert entry["books"] == f"not recovered: {held}"
+    assert entry["jobs"] == JOBS - held  # jobs.csv: the finished ones
+
+
+def test_a_killed_worker_left_dead_leaves_its_queue_to_the_window(
+    server: Server, tmp_path: Path
+) -> None:
+    """No restart: nothing takes the queue up again; the run ends at timeout_s, not
+    failed, with every job counted: done before the kill, held by it, or still waiting."""
+    entry = killed_run(server, tmp_path, "{at_s: 0.3, restart: false}", timeout_s=3)
+    kills = entry["worker_kills"]
+    assert (kills["kills"], kills["restarts"], kills["window_s"]) == (1, 0, 3)
+    assert 1 <= kills["stranded"] <= 2, kills
+    assert kills["ok"] + kills["stranded"] + kills["waiting"] == JOBS
+    assert kills["ok"] > 0 and kills["waiting"] > 0  # it did some work; the rest waits
+    assert kills["duplicated"] == kills["abandoned"] == 0
+
+
+@pytest.mark.libraries
+@pytest.mark.parametrize("library", ["procrastinate", "pgqueuer"])
+def test_a_librarys_killed_worker_is_restarted_and_every_job_counted(
+    server: Server, tmp_path: Path, library: str
+) -> None:
+    """A real library through its own worker: killed once, started again; whatever its
+    recovery did, every job is in one outcome (the figures: docs/faults.md)."""
+    entry = killed_run(
+        server, tmp_path, "{at_s: 0.5, restart_after_s: 0.3}", timeout_s=8, strategy=library
+    )
+    kills = entry["worker_kills"]
+    assert (kills["kills"], kills["restarts"]) == (1, 1), kills
+    outcomes = ("ok", "duplicated", "stranded", "abandoned", "waiting")
+    assert sum(kills[o] for o in outcomes) == JOBS, kills
+    assert kills["ok"] > 0  # the restarted worker took the queue up again

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from harness.queues.base import JobRecord, Ledger, WorkerReport
+from harness.queues.contract.supervisor import schedule
+from harness.run.books import check_books
+from harness.run.faults import kill_summary
+from harness.scenario.model import WorkerKill
+
+
+def test_a_kill_every_n_seconds_comes_until_the_window_ends_in_order() -> None:
+    every = WorkerKill(at_s=1.0, every_s=2.0, restart_after_s=0.5)
+    once = WorkerKill(at_s=2.5)
+    due = schedule((every, once), until_s=6.0)
+    assert [(d.at_s, d.kill is once) for d in due] == [
+        (1.0, False),
+        (2.5, True),
+        (3.0, False),
+        (5.0, False),
+    ]
+    assert schedule((WorkerKill(at_s=7.0),), until_s=6.0) == []
+
+
+T = datetime(2026, 12, 3, tzinfo=UTC)
+
+
+def _record(job: int, status: str) -> JobRecord:
+    done = status == "done"
+    return JobRecord(job, 1, status, T, T if done else None, T if done else None)
+
+
+def test_every_job_of_a_killed_run_is_in_exactly_one_outcome() -> None:
+    """Finished once, finished twice, and unfinished by the state the library left it
+    in: held running by the dead worker, failed by the library, queued still."""
+    records = [
+        _record(1, "done"),
+        _record(2, "done"),
+        _record(3, "not finished (running)"),
+        _record(4, "not finished (failed)"),
+        _record(5, "not finished (waiting)"),
+    ]
+    ledger = Ledger(records, claims=[1, 2, 2])  # job 2's task ran twice
+    books = check_books(5, ledger, at_least_once=True, unfinished_measured=True)
+    assert books.problems == [] and books.status == "not recovered: 3"
+    killed = WorkerReport(0, kills=[1.25], restarts=1)
+    summary = kill_summary(books, records, [killed, WorkerReport(1)], window_s=10.0)
+    outcomes = [summary[o] for o in ("ok", "duplicated", "stranded", "abandoned", "waiting")]
+    assert outcomes == [1, 1, 1, 1, 1]
+    assert summary["jobs"] == {"duplicated": [2], "stranded": [3], "abandoned": [4], "waiting": [5]}
+    assert (summary["kills"], summary["killed_at_s"], summary["restarts"]) == (1, [1.25], 1)
+
+
+def test_without_kills_an_unfinished_job_still_fails_the_books() -> None:
+    ledger = Ledger([_record(1, "done"), _record(2, "not finished (running)")], claims=[1])
+    assert check_books(2, ledger).problems == ["1 job(s) not done: 2"]
+
+
+def test_a_job_done_in_its_table_but_never_reported_is_ok_when_its_worker_was_killed() -> None:
+    """Killed between the library's commit and the worker's report: done once by the
+    library's word, no moments of its own; without kills, the books fail it."""
+    unreported = JobRecord(2, 1, "done", T, None, None)
+    records = [_record(1, "done"), unreported]
+    ledger = Ledger(records, claims=[1])
+    books = check_books(2, ledger, at_least_once=True, unfinished_measured=True)
+    assert (books.problems, books.unreported, books.status) == ([], [2], "balanced")
+    summary = kill_summary(books, records, [WorkerReport(0, kills=[0.5])], window_s=5.0)
+    assert (summary["ok"], summary["unreported"]) == (2, [2])
+    assert check_books(2, ledger).problems == [
+        "1 job(s) with timestamps out of order: 2",
+        "1 job(s) done but never claimed by a worker: 2",
+    ]
