@@ -75,6 +75,7 @@ def test_a_killed_worker_restarted_leaves_only_the_jobs_it_held(
     assert entry["jobs"] == JOBS - held  # jobs.csv: the finished ones
 
 
+@pytest.mark.thorough  # make test kills and restarts; a worker left dead is the matrix's
 def test_a_killed_worker_left_dead_leaves_its_queue_to_the_window(
     server: Server, tmp_path: Path
 ) -> None:
