@@ -573,16 +573,7 @@ class Scenario(Model):
                 "nothing would be left to kill"
             )
         for index, crash in enumerate(faults.crashes):
-            where = f"faults.crashes[{index}]"
-            if crash.worker >= fewest:
-                raise ValueError(
-                    f"{where}: worker {crash.worker} does not exist with {fewest} workers "
-                    f"(workers are numbered from 0)"
-                )
-            if crash.at_s >= self.timeout_s:
-                raise ValueError(
-                    f"{where}: at_s {crash.at_s:g} is not before timeout_s ({self.timeout_s:g} s)"
-                )
+            self._check_worker_and_moment(f"faults.crashes[{index}]", crash, fewest)
         if faults.server_restart is not None:
             self._check_restart(faults.server_restart)
         for index, kill in enumerate(faults.worker_kills):
@@ -593,16 +584,21 @@ class Scenario(Model):
                 "server_restart (the harness's own) cannot be in one scenario"
             )
 
-    def _check_kill(self, where: str, kill: WorkerKill, fewest: int) -> None:
-        if kill.worker >= fewest:
+    def _check_worker_and_moment(self, where: str, fault: Crash | WorkerKill, fewest: int) -> None:
+        """A crash's or a kill's worker exists with the fewest workers; its moment comes
+        before the timeout."""
+        if fault.worker >= fewest:
             raise ValueError(
-                f"{where}: worker {kill.worker} does not exist with {fewest} workers "
+                f"{where}: worker {fault.worker} does not exist with {fewest} workers "
                 f"(workers are numbered from 0)"
             )
-        if kill.at_s >= self.timeout_s:
+        if fault.at_s >= self.timeout_s:
             raise ValueError(
-                f"{where}: at_s {kill.at_s:g} is not before timeout_s ({self.timeout_s:g} s)"
+                f"{where}: at_s {fault.at_s:g} is not before timeout_s ({self.timeout_s:g} s)"
             )
+
+    def _check_kill(self, where: str, kill: WorkerKill, fewest: int) -> None:
+        self._check_worker_and_moment(where, kill, fewest)
         if kill.restart and kill.every_s is not None and kill.every_s <= kill.restart_after_s:
             raise ValueError(
                 f"{where}: every_s {kill.every_s:g} is not longer than restart_after_s "
