@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from harness.queues.catalog import catalog
 from tests.conftest import SCENARIOS, SHORT_NOISY, harness_cli
 
@@ -129,9 +131,16 @@ def test_a_members_run_id_follows_the_coordinators_rule() -> None:
     )
 
 
-def test_a_fleet_refuses_faults_before_a_server_starts(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("strategy", "faults"),
+    [("fifo", "lease: {seconds: 1}"), ("procrastinate", "worker_kills: [{at_s: 1}]")],
+)
+def test_a_fleet_refuses_faults_before_a_server_starts(
+    tmp_path: Path, strategy: str, faults: str
+) -> None:
     scenario = tmp_path / "faults.yaml"
-    scenario.write_text(SHORT_NOISY + "faults:\n  lease: {seconds: 1}\n")
+    text = SHORT_NOISY.replace("[fifo, round_robin]", f"[{strategy}]")
+    scenario.write_text(text + f"faults:\n  {faults}\n")
     done = harness_cli("run", str(scenario), "--fleet", "1", "--results-dir", str(tmp_path))
     assert done.returncode == 2
     assert done.stderr.strip() == (
