@@ -6,15 +6,13 @@ worker held stays running, the rest is done by the restarted worker."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from harness.queues.catalog import catalog, traits
-from harness.run.scenario_run import RunOptions, run_scenario
-from harness.scenario.loader import load_scenario
 from harness.server.kinds import Server
-from tests.integration.conftest import Quiet
+from tests.conftest import harness_cli
 from tests.integration.test_adapters import FIXTURES, ON_PATH
 
 JOBS = 60  # 30 ms each, two at a time: about a second of work
@@ -23,8 +21,10 @@ JOBS = 60  # 30 ms each, two at a time: about a second of work
 def killed_run(
     server: Server, tmp_path: Path, kill: str, timeout_s: float, strategy: str = "pyqueue"
 ) -> dict:
-    """A repetition (of the fixture adapter, by default) with `kill` as its one worker
-    kill: run.json's repetition entry."""
+    """`harness run` of a repetition (of the fixture adapter, by default) with `kill` as
+    its one worker kill: run.json's repetition entry. Through the CLI, as the adapter
+    tests run the fixture: its `python3` must be the harness's, on the PATH of every
+    process the run starts (a fork server started earlier has the suite's PATH)."""
     path = tmp_path / "kills.yaml"
     path.write_text(
         f"""\
@@ -40,17 +40,13 @@ tenant_groups:
   - {{name: large, tenants: 1, jobs_per_tenant: {JOBS}, duration_ms: 30}}
 """
     )
-    entries = catalog(adapters_dir=FIXTURES)
-    loaded = load_scenario(path, traits(entries))
-    options = RunOptions(adapters_dir=FIXTURES, plots=False)
-    done = run_scenario(loaded, entries, server, tmp_path / "results", Quiet(), options)
-    (entry,) = done.document.repetitions
-    return entry.model_dump()
-
-
-@pytest.fixture(autouse=True)
-def _python_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PATH", ON_PATH["PATH"])
+    results = tmp_path / "results"
+    options = ["--adapters-dir", str(FIXTURES), "--dsn", server.dsn, "--results-dir", str(results)]
+    done = harness_cli("run", str(path), *options, timeout=180, env=ON_PATH)
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads((results / "latest" / "run.json").read_text())
+    (entry,) = document["repetitions"]
+    return entry
 
 
 def test_a_killed_worker_restarted_leaves_only_the_jobs_it_held(
@@ -60,19 +56,24 @@ def test_a_killed_worker_restarted_leaves_only_the_jobs_it_held(
     entry = killed_run(server, tmp_path, "{at_s: 0.3, restart_after_s: 0.2}", timeout_s=4)
     kills = entry["worker_kills"]
     assert (kills["kills"], kills["restarts"]) == (1, 1)
-    # pyqueue has no recovery: the jobs the killed process held (one per worker, at most)
-    # stay running; the restarted worker did every other one, once.
+    # pyqueue has no recovery: the jobs the killed process held (one per worker thread,
+    # at most; none in a thread between two jobs) stay running; the restarted worker did
+    # every other one, once. Whether a thread held one at the kill is the kill's luck:
+    # what is certain is that each job is in one outcome.
     held = kills["stranded"]
-    assert 1 <= held <= 2, kills
+    assert 0 <= held <= 2, kills
     assert (kills["ok"], kills["duplicated"], kills["abandoned"], kills["waiting"]) == (
         JOBS - held,
         0,
         0,
         0,
     )
-    assert len(kills["jobs"]["stranded"]) == held
-    assert entry["books"] == f"not recovered: {held}"
-    assert entry["jobs"] == JOBS - held  # jobs.csv: the finished ones
+    assert len(kills["jobs"].get("stranded", [])) == held
+    assert entry["books"] == (f"not recovered: {held}" if held else "balanced")
+    # jobs.csv: the finished ones the workers reported (one killed between pyqueue's
+    # commit and its report is ok, but has no moments of its own: `unreported`)
+    unreported = kills["unreported"]
+    assert len(unreported) <= 2 and entry["jobs"] == JOBS - held - len(unreported)
 
 
 @pytest.mark.thorough  # make test kills and restarts; a worker left dead is the matrix's
@@ -84,7 +85,7 @@ def test_a_killed_worker_left_dead_leaves_its_queue_to_the_window(
     entry = killed_run(server, tmp_path, "{at_s: 0.3, restart: false}", timeout_s=3)
     kills = entry["worker_kills"]
     assert (kills["kills"], kills["restarts"], kills["window_s"]) == (1, 0, 3)
-    assert 1 <= kills["stranded"] <= 2, kills
+    assert 0 <= kills["stranded"] <= 2, kills
     assert kills["ok"] + kills["stranded"] + kills["waiting"] == JOBS
     assert kills["ok"] > 0 and kills["waiting"] > 0  # it did some work; the rest waits
     assert kills["duplicated"] == kills["abandoned"] == 0
