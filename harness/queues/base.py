@@ -155,6 +155,17 @@ class JobRecord:
     failed_attempts: int = 0
     dead_lettered: bool = False  # the queue's own dead-letter mark (status says 'dead' too)
 
+    @staticmethod
+    def unfinished(state: str) -> str:
+        """The status of a job a library's table holds, not done, in `state`."""
+        return f"not finished ({state})"
+
+    @property
+    def left_as(self) -> str | None:
+        """The library's state of a job `unfinished` made the status of; else None."""
+        inside = self.status.removeprefix("not finished (")
+        return inside.removesuffix(")") if inside != self.status else None
+
 
 @dataclass(frozen=True)
 class Ledger:

@@ -148,8 +148,7 @@ def kill_summary(
     jobs: dict[str, list[int]] = {outcome: [] for outcome in OUTCOMES}
     for record in records:
         if record.job_id in unfinished:
-            state = record.status.removeprefix("not finished (").removesuffix(")")
-            jobs[UNFINISHED.get(state, "waiting")].append(record.job_id)
+            jobs[UNFINISHED.get(record.left_as or "", "waiting")].append(record.job_id)
         else:
             jobs["duplicated" if record.job_id in duplicated else "ok"].append(record.job_id)
     return {

@@ -133,7 +133,7 @@ def _from_record(record: Record, seen: tuple[int, TaskRun] | None) -> JobRecord:
         raise RuntimeError(f"library id {record.id}: its payload is gone and no task ran it")
     # Not done: with the library's own state (running, locked, failed, ...), what a
     # killed worker's job was left as is the library's recovery, counted by state.
-    status = "done" if record.state == "done" else f"not finished ({record.state})"
+    status = "done" if record.state == "done" else JobRecord.unfinished(record.state)
     return JobRecord(
         job_id=job,
         tenant_id=tenant,
