@@ -58,7 +58,8 @@ def check_books(
     lost = [r.job_id for r in records if r.status not in FINISHED and r.job_id not in stuck]
     claims = Counter(ledger.claims)
     unreported = _never_claimed(finished, claims) if unfinished_measured else []
-    reported = [r for r in finished if r.job_id not in set(unreported)]
+    # A killed worker's unreported jobs are not checked for moments or claims they lack.
+    reported = [r for r in finished if claims[r.job_id] or not unfinished_measured]
     extra = {r.job_id: _extra_claims(r, claims) for r in finished}
     duplicates = sorted(job for job, n in extra.items() if n > 0)
     problems = [
