@@ -135,6 +135,14 @@ ResultsOption = Annotated[
 SlowOption = Annotated[
     bool, typer.Option("--include-slow", help="Also capture the plans the scenario marks as slow.")
 ]
+PlotsOption = Annotated[
+    bool,
+    typer.Option(
+        "--plots/--no-plots",
+        help="Draw the figures (PNG and SVG, and in report.html). --no-plots writes every "
+        "table and the report without them, sooner; harness report RUN draws them later.",
+    ),
+]
 SchemaOption = Annotated[
     str | None,
     typer.Option(
@@ -364,6 +372,7 @@ def run(
     fleet_id: FleetIdOption = None,
     fleet_timeout: FleetTimeoutOption = 120.0,
     adapters_dir: AdaptersDirOption = None,
+    plots: PlotsOption = True,
 ) -> None:
     """Run scenarios: timed workload, plan captures, report.
 
@@ -381,6 +390,7 @@ def run(
         fleet_id=fleet_id,
         fleet_timeout_s=fleet_timeout,
         adapters_dir=adapters_dir,
+        plots=plots,
     )
     _run(scenarios, server, results_dir, strategies_dir, options)
 
@@ -426,6 +436,7 @@ def explain(
     schema: SchemaOption = None,
     reuse_schema: ReuseOption = False,
     adapters_dir: AdaptersDirOption = None,
+    plots: PlotsOption = True,
 ) -> None:
     """Capture dequeue plans only (EXPLAIN ANALYZE, BUFFERS), no timed run.
 
@@ -441,6 +452,7 @@ def explain(
         schema=schema,
         reuse_schema=reuse_schema,
         adapters_dir=adapters_dir,
+        plots=plots,
     )
     _run(scenarios, server, results_dir, strategies_dir, options)
 

@@ -56,6 +56,7 @@ class Page:
     folded: list[tuple[str, str]]  # (label, text): the EXPLAIN captures' text form
     scenario_yaml: str
     lead_plots: list[tuple[str, bytes]] = field(default_factory=list)  # under the verdict
+    no_figures: str = ""  # why the page has none, and how to draw them (harness run --no-plots)
 
 
 def report_html(page: Page) -> str:
@@ -67,6 +68,7 @@ def report_html(page: Page) -> str:
         f"<p class='meta'>{_e(page.description)}</p>" if page.description else "",
         *map(_section, verdict),
         _lead(page.lead_plots),
+        f"<p class='meta'>{_e(page.no_figures)}</p>" if page.no_figures else "",
         _contents(rest, page),
         *map(_section, rest),
         _plots(page.plots),

@@ -234,7 +234,8 @@ def render_run(folder: RunFolder, *, plots: bool = True) -> Rendered:
         for form, data in forms.items():
             write(f"{name}_{form}", f"{name}.{form}", data)
     pngs = {name: forms["png"] for name, forms in encoded.items()}
-    write("report", "report.html", report_html(_page(raw, sections, pngs)))
+    drawn = "" if plots else f"Figures not drawn: harness report {folder.path} draws them."
+    write("report", "report.html", report_html(_page(raw, sections, pngs, drawn)))
     folder.write("run.json", raw.document.dumps(), replace=True)
     return Rendered(folder, raw.document, tables, sections)
 
@@ -441,8 +442,11 @@ def _title(raw: RawRun) -> str:
     return f"{raw.scenario.name}: {raw.document.run_id}"
 
 
-def _page(raw: RawRun, sections: list[Section], plots: dict[str, bytes]) -> Page:
-    """The report's page; `plots`: each plot's PNG, as its file has it."""
+def _page(
+    raw: RawRun, sections: list[Section], plots: dict[str, bytes], no_figures: str = ""
+) -> Page:
+    """The report's page; `plots`: each plot's PNG, as its file has it; `no_figures`: why
+    it has none."""
     return Page(
         title=f"{raw.scenario.name} — {raw.document.run_id}",
         description=raw.scenario.description,
@@ -456,6 +460,7 @@ def _page(raw: RawRun, sections: list[Section], plots: dict[str, bytes]) -> Page
             if capture.skipped is None
         ],
         scenario_yaml=raw.scenario_yaml,
+        no_figures=no_figures,
     )
 
 

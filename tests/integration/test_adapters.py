@@ -302,6 +302,7 @@ def test_an_adapter_replacing_a_shipped_one_is_said_and_recorded(
         server.dsn,
         "--results-dir",
         str(tmp_path / "results"),
+        "--no-plots",
         timeout=240,
         env=ON_PATH,
     )

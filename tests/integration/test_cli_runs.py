@@ -69,12 +69,12 @@ def test_a_sql_ascii_database_runs_through_dsn(server: Server, tmp_path: Path) -
 
 
 def harness_run(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
-    """`harness run` of the one-strategy scenario, to the end."""
+    """`harness run` of the one-strategy scenario, to the end; no test of these looks at a
+    figure, so none is drawn."""
     scenario = tmp_path / "s.yaml"
     scenario.write_text(ONE_STRATEGY)
-    return harness_cli(
-        "run", str(scenario), "--results-dir", str(tmp_path / "results"), *options, timeout=120
-    )
+    results = ("--results-dir", str(tmp_path / "results"), "--no-plots")
+    return harness_cli("run", str(scenario), *results, *options, timeout=120)
 
 
 # Set in the environment of every harness these tests start: its children inherit it, so a

@@ -288,7 +288,7 @@ def reuse(server: Server, tmp_path: Path, schema: str) -> subprocess.CompletedPr
     scenario = tmp_path / "s.yaml"
     scenario.write_text(ONE_STRATEGY)
     return harness_cli(
-        *("run", str(scenario), "--results-dir", str(tmp_path / "results")),
+        *("run", str(scenario), "--results-dir", str(tmp_path / "results"), "--no-plots"),
         *("--dsn", server.dsn, "--schema", schema, "--reuse-schema"),
         timeout=120,
     )

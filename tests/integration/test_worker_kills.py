@@ -42,9 +42,13 @@ tenant_groups:
     )
     results = tmp_path / "results"
     options = ["--adapters-dir", str(FIXTURES), "--dsn", server.dsn, "--results-dir", str(results)]
-    done = harness_cli("run", str(path), *options, timeout=180, env=ON_PATH)
+    done = harness_cli("run", str(path), *options, "--no-plots", timeout=180, env=ON_PATH)
     assert done.returncode == 0, done.stdout + done.stderr
-    document = json.loads((results / "latest" / "run.json").read_text())
+    folder = (results / "latest").resolve()  # --no-plots: every table, no figure
+    assert (folder / "summary.csv").is_file() and not list(folder.glob("*.png"))
+    said = f"Figures not drawn: harness report {folder} draws them."
+    assert said in (folder / "report.html").read_text()
+    document = json.loads((folder / "run.json").read_text())
     (entry,) = document["repetitions"]
     return entry
 
