@@ -99,6 +99,91 @@ def faults_section(table: pd.DataFrame, warnings: list[str]) -> Section:
     )
 
 
+LIBRARY_FAULT_COLUMNS = [
+    "strategy",
+    "workers",
+    "repetition",
+    "worker_kills",
+    "backend_kills",
+    "sessions_terminated",
+    "exits",
+    "restarts",
+    "ok",
+    "duplicated",
+    "stranded",
+    "abandoned",
+    "waiting",
+    "unreported",
+    "window_s",
+]
+
+
+def library_fault_table(document: RunDocument) -> pd.DataFrame | None:
+    """library-faults.csv: one row per repetition of a queue behind the adapter contract
+    under faults.worker_kills or backend_kills, from run.json: what was done to its
+    workers, and its jobs in their outcomes."""
+    rows = [
+        {
+            "strategy": entry.strategy,
+            "workers": entry.workers,
+            "repetition": entry.repetition,
+            "worker_kills": faults["kills"],
+            **{column: faults[column] for column in LIBRARY_FAULT_COLUMNS[4:-2]},
+            "unreported": len(faults["unreported"]),
+            "window_s": faults["window_s"],
+        }
+        for entry in document.repetitions
+        if (faults := entry.library_faults) is not None
+    ]
+    return pd.DataFrame(rows, columns=LIBRARY_FAULT_COLUMNS) if rows else None
+
+
+LIBRARY_FAULTS_NOTE = (
+    "Per repetition, from run.json, every job in one outcome: ok = finished once; "
+    "duplicated = finished more than once; stranded = still running or locked by a worker "
+    "that is gone when the window (timeout_s) ended; abandoned = marked failed by the "
+    "library itself; waiting = queued still, not taken up again within the window. What "
+    "the library recovers after the window is not waited for. Worker kills: SIGKILL of a "
+    "worker's process group (restarts: by the harness, as a supervisor would); backend "
+    "kills: the times its workers' sessions were terminated, and how many sessions; exits: "
+    "a worker that exited or failed on its own (each reason in run.json); unreported: "
+    "done by the library's table, its worker killed before it said so (ok, no moments)."
+)
+
+
+def library_faults_section(table: pd.DataFrame) -> Section:
+    headers = [
+        "strategy",
+        "workers",
+        "rep",
+        "worker kills",
+        "backend kills",
+        "sessions cut",
+        "exits",
+        "restarts",
+        "ok",
+        "duplicated",
+        "stranded",
+        "abandoned",
+        "waiting",
+        "unreported",
+        "window (s)",
+    ]
+    counted = LIBRARY_FAULT_COLUMNS[1:-1]
+    rows = [
+        [str(r["strategy"]), *(count(r[c]) for c in counted), number(r["window_s"])]
+        for r in table.to_dict("records")
+    ]
+    shown = Table.of((headers, rows), "A library's faults: every job's outcome, per repetition")
+    return Section(
+        "library_faults",
+        "A library's faults",
+        LIBRARY_FAULTS_NOTE,
+        tables=[shown],
+        console=[shown],
+    )
+
+
 def missed_faults(document: RunDocument, scenario: Scenario) -> list[str]:
     """The planned faults that never happened, one sentence per repetition that missed
     some: a crash whose worker held no job again before the run ended, a restart planned

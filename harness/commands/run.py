@@ -85,7 +85,7 @@ def _check_fleet(loaded: LoadedScenario, options: RunOptions) -> None:
         check_fleet_id(options.fleet_id, "--fleet-id")
     if not options.fleet or not scenario.timed:
         return
-    if scenario.uses_faults or scenario.worker_kills:
+    if scenario.uses_faults or scenario.library_faults:
         raise faults_refused(str(loaded.path))
     remote = min(scenario.workers) - options.local_workers
     if remote < options.fleet:

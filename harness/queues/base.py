@@ -133,7 +133,10 @@ class WorkerReport:
     task_runs: list[TaskRun] = field(default_factory=list)
     # A library's worker killed by faults.worker_kills: when (s from the start), each time.
     kills: list[float] = field(default_factory=list)
-    restarts: int = 0  # its supervisor's restarts of it after a kill
+    # Under faults.backend_kills: each time it exited or failed on its own (or failed to
+    # start again), s from the start, and why (its error, its stderr's last line).
+    exits: list[tuple[float, str]] = field(default_factory=list)
+    restarts: int = 0  # its supervisor's restarts of it, after a kill or an exit
 
 
 @dataclass(frozen=True)

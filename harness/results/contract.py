@@ -171,6 +171,13 @@ RUN_FILES: tuple[RunFile, ...] = (
         "per repetition: lost, duplicated, stuck, dead-lettered, recovery, reconnects",
     ),
     RunFile(
+        "library-faults.csv",
+        "derived",
+        _RENDER + ", with `faults.worker_kills` or `backend_kills`",
+        "per repetition: kills, sessions terminated, exits, restarts, and every job's "
+        "outcome (ok, duplicated, stranded, abandoned, waiting)",
+    ),
+    RunFile(
         "bloat-summary.csv",
         "derived",
         _RENDER + ", with `long_transaction`",

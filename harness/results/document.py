@@ -132,7 +132,8 @@ class RepetitionEntry(_Part):
     started_at: str
     finished_at: str
     faults: dict[str, Any] | None = None  # harness/run/faults.py FaultDriver.summary
-    worker_kills: dict[str, Any] | None = None  # harness/run/faults.py kill_summary
+    # faults.worker_kills and backend_kills, counted job by job: harness/run/faults.py
+    library_faults: dict[str, Any] | None = None
     long_transaction: dict[str, Any] | None = None  # harness/run/long_transaction.py
     fleet: list[dict[str, Any]] | None = None  # each member: host, pid, slots (--fleet)
     pg_version: PgVersion | None = None  # the server it ran on (format 3)
@@ -222,7 +223,7 @@ class RunDocument(Versioned):
     def document(self) -> dict[str, Any]:
         data = super().document()
         for entry in data["repetitions"]:  # features absent from a repetition stay absent
-            for feature in ("faults", "long_transaction", "fleet"):
+            for feature in ("faults", "library_faults", "long_transaction", "fleet"):
                 if entry[feature] is None:
                     del entry[feature]
         return data

@@ -11,6 +11,7 @@ did for run.json. The workers' side is harness/queues/sql/recovery.py.
 from __future__ import annotations
 
 import contextlib
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -24,10 +25,13 @@ from harness.queues.base import JobRecord, Recovery, Site, WorkerReport
 from harness.run.books import Books
 from harness.scenario.inputs import FaultPlan
 from harness.scenario.loader import LoadedScenario
-from harness.server.connections import connect
+from harness.scenario.model import BackendKill
+from harness.server.connections import connect, worker_session_name
 from harness.server.kinds import ProviderKind
+from harness.sqlfiles import builtin_blocks
 
 RETRIED, DEAD = "+retried", "+dead"  # tenant_class suffixes in jobs.csv
+SQL = builtin_blocks("harness.run", "faults.sql")
 
 
 def refuse_restart(loaded: LoadedScenario, provider: ProviderKind) -> None:
@@ -102,20 +106,38 @@ class NullDriver:
 
 
 @dataclass
-class KillDriver:
-    """faults.worker_kills: each library worker's supervisor kills and restarts it
-    (harness/queues/contract/supervisor.py). Here the run is over when every job is done,
-    or at the scenario's timeout_s: what the library has not recovered by then is counted
-    (`kill_summary`), never waited for."""
+class LibraryFaultDriver:
+    """faults.worker_kills and faults.backend_kills, for a queue behind the adapter
+    contract. Each worker's supervisor kills and restarts it (and, under backend kills,
+    restarts one that exits; harness/queues/contract/supervisor.py); here, at each moment
+    of a backend kill's window, every session of the run's workers is terminated. The
+    run is over when every job is done, or at the scenario's timeout_s: what the library
+    has not recovered by then is counted (`fault_summary`), never waited for."""
 
     conn: psycopg.Connection[Any]
     window_s: float
+    backend_kills: tuple[BackendKill, ...] = ()
+    workers: str = field(default_factory=worker_session_name)  # their application_name
     held: frozenset[int] = frozenset()
     at_least_once: bool = True  # a job the library hands on after a kill may finish twice
     elapsed: float = 0.0
+    terminations: list[tuple[float, int]] = field(default_factory=list)  # s, sessions
+    moments: list[float] = field(default_factory=list)  # the backend kills still to come
+
+    def __post_init__(self) -> None:
+        self.moments = sorted(at for kill in self.backend_kills for at in kill_moments(kill))
 
     def tick(self, crew: CrewControl, elapsed: float) -> None:
         self.elapsed = elapsed
+        if not self.moments or self.moments[0] > elapsed:
+            return
+        while self.moments and self.moments[0] <= elapsed:  # a late tick kills once
+            self.moments.pop(0)
+        row = self.conn.execute(
+            SQL["terminate_workers"].sql,  # type: ignore[arg-type]
+            {"application_name": self.workers},
+        ).fetchone()
+        self.terminations.append((round(elapsed, 3), int(row[0]) if row else 0))
 
     def finished(self, crew: CrewControl, total: int) -> bool:
         return crew.done() >= total or self.elapsed >= self.window_s
@@ -123,10 +145,16 @@ class KillDriver:
     def summary(
         self, books: Books, records: list[JobRecord], reports: list[WorkerReport]
     ) -> dict[str, Any] | None:
-        return None  # the harness's faults: none; the kills are kill_summary's
+        return None  # the harness's faults: none; the library's are fault_summary's
 
     def close(self) -> None:
         pass
+
+
+def kill_moments(kill: BackendKill) -> list[float]:
+    """A backend kill's moments: `per_s` a second through its window, from its start."""
+    count = math.ceil(kill.for_s * kill.per_s - 1e-9)
+    return [round(kill.from_s + step / kill.per_s, 6) for step in range(count)]
 
 
 # What the library's own table says of a job its worker did not finish (the contract's
@@ -136,14 +164,20 @@ UNFINISHED = {"running": "stranded", "failed": "abandoned", "waiting": "waiting"
 OUTCOMES = ("ok", "duplicated", "stranded", "abandoned", "waiting")
 
 
-def kill_summary(
-    books: Books, records: list[JobRecord], reports: list[WorkerReport], window_s: float
+def fault_summary(
+    books: Books,
+    records: list[JobRecord],
+    reports: list[WorkerReport],
+    window_s: float,
+    terminations: list[tuple[float, int]] | None = None,
 ) -> dict[str, Any]:
-    """run.json's `worker_kills` of a repetition: when its workers were killed and
-    restarted, and every job in exactly one outcome: finished once (ok), finished more
-    than once (duplicated), or not finished when the window (timeout_s) ended, by the
-    state its library's table left it in (stranded, abandoned, waiting)."""
+    """run.json's `library_faults` of a repetition: what was done to its workers (kills
+    and restarts, sessions terminated, exits), and every job in exactly one outcome:
+    finished once (ok), finished more than once (duplicated), or not finished when the
+    window (timeout_s) ended, by the state its library's table left it in (stranded,
+    abandoned, waiting)."""
     kills = sorted(at for report in reports for at in report.kills)
+    exits = sorted(exit for report in reports for exit in report.exits)
     unfinished, duplicated = set(books.lost), set(books.duplicates)
     jobs: dict[str, list[int]] = {outcome: [] for outcome in OUTCOMES}
     for record in records:
@@ -151,10 +185,18 @@ def kill_summary(
             jobs[UNFINISHED.get(record.left_as or "", "waiting")].append(record.job_id)
         else:
             jobs["duplicated" if record.job_id in duplicated else "ok"].append(record.job_id)
-    return {
+    done = {
         "kills": len(kills),
         "killed_at_s": kills,
+        "backend_kills": len(terminations or []),
+        "sessions_terminated": sum(count for _, count in terminations or []),
+        "terminated_at_s": [[at, count] for at, count in terminations or []],
+        "exits": len(exits),
+        "exited_at_s": [[at, why] for at, why in exits],
         "restarts": sum(report.restarts for report in reports),
+    }
+    return {
+        **done,
         "window_s": window_s,
         **{outcome: len(ids) for outcome, ids in jobs.items()},
         "jobs": {outcome: ids for outcome, ids in jobs.items() if outcome != "ok" and ids},

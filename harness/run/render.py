@@ -35,7 +35,13 @@ from harness.analysis.bloat import (
 )
 from harness.analysis.calibration import Calibration, CalibrationDocument
 from harness.analysis.fairness import fairness_section, repetition_fairness, tenant_table
-from harness.analysis.faults import fault_table, faults_section, missed_faults
+from harness.analysis.faults import (
+    fault_table,
+    faults_section,
+    library_fault_table,
+    library_faults_section,
+    missed_faults,
+)
 from harness.analysis.figures import (
     PLOT_TITLES,
     bloat_over_time,
@@ -152,6 +158,7 @@ class RunTables:
     property_runs: pd.DataFrame | None = None  # properties.csv: per repetition
     properties: pd.DataFrame | None = None  # worst repetition per check
     faults: pd.DataFrame | None = None  # faults.csv
+    library_faults: pd.DataFrame | None = None  # library-faults.csv
     bloat: pd.DataFrame | None = None  # bloat-summary.csv
     calibration: Calibration | None = None  # calibration.json: the costs of ideal.csv's costed
 
@@ -166,6 +173,7 @@ class RunTables:
             ("plans", "plans.csv", self.runs),
             ("properties", "properties.csv", self.property_runs),
             ("faults", "faults.csv", self.faults),
+            ("library_faults", "library-faults.csv", self.library_faults),
             ("bloat_summary", "bloat-summary.csv", self.bloat),
         ]
 
@@ -331,6 +339,7 @@ def derive(raw: RawRun) -> RunTables:
         property_runs=property_runs,
         properties=property_summary(property_runs) if property_runs is not None else None,
         faults=fault_table(raw.document),
+        library_faults=library_fault_table(raw.document),
         bloat=_bloat_summary(raw, jobs),
         calibration=calibration,
     )
@@ -397,6 +406,8 @@ def feature_sections(raw: RawRun, tables: RunTables) -> list[Section]:
         sections.append(properties_section(tables.properties))
     if tables.faults is not None:
         sections.append(faults_section(tables.faults, missed_faults(raw.document, raw.scenario)))
+    if tables.library_faults is not None:
+        sections.append(library_faults_section(tables.library_faults))
     if tables.bloat is not None:
         sections.append(bloat_section(tables.bloat))
     return sections

@@ -26,9 +26,9 @@ from harness.run.crew import LOCAL, Crew, Placement
 from harness.run.faults import (
     Driver,
     FaultDriver,
-    KillDriver,
+    LibraryFaultDriver,
     NullDriver,
-    kill_summary,
+    fault_summary,
     tenant_class,
 )
 from harness.run.long_transaction import Holder, HoldRecord
@@ -65,7 +65,8 @@ class RepetitionResult:
     books: str = "balanced"  # or "stuck: N" (jobs held forever by killed workers)
     hold: HoldRecord | None = None  # the scenario's long_transaction, if it has one
     fleet: list[dict[str, Any]] | None = None  # the fleet members' share, with --fleet
-    kills: dict[str, Any] | None = None  # faults.worker_kills: harness/run/faults.py kill_summary
+    # faults.worker_kills, backend_kills: harness/run/faults.py fault_summary
+    library_faults: dict[str, Any] | None = None
 
 
 class Observer(Protocol):
@@ -123,7 +124,7 @@ def run_repetition(
     with connect(site.dsn, schema=site.schema, utc=True) as conn:  # the server may have restarted
         finished_at = _now(conn)
         ledger = queue.ledger(conn, measured.reports)
-    killed = bool(inputs.kills)
+    killed = inputs.library_faults
     books = check_books(inputs.total_jobs, ledger, driver.held, driver.at_least_once, killed)
     if books.problems:
         problems = "; ".join(books.problems)
@@ -140,8 +141,14 @@ def run_repetition(
         books=books.status,
         hold=measured.hold,
         fleet=measured.fleet,
-        kills=(
-            kill_summary(books, ledger.records, measured.reports, inputs.scenario.timeout_s)
+        library_faults=(
+            fault_summary(
+                books,
+                ledger.records,
+                measured.reports,
+                inputs.scenario.timeout_s,
+                driver.terminations if isinstance(driver, LibraryFaultDriver) else None,
+            )
             if killed
             else None
         ),
@@ -203,8 +210,8 @@ def _driver(
     conn: psycopg.Connection[Any],
     restart: Callable[[], None] | None,
 ) -> Driver:
-    if inputs.kills:
-        return KillDriver(conn, inputs.scenario.timeout_s)
+    if inputs.library_faults:
+        return LibraryFaultDriver(conn, inputs.scenario.timeout_s, inputs.backend_kills)
     if inputs.faults is None:
         return NullDriver(conn)
     recovery = queue.recovery()

@@ -302,7 +302,7 @@ def _repetition_entry(result: RepetitionResult, pg_version: str) -> RepetitionEn
         started_at=result.started_at.isoformat(),
         finished_at=result.finished_at.isoformat(),
         faults=result.faults,
-        worker_kills=result.kills,
+        library_faults=result.library_faults,
         long_transaction=result.hold.window() if result.hold is not None else None,
         fleet=result.fleet,
         pg_version=pg_version,

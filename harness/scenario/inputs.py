@@ -15,7 +15,15 @@ from typing import Any
 
 from harness.scenario.arrivals import Arrivals
 from harness.scenario.distributions import Duration, Failures
-from harness.scenario.model import Crash, Faults, LongTransaction, Scenario, TenantGroup, WorkerKill
+from harness.scenario.model import (
+    BackendKill,
+    Crash,
+    Faults,
+    LongTransaction,
+    Scenario,
+    TenantGroup,
+    WorkerKill,
+)
 from harness.scenario.workload import (
     BacklogRows,
     Workload,
@@ -57,6 +65,13 @@ class RunInputs:
     faults: FaultPlan | None  # None: no fault features at all
     long_transaction: LongTransaction | None
     kills: tuple[WorkerKill, ...] = ()  # a library's worker processes killed (worker_kills)
+    backend_kills: tuple[BackendKill, ...] = ()  # its workers' sessions terminated
+
+    @property
+    def library_faults(self) -> bool:
+        """Faults for a queue behind the adapter contract: its books count what its own
+        recovery left (harness/run/faults.py fault_summary)."""
+        return bool(self.kills or self.backend_kills)
 
     @cached_property
     def workload(self) -> Workload:
@@ -84,6 +99,7 @@ class RunInputs:
             faults=fault_plan(scenario) if scenario.uses_faults else None,
             long_transaction=scenario.long_transaction,
             kills=tuple(scenario.worker_kills),
+            backend_kills=tuple(scenario.backend_kills),
         )
 
 

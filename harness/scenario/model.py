@@ -7,6 +7,7 @@ worker counts, strategies and repetitions, and the article's figures it reproduc
 from __future__ import annotations
 
 import math
+from itertools import pairwise
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
@@ -350,6 +351,17 @@ class WorkerKill(Model):
     restart_after_s: float = Field(default=1.0, ge=0, le=3600)
 
 
+class BackendKill(Model):
+    """pg_terminate_backend on every session of the queue's worker processes (by the
+    application_name the harness gives them; never the harness's own sessions, nor the
+    enqueuers'), `per_s` times a second from `from_s` for `for_s` seconds. A worker that
+    exits over it is started again (faults.restart_exited_after_s)."""
+
+    from_s: float = Field(ge=0, le=86_400)
+    for_s: float = Field(gt=0, le=86_400)
+    per_s: float = Field(default=2.0, gt=0, le=20)
+
+
 class Faults(Model):
     crashes: list[Crash] = Field(default_factory=list)
     restart_workers: bool = True  # a replacement starts for each killed worker
@@ -358,12 +370,22 @@ class Faults(Model):
     # A library's worker killed (the queues behind the adapter contract); the fields above
     # are the harness's own faults, for its SQL strategies.
     worker_kills: list[WorkerKill] = Field(default_factory=list)
+    backend_kills: list[BackendKill] = Field(default_factory=list)  # its workers' sessions
+    # With backend_kills: a library worker that exits or fails on its own is started again
+    # this long after, as a supervisor would (systemd's Restart=, RestartSec=); each exit
+    # is counted. Without them, such an exit fails the run.
+    restart_exited_after_s: float = Field(default=1.0, ge=0, le=3600)
+
+    @property
+    def library_faults(self) -> bool:
+        """Any fault for the queues behind the adapter contract."""
+        return bool(self.worker_kills or self.backend_kills)
 
     @property
     def harness_faults(self) -> bool:
         """Any of the harness's own faults (what a faults section meant before worker_kills)."""
         own = (self.crashes, self.lease, self.server_restart)
-        return any(own) or not self.worker_kills
+        return any(own) or not self.library_faults
 
 
 class LongTransaction(Model):
@@ -438,6 +460,15 @@ class Scenario(Model):
     @property
     def worker_kills(self) -> list[WorkerKill]:
         return self.faults.worker_kills if self.faults is not None else []
+
+    @property
+    def backend_kills(self) -> list[BackendKill]:
+        return self.faults.backend_kills if self.faults is not None else []
+
+    @property
+    def library_faults(self) -> bool:
+        """Faults for the queues behind the adapter contract (worker or backend kills)."""
+        return self.faults is not None and self.faults.library_faults
 
     @property
     def explain_strategies(self) -> list[str]:
@@ -578,11 +609,32 @@ class Scenario(Model):
             self._check_restart(faults.server_restart)
         for index, kill in enumerate(faults.worker_kills):
             self._check_kill(f"faults.worker_kills[{index}]", kill, fewest)
-        if faults.worker_kills and (faults.crashes or faults.lease or faults.server_restart):
+        self._check_backend_kills(faults.backend_kills)
+        if faults.library_faults and (faults.crashes or faults.lease or faults.server_restart):
+            kind = "worker_kills" if faults.worker_kills else "backend_kills"
             raise ValueError(
-                "faults: worker_kills (a library's workers) and crashes, lease or "
+                f"faults: {kind} (a library's workers) and crashes, lease or "
                 "server_restart (the harness's own) cannot be in one scenario"
             )
+
+    def _check_backend_kills(self, kills: list[BackendKill]) -> None:
+        """Each window ends by the timeout; no two windows overlap (their kills would be
+        one series, counted twice)."""
+        for index, kill in enumerate(kills):
+            end = kill.from_s + kill.for_s
+            if end > self.timeout_s:
+                raise ValueError(
+                    f"faults.backend_kills[{index}]: its window ends at {end:g} s "
+                    f"(from_s + for_s), after timeout_s ({self.timeout_s:g} s)"
+                )
+        ordered = sorted(enumerate(kills), key=lambda pair: pair[1].from_s)
+        for (before, first), (after, second) in pairwise(ordered):
+            if second.from_s < first.from_s + first.for_s:
+                raise ValueError(
+                    f"faults.backend_kills[{after}]: its window (from {second.from_s:g} s) "
+                    f"overlaps that of faults.backend_kills[{before}] (until "
+                    f"{first.from_s + first.for_s:g} s)"
+                )
 
     def _check_worker_and_moment(self, where: str, fault: Crash | WorkerKill, fewest: int) -> None:
         """A crash's or a kill's worker exists with the fewest workers; its moment comes

@@ -33,6 +33,13 @@ def session_name(token: str = RUN_TOKEN) -> str:
     return f"{APPLICATION} {token}"
 
 
+def worker_session_name(token: str = RUN_TOKEN) -> str:
+    """The application_name of a library's worker processes' sessions (the adapter
+    contract's `worker` role): the run's, marked as its queue workers', so that
+    faults.backend_kills terminates theirs and no other session."""
+    return f"{session_name(token)} worker"
+
+
 class Connection(psycopg.Connection[Any]):
     """psycopg's connection, which cancels its statement on Ctrl-C only: one left by any
     other exception (SIGTERM's Terminated, an error) would run on in the server after

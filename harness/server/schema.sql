@@ -13,10 +13,12 @@ where n.nspname = %(schema)s;
 
 -- name: run_sessions
 -- The sessions of a harness run still connected (by their application_name, which
--- carries the run's token): a schema whose run has some is in use, not left behind.
+-- carries the run's token; its library workers' end in " worker"): a schema whose run
+-- has some is in use, not left behind.
 select count(*)
 from pg_stat_activity
-where application_name = %(application_name)s and pid <> pg_backend_pid();
+where application_name in (%(application_name)s, %(application_name)s || ' worker')
+  and pid <> pg_backend_pid();
 
 -- name: outside_dependents
 -- Objects outside the schema that depend on it or on something in it: what `drop schema
@@ -109,7 +111,7 @@ order by 1;
 -- its end, holding the locks the cleanup's drop waits for. Never another's sessions.
 select count(*) filter (where pg_cancel_backend(pid))
 from pg_stat_activity
-where application_name = %(application_name)s
+where application_name in (%(application_name)s, %(application_name)s || ' worker')
   and usename = current_user
   and pid <> pg_backend_pid()
   and state = 'active';

@@ -24,6 +24,7 @@ from harness.queues.contract.protocol import (
 )
 from harness.queues.contract.queue import ContractSpec, enqueue_all
 from harness.queues.contract.reader import WorkerEvents
+from harness.server.connections import worker_session_name
 from harness.server.kinds import Server
 from harness.server.schema import own_schema
 
@@ -86,6 +87,7 @@ def test_libpq_options_and_the_capture_settings_reach_asyncpg() -> None:
         "statement_timeout": "5s",
         "lock_timeout": "1s",
         "auto_explain.log_min_duration": "0",
+        "application_name": worker_session_name(),  # a worker's: what backend_kills cuts
     }
 
 

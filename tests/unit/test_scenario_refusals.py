@@ -472,3 +472,44 @@ def test_every_library_takes_worker_kills_and_none_of_the_harnesss_own_faults() 
     shipped = {name: t for name, t in builtin_traits().items() if name not in load_strategies()}
     assert shipped and all(t.worker_kills is None for t in shipped.values())
     assert all("faults.worker_kills" in (t.faults or "") for t in shipped.values())
+
+
+@pytest.mark.parametrize(
+    ("cuts", "expected"),
+    [
+        ("[{from_s: 290, for_s: 20}]", "faults.backend_kills[0]: its window ends at 310 s"),
+        (
+            "[{from_s: 1, for_s: 5}, {from_s: 4, for_s: 1}]",
+            "faults.backend_kills[1]: its window (from 4 s) overlaps that of "
+            "faults.backend_kills[0] (until 6 s)",
+        ),
+        (
+            "[{from_s: 1, for_s: 1, per_s: 50}]",
+            "backend_kills[0].per_s: Input should be less than or equal to 20 (got 50)",
+        ),
+        (
+            "[{from_s: 1, for_s: 0}]",
+            "backend_kills[0].for_s: Input should be greater than 0 (got 0)",
+        ),
+    ],
+)
+def test_a_backend_kill_that_cannot_happen_is_one_line(
+    write_yaml, cuts: str, expected: str
+) -> None:
+    assert expected in refusal(write_yaml(KILLS + f"faults:\n  backend_kills: {cuts}\n"))
+
+
+def test_backend_kills_and_the_harnesss_own_faults_are_not_mixed(write_yaml) -> None:
+    text = KILLS + "faults:\n  backend_kills: [{from_s: 1, for_s: 1}]\n  lease: {seconds: 1}\n"
+    assert "backend_kills (a library's workers) and crashes" in refusal(write_yaml(text))
+
+
+def test_a_strategy_of_the_harness_is_refused_backend_kills_on_its_line(write_yaml) -> None:
+    """Its workers reconnect only after a server restart: a terminated session would end
+    them, and fail the run, rather than measure anything."""
+    text = BASE.replace("strategies: [fifo]", "strategies: [procrastinate, fifo]")
+    text += "faults:\n  backend_kills: [{from_s: 1, for_s: 1}]\n"
+    reason = load_strategies()["fifo"].traits.backend_kills
+    assert reason is not None and "adapter contract" in reason
+    expected = f"3: strategies[1]: cannot take faults.backend_kills: {reason}"
+    assert refusal(write_yaml(text)) == expected

@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 from harness.queues.base import JobRecord, Ledger, WorkerReport
 from harness.queues.contract.supervisor import schedule
 from harness.run.books import check_books
-from harness.run.faults import kill_summary
-from harness.scenario.model import WorkerKill
+from harness.run.faults import fault_summary, kill_moments
+from harness.scenario.model import BackendKill, WorkerKill
 
 
 def test_a_kill_every_n_seconds_comes_until_the_window_ends_in_order() -> None:
@@ -44,7 +44,7 @@ def test_every_job_of_a_killed_run_is_in_exactly_one_outcome() -> None:
     books = check_books(5, ledger, at_least_once=True, unfinished_measured=True)
     assert books.problems == [] and books.status == "not recovered: 3"
     killed = WorkerReport(0, kills=[1.25], restarts=1)
-    summary = kill_summary(books, records, [killed, WorkerReport(1)], window_s=10.0)
+    summary = fault_summary(books, records, [killed, WorkerReport(1)], window_s=10.0)
     outcomes = [summary[o] for o in ("ok", "duplicated", "stranded", "abandoned", "waiting")]
     assert outcomes == [1, 1, 1, 1, 1]
     assert summary["jobs"] == {"duplicated": [2], "stranded": [3], "abandoned": [4], "waiting": [5]}
@@ -64,9 +64,29 @@ def test_a_job_done_in_its_table_but_never_reported_is_ok_when_its_worker_was_ki
     ledger = Ledger(records, claims=[1])
     books = check_books(2, ledger, at_least_once=True, unfinished_measured=True)
     assert (books.problems, books.unreported, books.status) == ([], [2], "balanced")
-    summary = kill_summary(books, records, [WorkerReport(0, kills=[0.5])], window_s=5.0)
+    summary = fault_summary(books, records, [WorkerReport(0, kills=[0.5])], window_s=5.0)
     assert (summary["ok"], summary["unreported"]) == (2, [2])
     assert check_books(2, ledger).problems == [
         "1 job(s) with timestamps out of order: 2",
         "1 job(s) done but never claimed by a worker: 2",
     ]
+
+
+def test_a_backend_kill_comes_per_s_times_a_second_through_its_window() -> None:
+    assert kill_moments(BackendKill(from_s=1.0, for_s=1.0, per_s=4)) == [1.0, 1.25, 1.5, 1.75]
+    assert kill_moments(BackendKill(from_s=0.5, for_s=1.1, per_s=2)) == [0.5, 1.0, 1.5]
+    assert kill_moments(BackendKill(from_s=2.0, for_s=0.1, per_s=1)) == [2.0]
+
+
+def test_the_summary_counts_sessions_terminated_and_each_exit_with_its_reason() -> None:
+    records = [_record(1, "done"), _record(2, "not finished (waiting)")]
+    books = check_books(
+        2, Ledger(records, claims=[1]), at_least_once=True, unfinished_measured=True
+    )
+    exited = WorkerReport(0, exits=[(0.4, "adapter x exited: its connection is lost")], restarts=1)
+    summary = fault_summary(books, records, [exited], 5.0, terminations=[(0.3, 3), (0.8, 0)])
+    assert (summary["backend_kills"], summary["sessions_terminated"]) == (2, 3)
+    assert summary["terminated_at_s"] == [[0.3, 3], [0.8, 0]]
+    assert (summary["exits"], summary["restarts"], summary["kills"]) == (1, 1, 0)
+    assert summary["exited_at_s"] == [[0.4, "adapter x exited: its connection is lost"]]
+    assert (summary["ok"], summary["waiting"], summary["jobs"]) == (1, 1, {"waiting": [2]})

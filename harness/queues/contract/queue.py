@@ -79,7 +79,7 @@ from harness.scenario.inputs import RunInputs
 from harness.scenario.model import WorkerKill
 from harness.scenario.traits import QueueTraits
 from harness.scenario.workload import BacklogRows
-from harness.server.connections import connect, session_name
+from harness.server.connections import RUN_TOKEN, connect, session_name, worker_session_name
 from harness.server.dsn import password_for
 
 BACKLOG_CHUNK = 10_000
@@ -87,7 +87,7 @@ PollMs = Annotated[float, Field(gt=0, le=10_000)]
 TimeoutS = Annotated[float, Field(gt=0, le=86_400)]
 FAULTS_REFUSED = (
     "crashes, leases and retries are the harness's own; a library has its own: "
-    "faults.worker_kills kills its workers"
+    "faults.worker_kills kills its workers, faults.backend_kills their sessions"
 )
 HOLD_REFUSED = "its fetch runs inside the library; nothing for the holder to sample"
 NO_FETCH = "its manifest names no fetch: its fetch cannot be told among its plans"
@@ -111,9 +111,19 @@ class ContractSpec:
     schedule: jobs.Schedule | None = None
     plans_file: str | None = None  # a plan capture: auto_explain's notices go there
     kills: tuple[WorkerKill, ...] = ()  # this worker process's (faults.worker_kills)
+    # faults.backend_kills: a worker that exits on its own is started again this long
+    # after (None: its exit fails the run)
+    restart_exited_s: float | None = None
+    # The run's token, as the process that made the spec drew it: a worker program (a
+    # process of the crew) draws its own, and its adapter's sessions must carry the run's.
+    token: str = RUN_TOKEN
 
     def config(self, role: str, connection: Connection | None = None) -> Config:
         declared = self.adapter.declared(self.mapping)
+        connection = connection or connection_of(self.site.dsn)
+        # The run's sessions; its workers' marked so, which faults.backend_kills terminates
+        named = worker_session_name if role == "worker" else session_name
+        connection = connection.model_copy(update={"application_name": named(self.token)})
         return Config.model_validate(
             {
                 "protocol": self.adapter.manifest.protocol,
@@ -122,7 +132,7 @@ class ContractSpec:
                 "mapping": self.mapping,
                 "options": declared.options,
                 "schema": self.site.schema,
-                "connection": connection or connection_of(self.site.dsn),
+                "connection": connection,
                 "concurrency": self.concurrency,
                 "poll_interval_ms": self.poll_interval_ms,
                 "cap": self.cap,
@@ -179,7 +189,8 @@ def _work(index: int, spec: ContractSpec, signals: Signals, report: WorkerReport
             raise
         return adapter
 
-    supervise(index, signals, report, start, schedule(spec.kills, spec.timeout_s))
+    due = schedule(spec.kills, spec.timeout_s)
+    supervise(index, signals, report, start, due, spec.restart_exited_s)
 
 
 def _plans_sink(spec: ContractSpec) -> Any:
@@ -386,6 +397,10 @@ class ContractQueue:
         shares = jobs.shares(count, worker_processes(self.declared, count))
         spec = replace(self.spec, processes=len(shares))
         kills = self.inputs.kills
+        faults = self.inputs.scenario.faults
+        restart_exited_s = (
+            faults.restart_exited_after_s if faults and faults.backend_kills else None
+        )
         for index, kill in enumerate(kills):
             if kill.worker >= len(shares):
                 raise HarnessError(
@@ -401,6 +416,7 @@ class ContractQueue:
                     spec,
                     concurrency=share,
                     kills=tuple(kill for kill in kills if kill.worker == slot),
+                    restart_exited_s=restart_exited_s,
                 ),
                 self._named(slot),
             )

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from harness.queues.base import Signals, WorkerReport
 from harness.queues.contract.process import STOP_BOUND_S, AdapterProcess
+from harness.queues.contract.protocol import AdapterFailed, ProtocolError
 from harness.queues.contract.reader import WorkerEvents
 from harness.scenario.model import WorkerKill
 
@@ -48,38 +49,122 @@ def supervise(
     report: WorkerReport,
     start: Callable[[], AdapterProcess],
     due: list[Due],
+    restart_exited_s: float | None = None,
 ) -> None:
     """The worker adapter from `start()` (ready when it returns) through the repetition:
     killed and started again as `due` says, until the stop. An adapter that fails on its
-    own fails the program, as without kills."""
+    own fails the program, as without kills; unless `restart_exited_s` (faults that cut
+    its sessions: faults.backend_kills), where its exit or failure, or a start that fails,
+    is counted in `report.exits` and it is started again that long after, as a supervisor
+    would. A protocol error still fails the program: that is the adapter's, not the
+    fault's."""
     first = start()
-    adapter: AdapterProcess | None = first
+    keeper = _Keeper(index, signals, report, start, restart_exited_s)
+    keeper.adapter = first
     try:
         signals.ready[index] = 1
         signals.start.wait()
-        began = time.monotonic()
-        events: WorkerEvents | None = WorkerEvents.started(first, report, signals, index)
+        keeper.began = time.monotonic()
+        keeper.events = WorkerEvents.started(first, report, signals, index)
         while not signals.stop.wait(POLL_S):
-            if events is not None and not events.is_alive():
+            if keeper.adapter is None and keeper.down is not None:
+                keeper.retry()
+            elif keeper.events is not None and not keeper.events.is_alive() and not keeper.exited():
                 break  # it failed on its own: events.stop() raises why
-            if not due or time.monotonic() - began < due[0].at_s:
+            if not due or keeper.elapsed() < due[0].at_s:
                 continue
             kill = due.pop(0).kill
-            if adapter is None:
-                continue  # left dead by an earlier kill
-            adapter.kill()
-            report.kills.append(round(time.monotonic() - began, 3))
-            assert events is not None
-            events.join(timeout=STOP_BOUND_S)  # its reader ends with the process
-            adapter.close(bound_s=0)
-            adapter, events = None, None
-            if not kill.restart or signals.stop.wait(kill.restart_after_s):
-                continue
-            adapter = start()
-            report.restarts += 1
-            events = WorkerEvents.started(adapter, report, signals, index)
-        if events is not None:
-            events.stop()
+            if keeper.adapter is None:
+                continue  # left dead by an earlier kill, or down after an exit
+            keeper.kill(kill)
+        keeper.stop()
     finally:
-        if adapter is not None:
-            adapter.close()
+        if keeper.adapter is not None:
+            keeper.adapter.close()
+
+
+class _Keeper:
+    """The one worker adapter a supervisor keeps: running (`adapter`, `events`), or down,
+    to be started again at `down` (s from the start), or left dead."""
+
+    def __init__(
+        self,
+        index: int,
+        signals: Signals,
+        report: WorkerReport,
+        start: Callable[[], AdapterProcess],
+        restart_exited_s: float | None,
+    ) -> None:
+        self.index, self.signals, self.report, self.start = index, signals, report, start
+        self.restart_exited_s = restart_exited_s
+        self.adapter: AdapterProcess | None = None
+        self.events: WorkerEvents | None = None
+        self.began = 0.0
+        self.down: float | None = None  # when to start it again, if it is down
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.began
+
+    def kill(self, kill: WorkerKill) -> None:
+        assert self.adapter is not None and self.events is not None
+        self.adapter.kill()
+        self.report.kills.append(round(self.elapsed(), 3))
+        self.events.join(timeout=STOP_BOUND_S)  # its reader ends with the process
+        self.adapter.close(bound_s=0)
+        self.adapter, self.events = None, None
+        if kill.restart:
+            self.down = self.elapsed() + kill.restart_after_s
+
+    def exited(self) -> bool:
+        """Its reader ended before the stop: counted and put down for a restart, if the
+        faults allow it (True); else False, and events.stop() raises why."""
+        assert self.adapter is not None and self.events is not None
+        error = self.events.error
+        if self.restart_exited_s is None or isinstance(error, ProtocolError):
+            return False
+        self._down(str(error) if error is not None else "it said `stopped` unasked")
+        return True
+
+    def stop(self) -> None:
+        """`stop`, its `stopped` awaited; under faults, a failure to stop (a library worker
+        that reaches for its terminated session on the way out) is one more exit."""
+        if self.events is None:
+            return
+        try:
+            self.events.stop()
+        except AdapterFailed as error:  # a ProtocolError is no AdapterFailed: it is raised
+            if self.restart_exited_s is None:
+                raise
+            self.report.exits.append((round(self.elapsed(), 3), _line(f"at its stop: {error}")))
+
+    def retry(self) -> None:
+        """Started again once its moment has come; a start that fails is one more exit."""
+        assert self.down is not None
+        if self.elapsed() < self.down:
+            return
+        try:
+            self._started()
+        except AdapterFailed as error:  # AdapterExited too; a ProtocolError is raised
+            if self.restart_exited_s is None:
+                raise
+            self._down(f"at its start: {error}")
+
+    def _down(self, why: str) -> None:
+        assert self.restart_exited_s is not None
+        self.report.exits.append((round(self.elapsed(), 3), _line(why)))
+        if self.adapter is not None:
+            self.adapter.close(bound_s=0)
+        self.adapter, self.events = None, None
+        self.down = self.elapsed() + self.restart_exited_s
+
+    def _started(self) -> None:
+        self.down = None
+        self.adapter = self.start()
+        self.events = WorkerEvents.started(self.adapter, self.report, self.signals, self.index)
+        self.report.restarts += 1  # one that failed to start is an exit, not a restart
+
+
+def _line(why: str) -> str:
+    """An exit's reason on one line (a library's error may span several), at most 300
+    characters."""
+    return " ".join(why.split())[:300]

@@ -56,6 +56,12 @@ _STRATEGY_FILE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}\.sql$")
 # A strategy's workers are the harness's own processes: faults.crashes kills one mid-job,
 # with its lease and retries; worker_kills is for a library's worker.
 OWN_KILLS = "its workers are the harness's own: faults.crashes kills them mid-job"
+# Nor do they reconnect after their session is terminated (only after a server restart,
+# faults.server_restart): backend_kills is for a library's workers, for now.
+OWN_BACKENDS = (
+    "its workers are the harness's own, which reconnect only after faults.server_restart; "
+    "backend_kills is for the queues behind the adapter contract"
+)
 
 
 @dataclass(frozen=True)
@@ -95,8 +101,9 @@ class Strategy:
                 "start, complete or retire, or a held lock); faults run with fifo, "
                 "round_robin and other strategies that use the shared start and complete",
                 worker_kills=OWN_KILLS,
+                backend_kills=OWN_BACKENDS,
             )
-        return QueueTraits(worker_kills=OWN_KILLS)
+        return QueueTraits(worker_kills=OWN_KILLS, backend_kills=OWN_BACKENDS)
 
     def shown(self) -> str:
         """Every block in the order a claim uses them, exactly as the workers run them."""

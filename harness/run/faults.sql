@@ -1,0 +1,16 @@
+-- The faults the harness injects from its own session (harness/run/faults.py).
+
+-- name: terminate_workers
+-- faults.backend_kills: every session of the run's library workers, by the
+-- application_name the harness gave them (harness/server/connections.py
+-- worker_session_name), terminated as an administrator's pg_terminate_backend, a
+-- pooler's or a failover's would: the backend exits, its transaction rolls back, its
+-- client's next statement fails. Only sessions of this role in this database (what
+-- pg_terminate_backend allows a role that is not a superuser); never the harness's own
+-- nor the enqueuers'. How many it terminated.
+select count(*) filter (where pg_terminate_backend(pid))
+from pg_stat_activity
+where application_name = %(application_name)s
+  and usename = current_user
+  and datname = current_database()
+  and pid <> pg_backend_pid();

@@ -1,0 +1,173 @@
+"""A library's faults: faults.worker_kills (its worker process group killed mid-run,
+started again or not as a supervisor would) and faults.backend_kills (its workers'
+sessions terminated); every job counted once, what the library did not recover measured,
+never a failed run. On the fixture adapter (tests/fixtures/adapters/pyqueue), whose
+claim marks a job `running` and which has no recovery at all: a job its killed worker
+held stays running, the rest is done by the restarted worker."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.server.kinds import Server
+from tests.conftest import harness_cli
+from tests.integration.test_adapters import FIXTURES, ON_PATH
+
+JOBS = 60  # 30 ms each, two at a time: about a second of work
+
+
+def killed_run(
+    server: Server, tmp_path: Path, kill: str, timeout_s: float, strategy: str = "pyqueue"
+) -> dict:
+    """A run with `kill` as its one worker kill: run.json's repetition entry."""
+    return faulted_run(server, tmp_path, f"worker_kills: [{kill}]", timeout_s, strategy)
+
+
+def faulted_run(
+    server: Server, tmp_path: Path, faults: str, timeout_s: float, strategy: str = "pyqueue"
+) -> dict:
+    """`harness run` of a repetition (of the fixture adapter, by default) with `faults`
+    (a line of YAML in the faults mapping): run.json's repetition entry. Through the
+    CLI, as the adapter tests run the fixture: its `python3` must be the harness's, on
+    the PATH of every process the run starts (a fork server started earlier has the
+    suite's PATH)."""
+    path = tmp_path / "kills.yaml"
+    path.write_text(
+        f"""\
+name: kills
+strategies: [{strategy}]
+workers: 2
+repetitions: 1
+poll_interval_ms: 5
+timeout_s: {timeout_s}
+faults:
+  {faults}
+tenant_groups:
+  - {{name: large, tenants: 1, jobs_per_tenant: {JOBS}, duration_ms: 30}}
+"""
+    )
+    results = tmp_path / "results"
+    options = ["--adapters-dir", str(FIXTURES), "--dsn", server.dsn, "--results-dir", str(results)]
+    done = harness_cli("run", str(path), *options, "--no-plots", timeout=180, env=ON_PATH)
+    assert done.returncode == 0, done.stdout + done.stderr
+    folder = (results / "latest").resolve()  # --no-plots: every table, no figure
+    assert (folder / "summary.csv").is_file() and not list(folder.glob("*.png"))
+    said = f"Figures not drawn: harness report {folder} draws them."
+    assert said in (folder / "report.html").read_text()
+    document = json.loads((folder / "run.json").read_text())
+    (entry,) = document["repetitions"]
+    return entry
+
+
+def test_a_killed_worker_restarted_leaves_only_the_jobs_it_held(
+    server: Server, tmp_path: Path
+) -> None:
+    # The window: the run waits timeout_s for a recovery pyqueue never makes.
+    entry = killed_run(server, tmp_path, "{at_s: 0.3, restart_after_s: 0.2}", timeout_s=4)
+    kills = entry["library_faults"]
+    assert (kills["kills"], kills["restarts"]) == (1, 1)
+    # pyqueue has no recovery: the jobs the killed process held (one per worker thread,
+    # at most; none in a thread between two jobs) stay running; the restarted worker did
+    # every other one, once. Whether a thread held one at the kill is the kill's luck:
+    # what is certain is that each job is in one outcome.
+    held = kills["stranded"]
+    assert 0 <= held <= 2, kills
+    assert (kills["ok"], kills["duplicated"], kills["abandoned"], kills["waiting"]) == (
+        JOBS - held,
+        0,
+        0,
+        0,
+    )
+    assert len(kills["jobs"].get("stranded", [])) == held
+    assert entry["books"] == (f"not recovered: {held}" if held else "balanced")
+    # jobs.csv: the finished ones the workers reported (one killed between pyqueue's
+    # commit and its report is ok, but has no moments of its own: `unreported`)
+    unreported = kills["unreported"]
+    assert len(unreported) <= 2 and entry["jobs"] == JOBS - held - len(unreported)
+
+
+@pytest.mark.thorough  # make test kills and restarts; a worker left dead is the matrix's
+def test_a_killed_worker_left_dead_leaves_its_queue_to_the_window(
+    server: Server, tmp_path: Path
+) -> None:
+    """No restart: nothing takes the queue up again; the run ends at timeout_s, not
+    failed, with every job counted: done before the kill, held by it, or still waiting."""
+    entry = killed_run(server, tmp_path, "{at_s: 0.3, restart: false}", timeout_s=3)
+    kills = entry["library_faults"]
+    assert (kills["kills"], kills["restarts"], kills["window_s"]) == (1, 0, 3)
+    assert 0 <= kills["stranded"] <= 2, kills
+    assert kills["ok"] + kills["stranded"] + kills["waiting"] == JOBS
+    assert kills["ok"] > 0 and kills["waiting"] > 0  # it did some work; the rest waits
+    assert kills["duplicated"] == kills["abandoned"] == 0
+
+
+@pytest.mark.libraries
+@pytest.mark.parametrize("library", ["procrastinate", "pgqueuer"])
+def test_a_librarys_killed_worker_is_restarted_and_every_job_counted(
+    server: Server, tmp_path: Path, library: str
+) -> None:
+    """A real library through its own worker: killed once, started again; whatever its
+    recovery did, every job is in one outcome (the figures: docs/faults.md)."""
+    entry = killed_run(
+        server, tmp_path, "{at_s: 0.5, restart_after_s: 0.3}", timeout_s=8, strategy=library
+    )
+    kills = entry["library_faults"]
+    assert (kills["kills"], kills["restarts"]) == (1, 1), kills
+    outcomes = ("ok", "duplicated", "stranded", "abandoned", "waiting")
+    assert sum(kills[o] for o in outcomes) == JOBS, kills
+    assert kills["ok"] > 0  # the restarted worker took the queue up again
+
+
+def test_backend_kills_terminate_the_workers_sessions_and_none_of_the_harness(
+    server: Server, tmp_path: Path
+) -> None:
+    """The first kill terminates the worker process's three sessions (its own and one
+    per slot); pyqueue's slots end with theirs and never reconnect, its process stays:
+    nothing more to terminate, no exit. The run goes on to its window (the harness's
+    sessions and the enqueuer's were spared), every job in one outcome, most waiting."""
+    cuts = "backend_kills: [{from_s: 0.3, for_s: 1.0, per_s: 4}]"
+    entry = faulted_run(server, tmp_path, cuts, timeout_s=2)
+    faults = entry["library_faults"]
+    assert (faults["backend_kills"], faults["sessions_terminated"]) == (4, 3), faults
+    assert faults["exits"] == 0, faults
+    assert 0 <= faults["stranded"] <= 2 and faults["waiting"] > 0, faults
+    assert faults["ok"] + faults["stranded"] + faults["waiting"] == JOBS, faults
+    assert faults["duplicated"] == faults["abandoned"] == 0, faults
+
+
+def test_a_worker_that_exits_with_its_session_is_restarted_and_does_the_rest(
+    server: Server, tmp_path: Path
+) -> None:
+    """A worker that exits when its session is cut (pyqueue --dies-with-its-connection),
+    under a supervisor: each exit counted with its reason, each restart too; the restarted
+    worker, its sessions cut again while the window lasts, does every job but those its
+    dead slots held."""
+    cuts = "{backend_kills: [{from_s: 0.3, for_s: 0.6, per_s: 2}], restart_exited_after_s: 0.2}"
+    entry = faulted_run(server, tmp_path, cuts, timeout_s=6, strategy="dies_with_connection")
+    faults = entry["library_faults"]
+    assert faults["backend_kills"] == 2 and faults["exits"] >= 1, faults
+    assert faults["restarts"] == faults["exits"], faults
+    assert any("its connection is lost" in why for _, why in faults["exited_at_s"]), faults
+    assert 0 <= faults["stranded"] <= 2 * faults["exits"], faults
+    assert faults["ok"] + faults["stranded"] == JOBS and faults["waiting"] == 0, faults
+
+
+@pytest.mark.libraries
+@pytest.mark.parametrize("library", ["procrastinate", "pgqueuer", "saq", "pgmq"])
+def test_a_librarys_workers_sessions_terminated_and_every_job_counted(
+    server: Server, tmp_path: Path, library: str
+) -> None:
+    """A real library's worker sessions cut twice: whatever it did (reconnected, went
+    idle, exited and was restarted, failed at its stop), every job is in one outcome and
+    each exit has its reason (the figures: docs/faults.md)."""
+    cuts = "backend_kills: [{from_s: 0.3, for_s: 0.6, per_s: 2}]"
+    entry = faulted_run(server, tmp_path, cuts, timeout_s=8, strategy=library)
+    faults = entry["library_faults"]
+    assert faults["backend_kills"] == 2 and faults["sessions_terminated"] >= 1, faults
+    outcomes = ("ok", "duplicated", "stranded", "abandoned", "waiting")
+    assert sum(faults[o] for o in outcomes) == JOBS, faults
+    assert faults["restarts"] <= faults["exits"] == len(faults["exited_at_s"]), faults
+    assert all(why for _, why in faults["exited_at_s"]), faults
