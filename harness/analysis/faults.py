@@ -106,6 +106,7 @@ LIBRARY_FAULT_COLUMNS = [
     "worker_kills",
     "backend_kills",
     "sessions_terminated",
+    "server_crashes",
     "exits",
     "restarts",
     "ok",
@@ -114,6 +115,7 @@ LIBRARY_FAULT_COLUMNS = [
     "abandoned",
     "waiting",
     "unreported",
+    "unrecorded",
     "window_s",
 ]
 
@@ -128,8 +130,9 @@ def library_fault_table(document: RunDocument) -> pd.DataFrame | None:
             "workers": entry.workers,
             "repetition": entry.repetition,
             "worker_kills": faults["kills"],
-            **{column: faults[column] for column in LIBRARY_FAULT_COLUMNS[4:-2]},
+            **{column: faults.get(column, 0) for column in LIBRARY_FAULT_COLUMNS[4:-3]},
             "unreported": len(faults["unreported"]),
+            "unrecorded": len(faults.get("unrecorded", [])),
             "window_s": faults["window_s"],
         }
         for entry in document.repetitions
@@ -145,9 +148,11 @@ LIBRARY_FAULTS_NOTE = (
     "library itself; waiting = queued still, not taken up again within the window. What "
     "the library recovers after the window is not waited for. Worker kills: SIGKILL of a "
     "worker's process group (restarts: by the harness, as a supervisor would); backend "
-    "kills: the times its workers' sessions were terminated, and how many sessions; exits: "
+    "kills: the times its workers' sessions were terminated, and how many sessions; server "
+    "crashes: an immediate shutdown and start (when, in run.json); exits: "
     "a worker that exited or failed on its own (each reason in run.json); unreported: "
-    "done by the library's table, its worker killed before it said so (ok, no moments)."
+    "done by the library's table, its worker killed before it said so (ok, no moments); "
+    "unrecorded: reported done, absent from the library's table at the end (ok, no moments)."
 )
 
 
@@ -159,6 +164,7 @@ def library_faults_section(table: pd.DataFrame) -> Section:
         "worker kills",
         "backend kills",
         "sessions cut",
+        "server crashes",
         "exits",
         "restarts",
         "ok",
@@ -167,6 +173,7 @@ def library_faults_section(table: pd.DataFrame) -> Section:
         "abandoned",
         "waiting",
         "unreported",
+        "unrecorded",
         "window (s)",
     ]
     counted = LIBRARY_FAULT_COLUMNS[1:-1]

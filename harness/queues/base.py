@@ -150,7 +150,9 @@ class JobRecord:
     job_id: int
     tenant_id: int
     status: str  # done, dead (dead-lettered), or anything else: not finished
-    enqueued_at: datetime
+    # None: a job its worker reported done and its library holds no record of, its
+    # enqueue's moment with it (under a library's faults only: Ledger.unrecorded)
+    enqueued_at: datetime | None
     started_at: datetime | None
     finished_at: datetime | None
     worker: int | None = None
@@ -177,6 +179,9 @@ class Ledger:
 
     records: list[JobRecord]
     claims: list[int]
+    # Reported done by a worker, absent from the library's table at the end (its record
+    # lost to a library's fault): done once by the task log, with no moments of its own.
+    unrecorded: list[int] = field(default_factory=list)
 
 
 class Queue(Protocol):

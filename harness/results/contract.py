@@ -173,9 +173,10 @@ RUN_FILES: tuple[RunFile, ...] = (
     RunFile(
         "library-faults.csv",
         "derived",
-        _RENDER + ", with `faults.worker_kills` or `backend_kills`",
-        "per repetition: kills, sessions terminated, exits, restarts, and every job's "
-        "outcome (ok, duplicated, stranded, abandoned, waiting)",
+        _RENDER + ", with `faults.worker_kills`, `backend_kills` or `server_crash`",
+        "per repetition: kills, sessions terminated, server crashes, exits, restarts, and "
+        "every job's outcome (ok, duplicated, stranded, abandoned, waiting), those "
+        "unreported and unrecorded",
     ),
     RunFile(
         "bloat-summary.csv",

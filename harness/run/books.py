@@ -32,6 +32,9 @@ class Books:
     # Done in the library's table, reported by no worker: killed between its commit and
     # its report (faults.worker_kills only; no moments of its own: not in jobs.csv).
     unreported: list[int] = field(default_factory=list)
+    # Done by the task log, absent from the library's table (Ledger.unrecorded): no
+    # moments of their own either, not in jobs.csv.
+    unrecorded: list[int] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -58,8 +61,14 @@ def check_books(
     lost = [r.job_id for r in records if r.status not in FINISHED and r.job_id not in stuck]
     claims = Counter(ledger.claims)
     unreported = _never_claimed(finished, claims) if unfinished_measured else []
-    # A killed worker's unreported jobs are not checked for moments or claims they lack.
-    reported = [r for r in finished if claims[r.job_id] or not unfinished_measured]
+    # A killed worker's unreported jobs are not checked for moments or claims they lack,
+    # nor the moments of those the library holds no record of.
+    unrecorded = set(ledger.unrecorded)
+    reported = [
+        r
+        for r in finished
+        if (claims[r.job_id] or not unfinished_measured) and r.job_id not in unrecorded
+    ]
     extra = {r.job_id: _extra_claims(r, claims) for r in finished}
     duplicates = sorted(job for job, n in extra.items() if n > 0)
     problems = [
@@ -76,7 +85,17 @@ def check_books(
     ]
     dead = [r.job_id for r in records if r.status == "dead"]
     retried = [r.job_id for r in finished if r.status == "done" and r.failed_attempts]
-    return Books(problems, lost, stuck, duplicates, dead, retried, unfinished_measured, unreported)
+    return Books(
+        problems,
+        lost,
+        stuck,
+        duplicates,
+        dead,
+        retried,
+        unfinished_measured,
+        unreported,
+        sorted(unrecorded),
+    )
 
 
 def _stuck(record: JobRecord, held: frozenset[int], at_least_once: bool) -> bool:
@@ -114,7 +133,7 @@ def _ids(records: Sequence[JobRecord]) -> set[int]:
 
 
 def _in_order(record: JobRecord) -> bool:
-    if record.started_at is None or record.finished_at is None:
+    if record.enqueued_at is None or record.started_at is None or record.finished_at is None:
         return False
     return record.enqueued_at <= record.started_at <= record.finished_at
 

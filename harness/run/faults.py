@@ -25,7 +25,7 @@ from harness.queues.base import JobRecord, Recovery, Site, WorkerReport
 from harness.run.books import Books
 from harness.scenario.inputs import FaultPlan
 from harness.scenario.loader import LoadedScenario
-from harness.scenario.model import BackendKill
+from harness.scenario.model import BackendKill, ServerCrash
 from harness.server.connections import connect, worker_session_name
 from harness.server.kinds import ProviderKind
 from harness.sqlfiles import builtin_blocks
@@ -35,18 +35,19 @@ SQL = builtin_blocks("harness.run", "faults.sql")
 
 
 def refuse_restart(loaded: LoadedScenario, provider: ProviderKind) -> None:
-    """Only the embedded server is ours to restart: a scenario whose timed part restarts
-    the server is refused on any other, before a server starts (`harness run`) or
+    """Only the embedded server is ours to restart or crash: a scenario whose timed part
+    does either is refused on any other, before a server starts (`harness run`) or
     anything runs (`run_scenario`)."""
     faults = loaded.scenario.faults
-    if faults is None or faults.server_restart is None or not loaded.scenario.timed:
+    if faults is None or not loaded.scenario.timed or provider == "embedded":
         return
-    if provider != "embedded":
-        raise loaded.refusal(
-            "faults.server_restart",
-            "restarts the server, which only the embedded provider can do (--pg embedded); "
-            f"this run uses --pg {provider}",
-        )
+    for name, does in (("server_restart", "restarts"), ("server_crash", "crashes")):
+        if getattr(faults, name) is not None:
+            raise loaded.refusal(
+                f"faults.{name}",
+                f"{does} the server, which only the embedded provider can do (--pg "
+                f"embedded); this run uses --pg {provider}",
+            )
 
 
 class CrewControl(Protocol):
@@ -118,6 +119,11 @@ class LibraryFaultDriver:
     window_s: float
     backend_kills: tuple[BackendKill, ...] = ()
     workers: str = field(default_factory=worker_session_name)  # their application_name
+    crash_plan: ServerCrash | None = None  # faults.server_crash
+    crash: Callable[[float], None] | None = None  # the server's (embedded only)
+    site: Site | None = None  # where to connect again after the crash
+    crash_record: dict[str, float] = field(default_factory=dict)  # at_s, back_at_s
+    own: psycopg.Connection[Any] | None = None  # the driver's connection after the crash
     held: frozenset[int] = frozenset()
     at_least_once: bool = True  # a job the library hands on after a kill may finish twice
     elapsed: float = 0.0
@@ -129,6 +135,7 @@ class LibraryFaultDriver:
 
     def tick(self, crew: CrewControl, elapsed: float) -> None:
         self.elapsed = elapsed
+        self._crash_due(elapsed)
         if not self.moments or self.moments[0] > elapsed:
             return
         while self.moments and self.moments[0] <= elapsed:  # a late tick kills once
@@ -139,6 +146,21 @@ class LibraryFaultDriver:
         ).fetchone()
         self.terminations.append((round(elapsed, 3), int(row[0]) if row else 0))
 
+    def _crash_due(self, elapsed: float) -> None:
+        """The crash, once, at its moment: the server down and up again (this tick waits
+        for it), then a connection of the driver's own (the runner's went with the
+        server)."""
+        plan = self.crash_plan
+        if plan is None or self.crash_record or elapsed < plan.at_s:
+            return
+        assert self.crash is not None and self.site is not None, "refused: refuse_restart"
+        began = time.monotonic() - elapsed
+        self.crash_record["at_s"] = round(elapsed, 3)
+        self.crash(plan.down_s)
+        self.crash_record["back_at_s"] = round(time.monotonic() - began, 3)
+        self.own = connect(self.site.dsn, schema=self.site.schema, utc=True)
+        self.conn = self.own
+
     def finished(self, crew: CrewControl, total: int) -> bool:
         return crew.done() >= total or self.elapsed >= self.window_s
 
@@ -148,7 +170,8 @@ class LibraryFaultDriver:
         return None  # the harness's faults: none; the library's are fault_summary's
 
     def close(self) -> None:
-        pass
+        if self.own is not None:
+            self.own.close()
 
 
 def kill_moments(kill: BackendKill) -> list[float]:
@@ -170,6 +193,7 @@ def fault_summary(
     reports: list[WorkerReport],
     window_s: float,
     terminations: list[tuple[float, int]] | None = None,
+    crash: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """run.json's `library_faults` of a repetition: what was done to its workers (kills
     and restarts, sessions terminated, exits), and every job in exactly one outcome:
@@ -194,6 +218,9 @@ def fault_summary(
         "exits": len(exits),
         "exited_at_s": [[at, why] for at, why in exits],
         "restarts": sum(report.restarts for report in reports),
+        "server_crashes": 1 if crash else 0,
+        "crashed_at_s": crash.get("at_s") if crash else None,
+        "back_at_s": crash.get("back_at_s") if crash else None,
     }
     return {
         **done,
@@ -202,6 +229,8 @@ def fault_summary(
         "jobs": {outcome: ids for outcome, ids in jobs.items() if outcome != "ok" and ids},
         # ok, but reported by no worker: done in its table, its worker killed before it said
         "unreported": sorted(books.unreported),
+        # ok by the task log, absent from the library's table at the end: its record lost
+        "unrecorded": sorted(books.unrecorded),
     }
 
 

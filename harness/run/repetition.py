@@ -108,15 +108,17 @@ def run_repetition(
     observer: Observer,
     restart: Callable[[], None] | None = None,
     placement: Placement = LOCAL,
+    crash: Callable[[float], None] | None = None,
 ) -> RepetitionResult:
     """`restart` stops and starts the server (embedded only): a fault scenario's restart;
-    `placement` is where the programs run (here, or over a fleet)."""
+    `crash` crashes it and starts it again (faults.server_crash); `placement` is where
+    the programs run (here, or over a fleet)."""
     with connect(site.dsn, schema=site.schema, utc=True) as conn:
         recreate(conn, site.schema, queue.outside_schemas())
         queue.install(conn, inputs.backlog)
         observer.repetition_started(repetition, inputs.total_jobs)
         started_at = _now(conn)
-        driver = _driver(queue, inputs, site, conn, restart)
+        driver = _driver(queue, inputs, site, conn, restart, crash)
         try:
             measured = _measure(queue, inputs, repetition, driver, observer, placement)
         finally:
@@ -148,6 +150,7 @@ def run_repetition(
                 measured.reports,
                 inputs.scenario.timeout_s,
                 driver.terminations if isinstance(driver, LibraryFaultDriver) else None,
+                driver.crash_record if isinstance(driver, LibraryFaultDriver) else None,
             )
             if killed
             else None
@@ -209,9 +212,17 @@ def _driver(
     site: Site,
     conn: psycopg.Connection[Any],
     restart: Callable[[], None] | None,
+    crash: Callable[[float], None] | None,
 ) -> Driver:
     if inputs.library_faults:
-        return LibraryFaultDriver(conn, inputs.scenario.timeout_s, inputs.backend_kills)
+        return LibraryFaultDriver(
+            conn,
+            inputs.scenario.timeout_s,
+            inputs.backend_kills,
+            crash_plan=inputs.server_crash,
+            crash=crash,
+            site=site,
+        )
     if inputs.faults is None:
         return NullDriver(conn)
     recovery = queue.recovery()
@@ -232,8 +243,8 @@ def _holder(queue: Queue, inputs: RunInputs, crew: Crew) -> AbstractContextManag
 def _timed(records: list[JobRecord], books: Books) -> list[JobRecord]:
     """The records jobs.csv can hold: all but those done with no moments of their own
     (a killed worker's, finished but never reported: run.json's worker_kills has them)."""
-    unreported = set(books.unreported)
-    return [record for record in records if record.job_id not in unreported]
+    untimed = set(books.unreported) | set(books.unrecorded)
+    return [record for record in records if record.job_id not in untimed]
 
 
 def _now(conn: psycopg.Connection[Any]) -> datetime:

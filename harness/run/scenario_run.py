@@ -164,7 +164,9 @@ def _measure_on(
     outside = outside_schemas(queues.values())
     with own_schema(server.dsn, site.schema, options.reuse_schema, outside) as owned:
         if options.timed and scenario.timed:
-            timed = Timed(queues, site, sitting.inputs, server.restart, placement, version)
+            timed = Timed(
+                queues, site, sitting.inputs, server.restart, placement, version, server.crash
+            )
             _run_timed(timed, observer, document, measured)
         if options.plans and scenario.explain is not None:
             _capture_plans(site, sitting, queues, observer, options, measured, version)
@@ -203,13 +205,21 @@ class Timed:
     restart: Callable[[], None] | None
     placement: Placement
     pg_version: str  # the server's
+    crash: Callable[[float], None] | None = None  # the server's (faults.server_crash)
 
 
 def _run_timed(timed: Timed, observer: Observer, document: RunDocument, measured: Measured) -> None:
     for repetition in plan(timed.inputs.scenario):
         queue = timed.queues[repetition.strategy]
         result = run_repetition(
-            queue, timed.site, timed.inputs, repetition, observer, timed.restart, timed.placement
+            queue,
+            timed.site,
+            timed.inputs,
+            repetition,
+            observer,
+            timed.restart,
+            timed.placement,
+            crash=timed.crash,
         )
         on_server = {PG: timed.pg_version}
         measured.jobs += [{**job, **on_server} for job in result.jobs]

@@ -21,6 +21,7 @@ from harness.scenario.model import (
     Faults,
     LongTransaction,
     Scenario,
+    ServerCrash,
     TenantGroup,
     WorkerKill,
 )
@@ -66,12 +67,21 @@ class RunInputs:
     long_transaction: LongTransaction | None
     kills: tuple[WorkerKill, ...] = ()  # a library's worker processes killed (worker_kills)
     backend_kills: tuple[BackendKill, ...] = ()  # its workers' sessions terminated
+    server_crash: ServerCrash | None = None  # the server crashed under a library's queue
 
     @property
     def library_faults(self) -> bool:
         """Faults for a queue behind the adapter contract: its books count what its own
         recovery left (harness/run/faults.py fault_summary)."""
-        return bool(self.kills or self.backend_kills)
+        return bool(self.kills or self.backend_kills or self.server_crash)
+
+    @property
+    def restart_exited_s(self) -> float | None:
+        """Under faults that cut a library's sessions, how long after a worker that exits
+        on its own is started again (its enqueuers' failure at their stop is counted too);
+        None: such an exit fails the run."""
+        faults = self.scenario.faults
+        return faults.restart_exited_after_s if faults and faults.cuts_sessions else None
 
     @cached_property
     def workload(self) -> Workload:
@@ -100,6 +110,7 @@ class RunInputs:
             long_transaction=scenario.long_transaction,
             kills=tuple(scenario.worker_kills),
             backend_kills=tuple(scenario.backend_kills),
+            server_crash=scenario.server_crash,
         )
 
 

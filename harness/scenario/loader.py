@@ -115,6 +115,8 @@ def _features_used(scenario: Scenario) -> list[tuple[str, str, str]]:
         used.append(("worker_kills", "faults.worker_kills", "strategies"))
     if scenario.backend_kills:
         used.append(("backend_kills", "faults.backend_kills", "strategies"))
+    if scenario.server_crash is not None:
+        used.append(("server_crash", "faults.server_crash", "strategies"))
     if scenario.long_transaction is not None:
         used.append(("long_transaction", "a long_transaction", "strategies"))
     if scenario.backlog is not None and scenario.timed:

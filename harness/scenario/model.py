@@ -362,6 +362,16 @@ class BackendKill(Model):
     per_s: float = Field(default=2.0, gt=0, le=20)
 
 
+class ServerCrash(Model):
+    """The server crashed at `at_s` (an immediate shutdown: every backend ended at once, no
+    checkpoint) and started again `down_s` later, on its crash recovery; embedded provider
+    only. Every session is cut: a library worker that exits over it is started again
+    (faults.restart_exited_after_s)."""
+
+    at_s: float = Field(ge=0, le=86_400)
+    down_s: float = Field(default=0.0, ge=0, le=600)
+
+
 class Faults(Model):
     crashes: list[Crash] = Field(default_factory=list)
     restart_workers: bool = True  # a replacement starts for each killed worker
@@ -371,15 +381,21 @@ class Faults(Model):
     # are the harness's own faults, for its SQL strategies.
     worker_kills: list[WorkerKill] = Field(default_factory=list)
     backend_kills: list[BackendKill] = Field(default_factory=list)  # its workers' sessions
-    # With backend_kills: a library worker that exits or fails on its own is started again
-    # this long after, as a supervisor would (systemd's Restart=, RestartSec=); each exit
-    # is counted. Without them, such an exit fails the run.
+    server_crash: ServerCrash | None = None  # for a library's queue
+    # With backend_kills or server_crash: a library worker that exits or fails on its own
+    # is started again this long after, as a supervisor would (systemd's Restart=,
+    # RestartSec=); each exit is counted. Without them, such an exit fails the run.
     restart_exited_after_s: float = Field(default=1.0, ge=0, le=3600)
 
     @property
     def library_faults(self) -> bool:
         """Any fault for the queues behind the adapter contract."""
-        return bool(self.worker_kills or self.backend_kills)
+        return bool(self.worker_kills or self.backend_kills or self.server_crash)
+
+    @property
+    def cuts_sessions(self) -> bool:
+        """Faults that cut a library's sessions: its workers may exit over them."""
+        return bool(self.backend_kills or self.server_crash)
 
     @property
     def harness_faults(self) -> bool:
@@ -467,8 +483,13 @@ class Scenario(Model):
 
     @property
     def library_faults(self) -> bool:
-        """Faults for the queues behind the adapter contract (worker or backend kills)."""
+        """Faults for the queues behind the adapter contract (worker or backend kills, a
+        server crash)."""
         return self.faults is not None and self.faults.library_faults
+
+    @property
+    def server_crash(self) -> ServerCrash | None:
+        return self.faults.server_crash if self.faults is not None else None
 
     @property
     def explain_strategies(self) -> list[str]:
@@ -610,11 +631,39 @@ class Scenario(Model):
         for index, kill in enumerate(faults.worker_kills):
             self._check_kill(f"faults.worker_kills[{index}]", kill, fewest)
         self._check_backend_kills(faults.backend_kills)
+        if faults.server_crash is not None:
+            self._check_crash(faults.server_crash)
         if faults.library_faults and (faults.crashes or faults.lease or faults.server_restart):
-            kind = "worker_kills" if faults.worker_kills else "backend_kills"
+            kind = next(
+                name
+                for name in ("worker_kills", "backend_kills", "server_crash")
+                if getattr(faults, name)
+            )
             raise ValueError(
                 f"faults: {kind} (a library's workers) and crashes, lease or "
                 "server_restart (the harness's own) cannot be in one scenario"
+            )
+
+    def _check_crash(self, crash: ServerCrash) -> None:
+        """Back up before the timeout; every job enqueued before it (an enqueue cut by the
+        crash may or may not have committed: the books could not tell a lost batch from
+        one the library holds); no long transaction, whose session it would end."""
+        back = crash.at_s + crash.down_s
+        if back >= self.timeout_s:
+            raise ValueError(
+                f"faults.server_crash: at_s + down_s ({back:g} s) is not before timeout_s "
+                f"({self.timeout_s:g} s)"
+            )
+        last = max(group.last_arrival_s for group in self.tenant_groups)
+        if last >= crash.at_s:
+            raise ValueError(
+                f"faults.server_crash: at_s {crash.at_s:g} is not after the last arrival "
+                f"({last:g} s): a batch cut by the crash could not be counted"
+            )
+        if self.long_transaction is not None:
+            raise ValueError(
+                "faults.server_crash and long_transaction cannot be in one scenario: the "
+                "crash would end the held transaction"
             )
 
     def _check_backend_kills(self, kills: list[BackendKill]) -> None:

@@ -15,6 +15,7 @@ class QueueTraits:
     faults: str | None = None  # crashes, leases, retries, a server restart
     worker_kills: str | None = None  # its worker processes killed (faults.worker_kills)
     backend_kills: str | None = None  # its workers' sessions terminated (faults.backend_kills)
+    server_crash: str | None = None  # the server crashed under it (faults.server_crash)
     backlog: str | None = None  # a pre-loaded backlog before the clock starts
     explain: str | None = None  # EXPLAIN captures of its dequeue
     long_transaction: str | None = None  # a transaction held beside the churning queue

@@ -27,6 +27,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,6 +80,15 @@ class _Postmaster:
         self.stop()
         self.start(admin_dsn)
 
+    def crash(self, admin_dsn: str, down_s: float) -> None:
+        """`pg_ctl stop -m immediate`, by hand: SIGQUIT to the postmaster, which ends every
+        backend at once, with no checkpoint; `down_s` later the same start, whose crash
+        recovery replays the WAL from the last checkpoint, as after a crash."""
+        if self.process is not None:
+            stop_escalating(self.process, [(signal.SIGQUIT, 10), (signal.SIGKILL, 10)])
+        time.sleep(down_s)
+        self.start(admin_dsn)
+
 
 @contextlib.contextmanager
 def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
@@ -117,6 +127,7 @@ def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
             provider="embedded",
             details=details,
             restart=lambda: postmaster.restart(admin_dsn),
+            crash=lambda down_s: postmaster.crash(admin_dsn, down_s),
         )
     finally:
         postmaster.stop()

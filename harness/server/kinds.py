@@ -81,3 +81,6 @@ class Server:
     details: dict[str, str] = field(default_factory=dict)
     # Stops and starts the server again (embedded only): a fault scenario's restart.
     restart: Callable[[], None] | None = field(default=None, compare=False, repr=False)
+    # Crashes it (immediate shutdown), and starts it again the given seconds after, on
+    # its crash recovery (embedded only): faults.server_crash.
+    crash: Callable[[float], None] | None = field(default=None, compare=False, repr=False)

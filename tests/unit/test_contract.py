@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, RunFailed
 from harness.queues.base import Program, Site, TaskRun, WorkerReport
 from harness.queues.catalog import catalog
 from harness.queues.contract import protocol, runtime
 from harness.queues.contract.jobs import ledger_of
 from harness.queues.contract.manifest import load_adapters, read_manifest, replacements
+from harness.queues.contract.process import last_line
 from harness.queues.contract.protocol import JobDone, ProtocolError, Record, parse_event
 from harness.queues.contract.queue import ContractSpec, worker_main
 from harness.queues.programs import Local, Refused
@@ -334,5 +335,13 @@ def test_the_ledger_takes_a_records_moments_and_its_runs_number() -> None:
     assert only.started_at == datetime(2026, 12, 1, 10, 0, 0, 123456, tzinfo=UTC)
     assert only.finished_at == later and only.claim_ms == 1.5
     orphan = Record(event="record", id="id8", state="waiting", enqueued_at=T)  # type: ignore[arg-type]
-    with pytest.raises(RuntimeError, match="library id id8: its payload is gone"):
+    with pytest.raises(RunFailed, match="library id id8: its payload is gone"):
         ledger_of([orphan], [])
+
+
+def test_an_adapters_last_word_on_stderr_is_its_error_not_nodes_footer() -> None:
+    error = "Error: terminating connection due to administrator command"
+    crashed = f"/a/b.js:10\n  throw e;\n  ^\n\n{error}\n    at x (x.js:1:2)\n\nNode.js v22.23.3\n"
+    assert last_line(crashed) == error
+    assert last_line("Error: boom\nNode.js v22.23.3") == "Error: boom"
+    assert last_line("\n\n") is None and last_line("x" * 400) == "x" * 300

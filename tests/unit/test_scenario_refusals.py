@@ -513,3 +513,48 @@ def test_a_strategy_of_the_harness_is_refused_backend_kills_on_its_line(write_ya
     assert reason is not None and "adapter contract" in reason
     expected = f"3: strategies[1]: cannot take faults.backend_kills: {reason}"
     assert refusal(write_yaml(text)) == expected
+
+
+@pytest.mark.parametrize(
+    ("crash", "expected"),
+    [
+        ("{at_s: 299, down_s: 2}", "faults.server_crash: at_s + down_s (301 s) is not before"),
+        ("{at_s: 0}", "faults.server_crash: at_s 0 is not after the last arrival (0 s)"),
+        ("{at_s: 1, down_s: 700}", "server_crash.down_s: Input should be less than or equal"),
+    ],
+)
+def test_a_server_crash_that_cannot_be_counted_is_one_line(
+    write_yaml, crash: str, expected: str
+) -> None:
+    assert expected in refusal(write_yaml(KILLS + f"faults:\n  server_crash: {crash}\n"))
+
+
+def test_a_server_crash_and_a_long_transaction_are_not_mixed(write_yaml) -> None:
+    text = KILLS + "faults:\n  server_crash: {at_s: 1}\nlong_transaction: {from_s: 1, for_s: 1}\n"
+    assert "faults.server_crash and long_transaction cannot be" in refusal(write_yaml(text))
+
+
+def test_a_strategy_of_the_harness_is_refused_a_server_crash_on_its_line(write_yaml) -> None:
+    text = BASE + "faults:\n  server_crash: {at_s: 1}\n"
+    reason = load_strategies()["fifo"].traits.server_crash
+    assert reason is not None and "faults.server_restart" in reason
+    assert (
+        refusal(write_yaml(text)) == f"3: strategies[0]: cannot take faults.server_crash: {reason}"
+    )
+
+
+def test_a_server_crash_on_an_external_server_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    """Only a server the harness started can be crashed: one line naming the field's
+    line, no server started, no folder made."""
+    scenario = tmp_path / "crash.yaml"
+    scenario.write_text(KILLS + "timeout_s: 30\nfaults:\n  server_crash: {at_s: 1}\n")
+    results = ["--results-dir", str(tmp_path / "results")]
+    done = harness_cli("run", str(scenario), "--dsn", "host=/nonexistent port=1", *results)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"error: {scenario}:11: faults.server_crash: crashes the server, which only the "
+        "embedded provider can do (--pg embedded); this run uses --pg external"
+    )
+    assert not (tmp_path / "results").exists()

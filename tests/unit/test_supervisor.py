@@ -2,7 +2,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from harness.queues.base import JobRecord, Ledger, WorkerReport
+import pytest
+
+from harness.errors import RunFailed
+from harness.queues.base import JobRecord, Ledger, TaskRun, WorkerReport
+from harness.queues.contract.jobs import ledger_of
+from harness.queues.contract.protocol import Record
 from harness.queues.contract.supervisor import schedule
 from harness.run.books import check_books
 from harness.run.faults import fault_summary, kill_moments
@@ -90,3 +95,21 @@ def test_the_summary_counts_sessions_terminated_and_each_exit_with_its_reason() 
     assert (summary["exits"], summary["restarts"], summary["kills"]) == (1, 1, 0)
     assert summary["exited_at_s"] == [[0.4, "adapter x exited: its connection is lost"]]
     assert (summary["ok"], summary["waiting"], summary["jobs"]) == (1, 1, {"waiting": [2]})
+
+
+def test_a_job_done_whose_library_record_is_gone_is_ok_and_said_under_faults() -> None:
+    """A worker reported job 2 done; after the fault its library holds no record of it
+    (and its event said no moments): without faults the harness cannot place it, and the
+    run fails; under them it is done once, `unrecorded`, and kept out of jobs.csv."""
+    record = {"event": "record", "id": "1", "job": 1, "tenant": 1, "state": "done"}
+    held = [Record.model_validate({**record, "enqueued_at": T.isoformat()})]
+    runs = [TaskRun(1, 1, "1", None, T, T), TaskRun(2, 1, "2")]
+    reports = [WorkerReport(0, task_runs=runs)]
+    with pytest.raises(RunFailed, match=r"job 2 \(library id 2\): its library holds no record"):
+        ledger_of(held, reports)
+    ledger = ledger_of(held, reports, unrecorded_ok=True)
+    assert ledger.unrecorded == [2] and [r.status for r in ledger.records] == ["done", "done"]
+    books = check_books(2, ledger, at_least_once=True, unfinished_measured=True)
+    assert (books.problems, books.unrecorded, books.status) == ([], [2], "balanced")
+    summary = fault_summary(books, ledger.records, reports, 5.0)
+    assert (summary["ok"], summary["unrecorded"]) == (2, [2])

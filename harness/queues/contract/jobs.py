@@ -17,6 +17,7 @@ from typing import Any
 
 import psycopg
 
+from harness.errors import RunFailed
 from harness.queues.base import JobRecord, Ledger, Signals, TaskRun, WorkerReport
 from harness.queues.contract.protocol import JobDone, Record
 from harness.scenario.arrivals import Arrivals
@@ -112,17 +113,23 @@ def analyze(conn: psycopg.Connection[Any], schema: str | None = None) -> None:
         conn.execute(analyze_one)
 
 
-def ledger_of(records: list[Record], reports: list[WorkerReport]) -> Ledger:
+def ledger_of(
+    records: list[Record], reports: list[WorkerReport], unrecorded_ok: bool = False
+) -> Ledger:
     """Every job, from its library's records (by the library's id) completed by the task
     log: a record says whether its library has it done, a run of the task says it was
     done where the library no longer holds it (deleted when finished); each moment from
-    whichever side has it, the record's first. Every run of the task is a claim."""
+    whichever side has it, the record's first. Every run of the task is a claim.
+    `unrecorded_ok` (a library's faults): a run of a job its library holds no record of,
+    and that says no moments, is done, `unrecorded`; else the run fails."""
     runs = {run.library_id: (report.worker, run) for report in reports for run in report.task_runs}
     held = {record.id: record for record in records}
     ledger = [_from_record(record, runs.get(record.id)) for record in records]
-    ledger += [_from_run(worker, run) for key, (worker, run) in runs.items() if key not in held]
+    orphans = [(worker, run) for key, (worker, run) in runs.items() if key not in held]
+    ledger += [_from_run(worker, run, unrecorded_ok) for worker, run in orphans]
+    unrecorded = sorted(run.job for _, run in orphans if run.enqueued_at is None)
     claims = [run.job for report in reports for run in report.task_runs]
-    return Ledger(sorted(ledger, key=lambda record: record.job_id), claims)
+    return Ledger(sorted(ledger, key=lambda record: record.job_id), claims, unrecorded)
 
 
 def _from_record(record: Record, seen: tuple[int, TaskRun] | None) -> JobRecord:
@@ -130,7 +137,7 @@ def _from_record(record: Record, seen: tuple[int, TaskRun] | None) -> JobRecord:
     job = record.job if record.job is not None else (run.job if run else None)
     tenant = record.tenant if record.tenant is not None else (run.tenant if run else None)
     if job is None or tenant is None:
-        raise RuntimeError(f"library id {record.id}: its payload is gone and no task ran it")
+        raise RunFailed(f"library id {record.id}: its payload is gone and no task ran it")
     # Not done: with the library's own state (running, locked, failed, ...), what a
     # killed worker's job was left as is the library's recovery, counted by state.
     status = "done" if record.state == "done" else JobRecord.unfinished(record.state)
@@ -146,9 +153,9 @@ def _from_record(record: Record, seen: tuple[int, TaskRun] | None) -> JobRecord:
     )
 
 
-def _from_run(worker: int, run: TaskRun) -> JobRecord:
-    if run.enqueued_at is None:
-        raise RuntimeError(
+def _from_run(worker: int, run: TaskRun, unrecorded_ok: bool = False) -> JobRecord:
+    if run.enqueued_at is None and not unrecorded_ok:
+        raise RunFailed(  # the harness cannot place the job: the books fail, in one line
             f"job {run.job} (library id {run.library_id}): its library holds no record of it "
             "and its `job` event gave no moments"
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import tempfile
@@ -112,10 +113,9 @@ class AdapterProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
         self.stderr.seek(0)
-        lines = self.stderr.read().decode("utf-8", "replace").strip().splitlines()
-        if not lines:
+        last = last_line(self.stderr.read().decode("utf-8", "replace"))
+        if last is None:
             return f"exit code {self.process.returncode}"
-        last = lines[-1][:300]
         return last.replace(self.secret, "********") if self.secret else last
 
     def kill(self) -> None:
@@ -138,6 +138,20 @@ class AdapterProcess:
         if self.process.stdout is not None:
             self.process.stdout.close()
         self.stderr.close()
+
+
+# After an uncaught error Node prints the error, its stack frames, a blank line and its
+# version: the error is the line worth quoting.
+_AFTER_THE_ERROR = re.compile(r"^(\s*Node\.js v\d+\.\d+\.\d+|\s+at .*|\s*)$")
+
+
+def last_line(text: str) -> str | None:
+    """What a program's stderr said last, at most 300 characters: its last line, but
+    for the stack frames and version Node prints after an uncaught error."""
+    lines = text.strip().splitlines()
+    while len(lines) > 1 and _AFTER_THE_ERROR.match(lines[-1]):
+        lines.pop()
+    return lines[-1][:300] if lines else None
 
 
 def _kill_group(group: int) -> None:

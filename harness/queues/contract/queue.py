@@ -45,6 +45,7 @@ from harness.queues.contract import captures, jobs, runtime
 from harness.queues.contract.manifest import Adapter, Fetch, MappingDecl, MappingName, load_adapters
 from harness.queues.contract.process import AdapterProcess, run_role
 from harness.queues.contract.protocol import (
+    AdapterFailed,
     Config,
     Connection,
     Enqueued,
@@ -180,8 +181,10 @@ def _work(index: int, spec: ContractSpec, signals: Signals, report: WorkerReport
     """The worker adapter, kept by a supervisor that kills it as faults.worker_kills says
     (without kills, it just runs to the stop)."""
 
+    config = spec.config("worker")  # once, while the server is up: each restart's too
+
     def start() -> AdapterProcess:
-        adapter = AdapterProcess(spec.adapter, spec.config("worker"), _plans_sink(spec))
+        adapter = AdapterProcess(spec.adapter, config, _plans_sink(spec))
         try:
             adapter.expect(Ready)
         except BaseException:
@@ -200,10 +203,10 @@ def _plans_sink(spec: ContractSpec) -> Any:
 
 
 def enqueuer_main(index: int, spec: ContractSpec, signals: Signals) -> None:
-    run_program(index, signals, lambda report: _enqueue(index, spec, signals))
+    run_program(index, signals, lambda report: _enqueue(index, spec, signals, report))
 
 
-def _enqueue(index: int, spec: ContractSpec, signals: Signals) -> None:
+def _enqueue(index: int, spec: ContractSpec, signals: Signals, report: WorkerReport) -> None:
     adapter = AdapterProcess(spec.adapter, spec.config("enqueuer"))
     try:
         adapter.expect(Ready)
@@ -218,10 +221,25 @@ def _enqueue(index: int, spec: ContractSpec, signals: Signals) -> None:
                 break
             enqueue(adapter, batch)
         signals.stop.wait()
-        adapter.send(command("stop"))
-        adapter.expect(Stopped)
+        _stop_enqueuer(adapter, spec, report, time.monotonic() - began)
     finally:
         adapter.close()
+
+
+def _stop_enqueuer(
+    adapter: AdapterProcess, spec: ContractSpec, report: WorkerReport, elapsed: float
+) -> None:
+    """Its `stop`, `stopped` awaited. Under faults that cut its session (a server crash,
+    once every batch was acknowledged), a failure to stop is counted, not fatal: its
+    work was done."""
+    try:
+        adapter.send(command("stop"))
+        adapter.expect(Stopped)
+    except AdapterFailed as error:  # a ProtocolError is no AdapterFailed: it is raised
+        if spec.restart_exited_s is None:
+            raise
+        why = " ".join(f"enqueuer, at its stop: {error}".split())[:300]
+        report.exits.append((round(elapsed, 3), why))
 
 
 def enqueue(adapter: AdapterProcess, batch: list[jobs.Job]) -> None:
@@ -397,10 +415,7 @@ class ContractQueue:
         shares = jobs.shares(count, worker_processes(self.declared, count))
         spec = replace(self.spec, processes=len(shares))
         kills = self.inputs.kills
-        faults = self.inputs.scenario.faults
-        restart_exited_s = (
-            faults.restart_exited_after_s if faults and faults.backend_kills else None
-        )
+        restart_exited_s = self.inputs.restart_exited_s
         for index, kill in enumerate(kills):
             if kill.worker >= len(shares):
                 raise HarnessError(
@@ -428,13 +443,19 @@ class ContractQueue:
 
     def enqueuers(self, schedules: list[Arrivals]) -> list[Program]:
         numbered = jobs.numbered_schedules(self.inputs, schedules)
+        exited_s = self.inputs.restart_exited_s
         return [
-            Program("enqueuer", enqueuer_main, replace(self.spec, schedule=s)) for s in numbered
+            Program(
+                "enqueuer",
+                enqueuer_main,
+                replace(self.spec, schedule=s, restart_exited_s=exited_s),
+            )
+            for s in numbered
         ]
 
     def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
         records, _ = run_role(self.adapter, self.spec.config("ledger"), (Recorded,), (Record,))
-        return jobs.ledger_of(records, reports)
+        return jobs.ledger_of(records, reports, unrecorded_ok=self.inputs.library_faults)
 
     def dequeue_sql(self) -> None:
         return None  # its fetch runs inside its library: captured from its worker instead

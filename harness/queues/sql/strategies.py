@@ -62,6 +62,10 @@ OWN_BACKENDS = (
     "its workers are the harness's own, which reconnect only after faults.server_restart; "
     "backend_kills is for the queues behind the adapter contract"
 )
+OWN_CRASH = (
+    "its workers are the harness's own: faults.server_restart restarts the server under "
+    "them; server_crash is for the queues behind the adapter contract"
+)
 
 
 @dataclass(frozen=True)
@@ -102,8 +106,11 @@ class Strategy:
                 "round_robin and other strategies that use the shared start and complete",
                 worker_kills=OWN_KILLS,
                 backend_kills=OWN_BACKENDS,
+                server_crash=OWN_CRASH,
             )
-        return QueueTraits(worker_kills=OWN_KILLS, backend_kills=OWN_BACKENDS)
+        return QueueTraits(
+            worker_kills=OWN_KILLS, backend_kills=OWN_BACKENDS, server_crash=OWN_CRASH
+        )
 
     def shown(self) -> str:
         """Every block in the order a claim uses them, exactly as the workers run them."""
