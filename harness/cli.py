@@ -627,11 +627,19 @@ def report(
     run: Annotated[
         Path, typer.Argument(metavar="RUN_DIR", help="A run folder.", show_default=False)
     ],
+    plots: Annotated[
+        bool,
+        typer.Option(
+            "--plots/--no-plots",
+            help="Draw the figures. --no-plots rebuilds the tables and report.html only "
+            "(figures an earlier render drew are left as they are).",
+        ),
+    ] = True,
 ) -> None:
     """Rebuild a run's tables, plots and report.html from its raw files."""
     from harness.commands.report import report_command
 
-    _guarded(lambda: report_command(run, console))
+    _guarded(lambda: report_command(run, console, plots=plots))
 
 
 @app.command(name="compare")

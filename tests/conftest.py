@@ -94,3 +94,25 @@ def harness_cli(
         cwd=cwd,
         env={**os.environ, **env} if env else None,
     )
+
+
+# Every test this session collected, and its markers: tests/unit/test_markers.py reads
+# them, when the session collected the whole suite, instead of collecting it again in a
+# subprocess (10 s of a make test). Deselected ones (`-m`, `-k`) count: pytest says which.
+COLLECTED = pytest.StashKey[dict[str, list[str]]]()
+_DESELECTED = pytest.StashKey[list[pytest.Item]]()
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    if items:
+        items[0].config.stash.setdefault(_DESELECTED, []).extend(items)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    whole = [Path(arg).resolve() for arg in session.config.args] == [ROOT / "tests"]
+    if not whole:
+        return
+    every = [*session.items, *session.config.stash.get(_DESELECTED, [])]
+    session.config.stash[COLLECTED] = {
+        item.nodeid: sorted({mark.name for mark in item.iter_markers()}) for item in every
+    }

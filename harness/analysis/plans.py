@@ -9,12 +9,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from harness.report.cells import number, whole
 from harness.report.sections import Section, Table
+
+if TYPE_CHECKING:  # pandas only where a table is made: validate and the catalog go without
+    import pandas as pd
 
 QUEUE_TABLE = "jobs"
 TENANT_TABLE = "queue_tenants"
@@ -168,6 +169,8 @@ PLAN_KEYS = ["variant", "strategy"]
 
 def plan_runs(captures: list[Capture]) -> pd.DataFrame:
     """One row per captured execution: the figures of each JSON plan, and the backlog."""
+    import pandas as pd
+
     rows = [
         {
             "variant": capture.variant,
@@ -195,6 +198,8 @@ def _flags(figures: PlanFigures, plan: list[dict[str, Any]], backlog: dict[str, 
 
 def plans_summary(runs: pd.DataFrame, captures: list[Capture]) -> pd.DataFrame:
     """Per variant and strategy: median times, buffers and the plan's shape; skips kept."""
+    import pandas as pd
+
     if len(runs):
         medians = (
             runs.groupby(PLAN_KEYS, sort=False)
@@ -229,6 +234,7 @@ def plans_summary(runs: pd.DataFrame, captures: list[Capture]) -> pd.DataFrame:
 def with_growth(plans: pd.DataFrame) -> pd.DataFrame:
     """Each strategy captured on backlogs of different sizes, flagged where its buffers or
     rows read grow with the queued jobs (GROWTH_EXPONENT): a curve, not a guess."""
+
     if "queued_jobs" not in plans or "shared_buffers" not in plans:
         return plans
     plans = plans.copy()
@@ -246,6 +252,7 @@ GROWING_FIGURES = ("shared_buffers", "rows_read")
 def growth_exponent(captures: pd.DataFrame, figure: str = "shared_buffers") -> float:
     """k in figure ~ queued_jobs^k, from the smallest and the largest backlog captured;
     0 with fewer than two backlog sizes."""
+
     measured = captures.dropna(subset=[figure])
     measured = measured[(measured[figure] > 0) & (measured["queued_jobs"] > 0)]
     if measured["queued_jobs"].nunique() < 2:

@@ -12,12 +12,13 @@ from harness.results.folder import RunFolder
 from harness.run.render import Rendered, render_run
 
 
-def report_command(run: Path, console: Console) -> Rendered:
-    """Rebuild every derived file of a run folder from its raw files."""
+def report_command(run: Path, console: Console, *, plots: bool = True) -> Rendered:
+    """Rebuild every derived file of a run folder from its raw files (but the figures,
+    without `plots`)."""
     if not (run / "run.json").is_file():
         raise HarnessError(f"{run}: not a run folder (no run.json)")
     try:
-        rendered = render_run(RunFolder(path=run, run_id=run.name))
+        rendered = render_run(RunFolder(path=run, run_id=run.name), plots=plots)
     except (ValueError, KeyError, OSError) as error:
         raise HarnessError(f"{run}: cannot render: {error}") from error
     show_outcome(rendered, console)

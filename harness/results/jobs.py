@@ -4,9 +4,10 @@ from. Timestamps are the server's clock, ISO 8601 with microseconds and zone."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # imported where a frame is made: a command that makes none goes without
+    import pandas as pd
 
 # The column that names the server a row was measured on, major.minor (format 3), in
 # jobs.csv, monitor.csv, bloat.csv and first in every derived table.
@@ -37,6 +38,8 @@ _TIMESTAMPS = ["enqueued_at", "started_at", "finished_at"]
 
 def with_timestamps(jobs: pd.DataFrame) -> pd.DataFrame:
     """The timestamp columns parsed (UTC), from jobs.csv text or the runner's records."""
+    import pandas as pd
+
     jobs = jobs.copy()
     for column in _TIMESTAMPS:
         jobs[column] = pd.to_datetime(jobs[column], utc=True, format="ISO8601")
@@ -51,6 +54,8 @@ def load_jobs(run: Path) -> pd.DataFrame:
 
 def read_versioned_csv(path: Path) -> pd.DataFrame:
     """A raw CSV of a run folder whose rows may name their server (pg_version, as text)."""
+    import pandas as pd
+
     frame = pd.read_csv(path, dtype={PG: str})
     if PG not in frame.columns:
         frame[PG] = ""
@@ -59,4 +64,6 @@ def read_versioned_csv(path: Path) -> pd.DataFrame:
 
 
 def jobs_csv(records: list[dict[str, Any]]) -> str:
+    import pandas as pd
+
     return pd.DataFrame.from_records(records, columns=JOB_COLUMNS).to_csv(index=False)

@@ -16,13 +16,19 @@ import pytest
 import yaml
 from _pytest.mark.expression import Expression
 
-from tests.conftest import ROOT
+from tests.conftest import COLLECTED, ROOT
 
 
 @pytest.fixture(scope="module")
-def markers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[str]]:
-    """Every test's id and markers, from one collection in a subprocess (no server
+def markers(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, list[str]]:
+    """Every test's id and markers: this session's own collection where it collected the
+    whole suite (make test does), else one collection in a subprocess (no server
     starts)."""
+    collected = request.config.stash.get(COLLECTED, None)
+    if collected is not None:
+        return collected
     out = tmp_path_factory.mktemp("markers") / "markers.json"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "tests.marker_listing"],
