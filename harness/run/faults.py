@@ -5,7 +5,11 @@ when the workers have done every job), `FaultDriver` with them: it kills workers
 at their planned moments (and starts replacements), restarts the server, runs the
 queue's reaper and retry scheduler, decides when the run is over (every job done or
 dead, or held by a killed worker that no lease will free), and sums up what the faults
-did for run.json. The workers' side is harness/queues/sql/recovery.py.
+did for run.json. The workers' side is harness/queues/sql/recovery.py. For a queue behind
+the adapter contract, `LibraryFaultDriver`: it terminates its workers' sessions and
+crashes the server at their moments (its workers' supervisors kill and restart them:
+harness/queues/contract/supervisor.py), ends the run at the window, and `fault_summary`
+counts every job in one outcome.
 """
 
 from __future__ import annotations

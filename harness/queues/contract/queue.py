@@ -88,7 +88,8 @@ PollMs = Annotated[float, Field(gt=0, le=10_000)]
 TimeoutS = Annotated[float, Field(gt=0, le=86_400)]
 FAULTS_REFUSED = (
     "crashes, leases and retries are the harness's own; a library has its own: "
-    "faults.worker_kills kills its workers, faults.backend_kills their sessions"
+    "faults.worker_kills kills its workers, backend_kills their sessions, server_crash "
+    "crashes the server under them"
 )
 HOLD_REFUSED = "its fetch runs inside the library; nothing for the holder to sample"
 NO_FETCH = "its manifest names no fetch: its fetch cannot be told among its plans"
@@ -112,8 +113,8 @@ class ContractSpec:
     schedule: jobs.Schedule | None = None
     plans_file: str | None = None  # a plan capture: auto_explain's notices go there
     kills: tuple[WorkerKill, ...] = ()  # this worker process's (faults.worker_kills)
-    # faults.backend_kills: a worker that exits on its own is started again this long
-    # after (None: its exit fails the run)
+    # faults.backend_kills or server_crash: a worker that exits on its own is started
+    # again this long after, an enqueuer's failed stop counted (None: either fails the run)
     restart_exited_s: float | None = None
     # The run's token, as the process that made the spec drew it: a worker program (a
     # process of the crew) draws its own, and its adapter's sessions must carry the run's.
