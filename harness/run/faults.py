@@ -112,12 +112,13 @@ class NullDriver:
 
 @dataclass
 class LibraryFaultDriver:
-    """faults.worker_kills and faults.backend_kills, for a queue behind the adapter
-    contract. Each worker's supervisor kills and restarts it (and, under backend kills,
-    restarts one that exits; harness/queues/contract/supervisor.py); here, at each moment
-    of a backend kill's window, every session of the run's workers is terminated. The
-    run is over when every job is done, or at the scenario's timeout_s: what the library
-    has not recovered by then is counted (`fault_summary`), never waited for."""
+    """faults.worker_kills, backend_kills and server_crash, for a queue behind the
+    adapter contract. Each worker's supervisor kills and restarts it (and, under backend
+    kills or a crash, restarts one that exits; harness/queues/contract/supervisor.py);
+    here, at each moment of a backend kill's window, every session of the run's workers
+    is terminated, and at the crash's the server goes down and up. The run is over when
+    every job is done, or at the scenario's timeout_s: what the library has not recovered
+    by then is counted (`fault_summary`), never waited for."""
 
     conn: psycopg.Connection[Any]
     window_s: float
