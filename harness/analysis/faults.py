@@ -156,7 +156,36 @@ LIBRARY_FAULTS_NOTE = (
 )
 
 
-def library_faults_section(table: pd.DataFrame) -> Section:
+def missed_library_faults(document: RunDocument, scenario: Scenario) -> list[str]:
+    """The planned library faults that never happened, one sentence per repetition that
+    missed some: a server crash or backend kills planned after the run ended (every job
+    done first), or kills a late tick made one. The repetition measured fewer faults
+    than its scenario says."""
+    planned = scenario.faults
+    if planned is None:
+        return []
+    cuts = sum(len(kill.moments()) for kill in planned.backend_kills)
+    warnings = []
+    for entry in document.repetitions:
+        done = entry.library_faults
+        if done is None:
+            continue
+        missed = []
+        if planned.server_crash is not None and not done.get("server_crashes"):
+            missed.append(f"the server crash at {planned.server_crash.at_s:g} s")
+        if done.get("backend_kills", 0) < cuts:
+            missed.append(f"{cuts - done.get('backend_kills', 0)} of {cuts} backend kills")
+        if missed:
+            label = f"{entry.strategy} x{entry.workers} #{entry.repetition}"
+            warnings.append(
+                f"{label}: {', '.join(missed)} never happened: the run ended first (every "
+                "job done), or a tick came late and made one kill of several; this "
+                "repetition measured fewer faults than planned"
+            )
+    return warnings
+
+
+def library_faults_section(table: pd.DataFrame, warnings: list[str] | None = None) -> Section:
     headers = [
         "strategy",
         "workers",
@@ -188,6 +217,7 @@ def library_faults_section(table: pd.DataFrame) -> Section:
         LIBRARY_FAULTS_NOTE,
         tables=[shown],
         console=[shown],
+        warnings=warnings or [],
     )
 
 

@@ -15,7 +15,6 @@ counts every job in one outcome.
 from __future__ import annotations
 
 import contextlib
-import math
 import statistics
 import time
 from collections.abc import Callable
@@ -136,7 +135,7 @@ class LibraryFaultDriver:
     moments: list[float] = field(default_factory=list)  # the backend kills still to come
 
     def __post_init__(self) -> None:
-        self.moments = sorted(at for kill in self.backend_kills for at in kill_moments(kill))
+        self.moments = sorted(at for kill in self.backend_kills for at in kill.moments())
 
     def tick(self, crew: CrewControl, elapsed: float) -> None:
         self.elapsed = elapsed
@@ -177,12 +176,6 @@ class LibraryFaultDriver:
     def close(self) -> None:
         if self.own is not None:
             self.own.close()
-
-
-def kill_moments(kill: BackendKill) -> list[float]:
-    """A backend kill's moments: `per_s` a second through its window, from its start."""
-    count = math.ceil(kill.for_s * kill.per_s - 1e-9)
-    return [round(kill.from_s + step / kill.per_s, 6) for step in range(count)]
 
 
 # What the library's own table says of a job its worker did not finish (the contract's

@@ -41,6 +41,7 @@ from harness.analysis.faults import (
     library_fault_table,
     library_faults_section,
     missed_faults,
+    missed_library_faults,
 )
 from harness.analysis.figures import (
     PLOT_TITLES,
@@ -407,7 +408,8 @@ def feature_sections(raw: RawRun, tables: RunTables) -> list[Section]:
     if tables.faults is not None:
         sections.append(faults_section(tables.faults, missed_faults(raw.document, raw.scenario)))
     if tables.library_faults is not None:
-        sections.append(library_faults_section(tables.library_faults))
+        missed = missed_library_faults(raw.document, raw.scenario)
+        sections.append(library_faults_section(tables.library_faults, missed))
     if tables.bloat is not None:
         sections.append(bloat_section(tables.bloat))
     return sections

@@ -361,6 +361,11 @@ class BackendKill(Model):
     for_s: float = Field(gt=0, le=86_400)
     per_s: float = Field(default=2.0, gt=0, le=20)
 
+    def moments(self) -> list[float]:
+        """Its moments: `per_s` a second through its window, from its start."""
+        count = math.ceil(self.for_s * self.per_s - 1e-9)
+        return [round(self.from_s + step / self.per_s, 6) for step in range(count)]
+
 
 class ServerCrash(Model):
     """The server crashed at `at_s` (an immediate shutdown: every backend ended at once, no

@@ -1,17 +1,20 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
+from harness.analysis.faults import missed_library_faults
 from harness.errors import RunFailed
 from harness.queues.base import JobRecord, Ledger, TaskRun, WorkerReport
 from harness.queues.contract.jobs import ledger_of
 from harness.queues.contract.protocol import Record
 from harness.queues.contract.supervisor import schedule
+from harness.results.document import RepetitionEntry, RunDocument, ScenarioRef
 from harness.run.books import check_books
-from harness.run.faults import fault_summary, kill_moments
-from harness.scenario.model import BackendKill, WorkerKill
+from harness.run.faults import fault_summary
+from harness.scenario.model import BackendKill, Scenario, WorkerKill
 
 
 def test_a_kill_every_n_seconds_comes_until_the_window_ends_in_order() -> None:
@@ -78,9 +81,9 @@ def test_a_job_done_in_its_table_but_never_reported_is_ok_when_its_worker_was_ki
 
 
 def test_a_backend_kill_comes_per_s_times_a_second_through_its_window() -> None:
-    assert kill_moments(BackendKill(from_s=1.0, for_s=1.0, per_s=4)) == [1.0, 1.25, 1.5, 1.75]
-    assert kill_moments(BackendKill(from_s=0.5, for_s=1.1, per_s=2)) == [0.5, 1.0, 1.5]
-    assert kill_moments(BackendKill(from_s=2.0, for_s=0.1, per_s=1)) == [2.0]
+    assert BackendKill(from_s=1.0, for_s=1.0, per_s=4).moments() == [1.0, 1.25, 1.5, 1.75]
+    assert BackendKill(from_s=0.5, for_s=1.1, per_s=2).moments() == [0.5, 1.0, 1.5]
+    assert BackendKill(from_s=2.0, for_s=0.1, per_s=1).moments() == [2.0]
 
 
 def test_the_summary_counts_sessions_terminated_and_each_exit_with_its_reason() -> None:
@@ -113,3 +116,47 @@ def test_a_job_done_whose_library_record_is_gone_is_ok_and_said_under_faults() -
     assert (books.problems, books.unrecorded, books.status) == ([], [2], "balanced")
     summary = fault_summary(books, ledger.records, reports, 5.0)
     assert (summary["ok"], summary["unrecorded"]) == (2, [2])
+
+
+def test_library_faults_that_never_happened_are_said_per_repetition() -> None:
+    """A crash at 5 s and four backend kills from 1 s, in a repetition that did every job
+    by 1.2 s: the crash never came and three kills did not; one that had them all is
+    not named."""
+    scenario = Scenario.model_validate(
+        {
+            "name": "s",
+            "strategies": ["procrastinate"],
+            "workers": 2,
+            "timeout_s": 10,
+            "tenant_groups": [{"name": "a", "tenants": 1, "jobs_per_tenant": 5, "duration_ms": 5}],
+            "faults": {
+                "backend_kills": [{"from_s": 1, "for_s": 2, "per_s": 2}],
+                "server_crash": {"at_s": 5},
+            },
+        }
+    )
+    entry: dict[str, Any] = {
+        "strategy": "procrastinate",
+        "workers": 2,
+        "jobs": 5,
+        "empty_polls": 0,
+        "lost_races": 0,
+        "books": "balanced",
+        "started_at": T.isoformat(),
+        "finished_at": T.isoformat(),
+    }
+    short = {"backend_kills": 1, "server_crashes": 0}
+    whole = {"backend_kills": 4, "server_crashes": 1}
+    document = RunDocument(
+        run_id="r",
+        started_at=T.isoformat(),
+        scenario=ScenarioRef(name="s", path="s.yaml", sha256="0", seed=1),
+        repetitions=[
+            RepetitionEntry.model_validate({**entry, "repetition": 1, "library_faults": short}),
+            RepetitionEntry.model_validate({**entry, "repetition": 2, "library_faults": whole}),
+        ],
+    )
+    (warning,) = missed_library_faults(document, scenario)
+    assert warning.startswith(
+        "procrastinate x2 #1: the server crash at 5 s, 3 of 4 backend kills never happened"
+    )
