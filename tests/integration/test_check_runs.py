@@ -79,21 +79,33 @@ def probe_of(line: str) -> str:
     return line.removeprefix("REGRESSION: ").split(":")[0]
 
 
-# A claim latency against a reference query: alone, the other tests' load does not come
-# between the two (make test runs it after its parallel part).
-@pytest.mark.alone
+def test_unchanged_sql_passes_its_plan_figures_three_times(server: Server, baseline: Path) -> None:
+    """Unchanged SQL against its own baseline. The plan figures (buffers, rows removed,
+    scans, dangerous shapes) do not depend on load: each must pass in each of three
+    checks, no retry, whatever the machine is doing; and the exit code must say exactly
+    what the findings say, every time. The timing figure is judged below, on a quiet
+    machine."""
+    for attempt in range(1, 4):
+        code, output = run_check(server, baseline)
+        found = regressions(output)
+        assert [line for line in found if TIMING not in line] == [], f"attempt {attempt}"
+        assert code == (1 if found else 0), f"attempt {attempt}:\n{output}"
+
+
+# A claim latency against a reference query, in make throughput (make test-matrix): the
+# figure of a quiet machine. Beside stress-ng (make test-under-load, 2026-12-03) the
+# priority probe on the skewed backlog was flagged in five checks of five against a
+# baseline taken a few seconds before under the same load.
+@pytest.mark.throughput
 def test_unchanged_sql_passes_three_times_timings_on_the_best_of_five(
     server: Server, baseline: Path
 ) -> None:
-    """Unchanged SQL against its own baseline. The plan figures (buffers, rows removed,
-    scans, dangerous shapes) do not depend on load: each must pass in each of three
-    checks, no retry. The timing figure is already relative within one run (the claim
-    over a reference query timed alternately), but on this 2-core machine shared with
-    other work the two do not slow down alike: unchanged SQL was flagged at 1.75-2.1x
-    under load 6-12. So a probe's timing is judged on its best attempt: it fails only if
-    it is flagged in every one of up to five checks. A check that flagged unchanged SQL
-    every time (a ratio taken against the wrong reference, say) still fails; the exit
-    code must say exactly what the findings say, every time."""
+    """The timing figure is already relative within one run (the claim over a reference
+    query timed alternately), but on this 2-core machine shared with other work the two
+    do not slow down alike: unchanged SQL was flagged at 1.75-2.1x under load 6-12. So a
+    probe's timing is judged on its best attempt: it fails only if it is flagged in every
+    one of up to five checks. A check that flagged unchanged SQL every time (a ratio taken
+    against the wrong reference, say) still fails."""
     flagged: set[str] | None = None
     for attempt in range(1, TIMING_ATTEMPTS + 1):
         code, output = run_check(server, baseline)
