@@ -60,7 +60,7 @@ from harness.queues.contract.protocol import (
     command,
     enqueue_command,
 )
-from harness.queues.contract.supervisor import schedule, supervise
+from harness.queues.contract.supervisor import one_line, schedule, supervise
 from harness.queues.process import run_program
 from harness.queues.programs import (
     Concurrency,
@@ -239,8 +239,7 @@ def _stop_enqueuer(
     except AdapterFailed as error:  # a ProtocolError is no AdapterFailed: it is raised
         if spec.restart_exited_s is None:
             raise
-        why = " ".join(f"enqueuer, at its stop: {error}".split())[:300]
-        report.exits.append((round(elapsed, 3), why))
+        report.exits.append((round(elapsed, 3), one_line(f"enqueuer, at its stop: {error}")))
 
 
 def enqueue(adapter: AdapterProcess, batch: list[jobs.Job]) -> None:

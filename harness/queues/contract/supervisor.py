@@ -135,7 +135,7 @@ class _Keeper:
         except AdapterFailed as error:  # a ProtocolError is no AdapterFailed: it is raised
             if self.restart_exited_s is None:
                 raise
-            self.report.exits.append((round(self.elapsed(), 3), _line(f"at its stop: {error}")))
+            self.report.exits.append((round(self.elapsed(), 3), one_line(f"at its stop: {error}")))
 
     def retry(self) -> None:
         """Started again once its moment has come; a start that fails is one more exit."""
@@ -151,7 +151,7 @@ class _Keeper:
 
     def _down(self, why: str) -> None:
         assert self.restart_exited_s is not None
-        self.report.exits.append((round(self.elapsed(), 3), _line(why)))
+        self.report.exits.append((round(self.elapsed(), 3), one_line(why)))
         if self.adapter is not None:
             self.adapter.close(bound_s=0)
         self.adapter, self.events = None, None
@@ -164,7 +164,7 @@ class _Keeper:
         self.report.restarts += 1  # one that failed to start is an exit, not a restart
 
 
-def _line(why: str) -> str:
+def one_line(why: str) -> str:
     """An exit's reason on one line (a library's error may span several), at most 300
     characters."""
     return " ".join(why.split())[:300]
