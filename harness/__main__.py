@@ -1,4 +1,4 @@
-from harness.cli import app
+from harness.cli import main
 
 if __name__ == "__main__":
-    app(prog_name="harness")
+    main()

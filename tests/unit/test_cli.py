@@ -147,3 +147,25 @@ def test_a_fleet_refuses_faults_before_a_server_starts(
         f"error: {scenario}: faults run on local workers only, not with --fleet"
     )
     assert "Starting PostgreSQL" not in done.stdout
+
+
+def test_a_ctrl_c_after_the_command_is_done_changes_nothing() -> None:
+    """CI sent SIGINT to an `explain` just as it finished: the signal interrupted the
+    interpreter's shutdown, which printed a KeyboardInterrupt traceback. Once `main` is
+    done, a SIGINT is ignored: here one comes after the command, where the shutdown is."""
+    code = (
+        "import os, signal, sys, time\n"
+        "from harness.cli import main\n"
+        "sys.argv = ['harness', '--version']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as done:\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(0.2)\n"
+        "    print('exit', done.code)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout.splitlines()[-1:]) == (0, ["exit 0"]), done.stderr
+    assert "KeyboardInterrupt" not in done.stderr
