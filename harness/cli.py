@@ -670,12 +670,19 @@ def compare_runs(
             help="... and significant at this level (Mann-Whitney U).",
         ),
     ] = 0.01,
+    plots: Annotated[
+        bool,
+        typer.Option(
+            "--plots/--no-plots",
+            help="Draw the waits' plot (PNG and SVG). --no-plots writes the tables only.",
+        ),
+    ] = True,
 ) -> None:
     """Compare the waits of two runs per strategy and tenant class."""
     from harness.commands.compare import compare_command
 
     target = out or Path("results") / "compare" / f"{first.name}-vs-{second.name}"
-    _guarded(lambda: compare_command(first, second, target, factor, alpha, console))
+    _guarded(lambda: compare_command(first, second, target, factor, alpha, console, plots=plots))
 
 
 @app.command()

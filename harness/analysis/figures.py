@@ -13,18 +13,6 @@ from matplotlib.ticker import LogFormatter, ScalarFormatter
 
 from harness.analysis.waits import with_waits
 
-PLOT_TITLES = {
-    "waits_over_time": "Waits over the run: p50 and p95 wait per tenant class",
-    "claim_latency": "Claim latency over the run: p50 and p95 by when the job started",
-    "waits": "Waits: distribution per tenant class (ECDF)",
-    "timeline": "Timeline: which tenant class each worker served",
-    "tenant_share": "Each tenant's share of completed jobs over time",
-    "scaling": "Worker sweep: waits and throughput against the worker count",
-    "plans": "Dequeue plans: time and buffers per variant",
-    "bloat": "Long transaction: claim latency and dead tuples over time (repetition 1)",
-}
-
-
 # A hue per tenant class (matplotlib's tab10, in its order), a shade of it per tenant.
 CLASS_HUES = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",

@@ -9,7 +9,6 @@ import pandas as pd
 from rich.console import Console
 
 from harness.analysis.compare import compare_runs, comparison_rows
-from harness.analysis.figures import compare_ecdf
 from harness.analysis.provenance import (
     Difference,
     ScenarioRan,
@@ -20,7 +19,6 @@ from harness.analysis.provenance import (
 )
 from harness.errors import HarnessError
 from harness.report.console import console_table
-from harness.report.plots import images
 from harness.report.sections import markdown_table
 from harness.results.document import RunDocument, load_document, refuse_several_majors
 from harness.results.folder import atomic_write
@@ -28,9 +26,17 @@ from harness.results.jobs import load_jobs
 
 
 def compare_command(
-    first: Path, second: Path, out: Path, factor: float, alpha: float, console: Console
+    first: Path,
+    second: Path,
+    out: Path,
+    factor: float,
+    alpha: float,
+    console: Console,
+    *,
+    plots: bool = True,
 ) -> None:
-    """Two runs side by side: medians and p95 per strategy and class, flagged changes."""
+    """Two runs side by side: medians and p95 per strategy and class, flagged changes;
+    the waits' plot unless `plots` is off."""
     for run in (first, second):
         refuse_several_majors(run, "harness compare")
     runs = [_jobs_of(run) for run in (first, second)]
@@ -54,9 +60,13 @@ def compare_command(
         f"# {title}\n\n{above}{_provenance_markdown(differences)}{markdown_table(headers, rows)}"
     )
     atomic_write(out / "compare.md", markdown.encode())
-    figure = compare_ecdf(runs[0], runs[1], (f"A {first.name}", f"B {second.name}"), warning)
-    for form, data in images(figure).items():
-        atomic_write(out / f"waits.{form}", data)
+    if plots:  # matplotlib loaded only to draw
+        from harness.analysis.figures import compare_ecdf
+        from harness.report.plots import images
+
+        labels = (f"A {first.name}", f"B {second.name}")
+        for form, data in images(compare_ecdf(runs[0], runs[1], labels, warning)).items():
+            atomic_write(out / f"waits.{form}", data)
     console.print(f"Comparison: {out}", highlight=False)
 
 

@@ -20,10 +20,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import yaml
-from matplotlib.figure import Figure
 
 from harness.analysis.bloat import (
     bloat_section,
@@ -42,17 +42,6 @@ from harness.analysis.faults import (
     library_faults_section,
     missed_faults,
     missed_library_faults,
-)
-from harness.analysis.figures import (
-    PLOT_TITLES,
-    bloat_over_time,
-    claim_latency,
-    plans_chart,
-    scaling,
-    tenant_share,
-    timeline,
-    wait_ecdf,
-    waits_over_time,
 )
 from harness.analysis.headline import run_headline
 from harness.analysis.ideal import ideal_section, ideal_summary, run_calibration, versus_ideal
@@ -76,7 +65,6 @@ from harness.analysis.waits import (
     with_waits,
 )
 from harness.report.html import VERDICT, Page, report_html
-from harness.report.plots import images
 from harness.report.sections import Section, markdown
 from harness.results.contract import listed
 from harness.results.document import (
@@ -95,7 +83,22 @@ from harness.scenario.model import Scenario
 from harness.scenario.parse import MAX_BYTES as SCENARIO_BYTES
 from harness.scenario.workload import generate
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 BLOAT_BUCKET_S = 0.5
+# Each plot's title in the report.
+PLOT_TITLES = {
+    "waits_over_time": "Waits over the run: p50 and p95 wait per tenant class",
+    "claim_latency": "Claim latency over the run: p50 and p95 by when the job started",
+    "waits": "Waits: distribution per tenant class (ECDF)",
+    "timeline": "Timeline: which tenant class each worker served",
+    "tenant_share": "Each tenant's share of completed jobs over time",
+    "scaling": "Worker sweep: waits and throughput against the worker count",
+    "plans": "Dequeue plans: time and buffers per variant",
+    "bloat": "Long transaction: claim latency and dead tuples over time (repetition 1)",
+}
+
 # The plots of the report's first screen, in this order, under the verdict.
 LEAD_PLOTS = ("waits_over_time", "waits", "claim_latency")
 
@@ -232,13 +235,7 @@ def render_run(folder: RunFolder, *, plots: bool = True) -> Rendered:
         calibration = CalibrationDocument.of(tables.calibration)
         write("calibration", calibration.NAME, calibration.dumps())
     write("summary_md", "summary.md", markdown(_title(raw), sections))
-    figures = {
-        _plot_name(name, version, len(parts)): figure
-        for version, part in parts
-        if plots
-        for name, figure in run_figures(raw.of_version(version), part).items()
-    }
-    encoded = {name: images(figure) for name, figure in figures.items()}
+    encoded = _drawn(raw, parts) if plots else {}
     for name, forms in encoded.items():
         for form, data in forms.items():
             write(f"{name}_{form}", f"{name}.{form}", data)
@@ -247,6 +244,19 @@ def render_run(folder: RunFolder, *, plots: bool = True) -> Rendered:
     write("report", "report.html", report_html(_page(raw, sections, pngs, drawn)))
     folder.write("run.json", raw.document.dumps(), replace=True)
     return Rendered(folder, raw.document, tables, sections)
+
+
+def _drawn(raw: RawRun, parts: list[tuple[str, RunTables]]) -> dict[str, dict[str, bytes]]:
+    """Each figure of the run, per major, as its images (PNG and SVG). matplotlib is
+    loaded here only: a run or a report without figures (--no-plots) does without it
+    (0.4 s of every such harness process)."""
+    from harness.report.plots import images
+
+    return {
+        _plot_name(name, version, len(parts)): images(figure)
+        for version, part in parts
+        for name, figure in run_figures(raw.of_version(version), part).items()
+    }
 
 
 def _plot_name(name: str, version: str, majors: int) -> str:
@@ -428,7 +438,18 @@ def _verdict(raw: RawRun, tables: RunTables) -> list[Section]:
 
 
 def run_figures(raw: RawRun, tables: RunTables) -> dict[str, Figure]:
-    plots = {}
+    from harness.analysis.figures import (
+        bloat_over_time,
+        claim_latency,
+        plans_chart,
+        scaling,
+        tenant_share,
+        timeline,
+        wait_ecdf,
+        waits_over_time,
+    )
+
+    plots: dict[str, Figure] = {}
     jobs = raw.jobs
     if jobs is not None and len(jobs):
         plots["waits_over_time"] = waits_over_time(*waits_over_run(jobs))

@@ -139,7 +139,7 @@ def test_compare_says_above_the_table_that_the_runs_come_from_other_machines(
     document = json.loads((second / "run.json").read_text())
     document["metadata"] = metadata(host__hostname="elsewhere", postgres__version="PostgreSQL 16.4")
     (second / "run.json").write_text(json.dumps(document))
-    done = harness("compare", str(first), str(second), "--out", str(tmp_path / "out"))
+    done = harness("compare", str(first), str(second), "--out", str(tmp_path / "out"), "--no-plots")
     assert done.returncode == 0, done.stderr
     headline = "Provenance differs between A and B (host, PostgreSQL)"
     assert done.stdout.index(headline) < done.stdout.index("Waits, A =")
@@ -150,7 +150,9 @@ def test_compare_says_above_the_table_that_the_runs_come_from_other_machines(
 
 
 def test_compare_of_runs_alike_says_so(tmp_path: Path) -> None:
-    done = harness("compare", str(LEGACY), str(LEGACY), "--out", str(tmp_path / "out"))
+    done = harness(
+        "compare", str(LEGACY), str(LEGACY), "--out", str(tmp_path / "out"), "--no-plots"
+    )
     assert done.returncode == 0, done.stderr
     assert "Same provenance" in done.stdout
     assert "Provenance differs" not in (tmp_path / "out" / "compare.md").read_text()

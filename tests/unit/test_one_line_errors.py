@@ -180,16 +180,19 @@ def test_compare_of_two_versions_of_a_scenario_warns(tmp_path: Path) -> None:
     document["scenario"]["sha256"] = "f" * 64
     (second / "run.json").write_text(json.dumps(document))
     out = tmp_path / "out"
-    done = harness_cli("compare", str(LEGACY), str(second), "--out", str(out), timeout=120)
+    compare = ["compare", str(LEGACY), str(second), "--out", str(out), "--no-plots"]
+    done = harness_cli(*compare, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "ran different versions of scenario legacy-mix (sha256 A 067b6f6dc7ba, B ffff" in (
         done.stdout
     )
     assert "different versions" in (out / "compare.md").read_text()
+    assert sorted(path.name for path in out.iterdir()) == ["compare.csv", "compare.md"]
 
 
 def test_compare_of_one_scenario_gives_no_warning(tmp_path: Path) -> None:
-    done = harness_cli("compare", str(LEGACY), str(LEGACY), "--out", str(tmp_path / "o"))
+    out = ["--out", str(tmp_path / "o"), "--no-plots"]
+    done = harness_cli("compare", str(LEGACY), str(LEGACY), *out)
     assert done.returncode == 0, done.stderr
     assert "WARNING" not in done.stdout
 
