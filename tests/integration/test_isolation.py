@@ -197,7 +197,9 @@ def descendants(parent: int) -> set[int]:
     return found
 
 
-ISOLATION_JOBS = 3000  # a few seconds per mode: a signal after SET lands inside SET LOCAL
+# About 1.5 s per mode here (quiet; longer under load): a signal 0.3 s after SET is done
+# lands inside SET LOCAL.
+ISOLATION_JOBS = 1500
 
 
 def start_isolation(tmp_path: Path) -> subprocess.Popen[str]:

@@ -58,7 +58,7 @@ name: kills
 strategies: [{strategy}]
 workers: 2
 repetitions: 1
-poll_interval_ms: 5
+poll_interval_ms: 20
 timeout_s: {timeout_s}
 faults:
   {faults}
