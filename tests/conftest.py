@@ -14,9 +14,11 @@ from harness.queues.catalog import catalog, traits
 from harness.scenario.traits import QueueTraits
 from harness.server.builds import DEFAULT_MAJOR, locate
 from harness.server.embedded import reachable_install
+from tests.forked_cli import ForkedCli
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
+FORKED = ForkedCli()  # harness_cli's processes
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -31,6 +33,10 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGQUIT, signal.SIG_DFL)
     if config.getoption("numprocesses", None) and not hasattr(config, "workerinput"):
         _copy_the_build_once()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    FORKED.close()
 
 
 def _copy_the_build_once() -> None:
@@ -84,7 +90,10 @@ def harness_cli(
     *args: str, timeout: float = 60, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """`python -m harness ARGS` to its end, as a user runs it: its output and exit code.
-    `env`: variables set on top of this process's environment."""
+    `env`: variables set on top of this process's environment. A fork of a process that
+    imported the harness once (tests/forked_cli.py), unless TQB_FORKED_CLI=0."""
+    if os.environ.get("TQB_FORKED_CLI", "1") != "0":
+        return FORKED.run(list(args), timeout, cwd, {**os.environ, **(env or {})})
     return subprocess.run(
         [sys.executable, "-m", "harness", *args],
         capture_output=True,

@@ -1,0 +1,164 @@
+"""`python -m harness ARGS` without paying for the imports each time: a fork server.
+
+A `harness` process spends most of a short command importing (pydantic's models,
+psycopg, pandas: 0.7-1.3 CPU-s here), and make test starts about a hundred of them: a
+third of its CPU. This server, one per pytest process, imports the harness once; each
+command is a fork of it, which runs `harness.cli.main` as `python -m harness` would, in a
+process of its own: its own pid, exit code, stdout and stderr (files of the caller's),
+working folder and environment, stdin /dev/null, and the interpreter's own exit (atexit
+handlers, a traceback on stderr for an exception that escapes). The caller waits for it
+as `subprocess.run` does, and kills it at its timeout.
+
+Run as `python -m tests.forked_cli FD`: FD is its end of a SOCK_SEQPACKET pair. A
+request is a packet of JSON (argv, cwd, env) carrying the two descriptors for stdout and
+stderr; the server answers the child's pid, then its wait status, a packet each.
+tests/unit/test_forked_cli.py holds a fork's answers to a real process's.
+TQB_FORKED_CLI=0 in the environment of pytest runs real processes instead.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# What a command imports, loaded once: a fork gets it for nothing.
+PRELOAD = (
+    "harness.cli",
+    "harness.run.render",
+    "harness.analysis.figures",
+    "harness.report.plots",
+    *(f"harness.commands.{path.stem}" for path in (ROOT / "harness/commands").glob("[!_]*.py")),
+)
+_MAX_REQUEST = 1 << 20
+
+
+def _serve(channel: socket.socket) -> tuple[list[str], str, dict[str, str]] | None:
+    """Answer requests until the caller closes its end; in a fork, the request it is to
+    run (returned in the child only)."""
+    while True:
+        message, fds, _, _ = socket.recv_fds(channel, _MAX_REQUEST, 2)
+        if not message:
+            return None
+        request = json.loads(message)
+        pid = os.fork()
+        if pid == 0:
+            channel.close()
+            os.dup2(fds[0], 1)
+            os.dup2(fds[1], 2)
+            for fd in fds:
+                os.close(fd)
+            return request["argv"], request["cwd"], request["env"]
+        for fd in fds:
+            os.close(fd)
+        channel.send(str(pid).encode())
+        _, status = os.waitpid(pid, 0)
+        channel.send(str(status).encode())
+
+
+def _child(argv: list[str], cwd: str, env: dict[str, str]) -> None:
+    """The harness as `python -m harness ARGV` runs it, in this fork."""
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own, never closed
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    tempfile.tempdir = None  # TMPDIR as this command's environment says
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    sys.argv = [str(ROOT / "harness" / "__main__.py"), *argv]
+    from harness.cli import main
+
+    main()
+
+
+def serve(fd: int) -> None:
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # no thread to lose in a fork
+    for module in PRELOAD:
+        importlib.import_module(module)
+    channel = socket.socket(fileno=fd)
+    try:
+        request = _serve(channel)
+    except KeyboardInterrupt:  # a Ctrl-C in the terminal reaches the whole group
+        return
+    if request is not None:
+        _child(*request)
+
+
+class ForkedCli:
+    """The caller's side: one server, started on first use, for this process. Requests
+    and replies are packets of a SOCK_SEQPACKET pair: each read is one whole message."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._channel: socket.socket | None = None
+        self._server: subprocess.Popen[bytes] | None = None
+
+    def _started(self) -> socket.socket:
+        if self._channel is None:
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            self._server = subprocess.Popen(
+                [sys.executable, "-m", "tests.forked_cli", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                cwd=ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,  # a pytest-xdist worker's stdout is its channel
+            )
+            theirs.close()
+            self._channel = ours
+        return self._channel
+
+    def run(
+        self, argv: list[str], timeout: float, cwd: Path | None, env: dict[str, str]
+    ) -> subprocess.CompletedProcess[str]:
+        with self._lock, tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            channel = self._started()
+            request = {"argv": argv, "cwd": str(cwd or Path.cwd()), "env": env}
+            socket.send_fds(channel, [json.dumps(request).encode()], [out.fileno(), err.fileno()])
+            pid = int(channel.recv(64))
+            status = self._waited(channel, pid, timeout)
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read().decode(), err.read().decode()
+        if status is None:
+            raise subprocess.TimeoutExpired(argv, timeout, stdout, stderr)
+        return subprocess.CompletedProcess(
+            ["harness", *argv], os.waitstatus_to_exitcode(status), stdout, stderr
+        )
+
+    @staticmethod
+    def _waited(channel: socket.socket, pid: int, timeout: float) -> int | None:
+        """The child's wait status; None if it outlived `timeout` (it is killed)."""
+        channel.settimeout(timeout)
+        try:
+            return int(channel.recv(64))
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            channel.settimeout(None)
+            channel.recv(64)  # its status, now that it is gone
+            return None
+        finally:
+            channel.settimeout(None)
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+        if self._server is not None:
+            self._server.wait(timeout=30)
+            self._server = None
+
+
+if __name__ == "__main__":
+    serve(int(sys.argv[1]))
