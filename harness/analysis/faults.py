@@ -99,14 +99,12 @@ def faults_section(table: pd.DataFrame, warnings: list[str]) -> Section:
     )
 
 
-LIBRARY_FAULT_COLUMNS = [
-    "strategy",
-    "workers",
-    "repetition",
-    "worker_kills",
+# run.json's library_faults counts, as they are recorded (0 where an older run has none)
+_AS_RECORDED = [
     "backend_kills",
     "sessions_terminated",
     "server_crashes",
+    "connections_held",
     "exits",
     "restarts",
     "ok",
@@ -114,6 +112,13 @@ LIBRARY_FAULT_COLUMNS = [
     "stranded",
     "abandoned",
     "waiting",
+]
+LIBRARY_FAULT_COLUMNS = [
+    "strategy",
+    "workers",
+    "repetition",
+    "worker_kills",
+    *_AS_RECORDED,
     "unreported",
     "unrecorded",
     "window_s",
@@ -130,7 +135,7 @@ def library_fault_table(document: RunDocument) -> pd.DataFrame | None:
             "workers": entry.workers,
             "repetition": entry.repetition,
             "worker_kills": faults["kills"],
-            **{column: faults.get(column, 0) for column in LIBRARY_FAULT_COLUMNS[4:-3]},
+            **{column: faults.get(column, 0) for column in _AS_RECORDED},
             "unreported": len(faults["unreported"]),
             "unrecorded": len(faults.get("unrecorded", [])),
             "window_s": faults["window_s"],
@@ -149,7 +154,10 @@ LIBRARY_FAULTS_NOTE = (
     "the library recovers after the window is not waited for. Worker kills: SIGKILL of a "
     "worker's process group (restarts: by the harness, as a supervisor would); backend "
     "kills: the times its workers' sessions were terminated, and how many sessions; server "
-    "crashes: an immediate shutdown and start (when, in run.json); exits: "
+    "crashes: an immediate shutdown and start (when, in run.json); conns held: idle "
+    "connections the harness held through a connection exhaustion, leaving the library "
+    "none to open (of max_connections, when, and the refusal that stopped it short, in "
+    "run.json); exits: "
     "a worker that exited or failed on its own (each reason in run.json); unreported: "
     "done by the library's table, its worker killed before it said so (ok, no moments); "
     "unrecorded: reported done, absent from the library's table at the end (ok, no moments)."
@@ -158,9 +166,9 @@ LIBRARY_FAULTS_NOTE = (
 
 def missed_library_faults(document: RunDocument, scenario: Scenario) -> list[str]:
     """The planned library faults that never happened, one sentence per repetition that
-    missed some: a server crash or backend kills planned after the run ended (every job
-    done first), or kills a late tick made one. The repetition measured fewer faults
-    than its scenario says."""
+    missed some: a server crash, backend kills or a connection exhaustion planned after
+    the run ended (every job done first), or kills a late tick made one. The repetition
+    measured fewer faults than its scenario says."""
     planned = scenario.faults
     if planned is None:
         return []
@@ -173,6 +181,9 @@ def missed_library_faults(document: RunDocument, scenario: Scenario) -> list[str
         missed = []
         if planned.server_crash is not None and not done.get("server_crashes"):
             missed.append(f"the server crash at {planned.server_crash.at_s:g} s")
+        exhaustion = planned.connection_exhaustion
+        if exhaustion is not None and not done.get("connection_exhaustions"):
+            missed.append(f"the connection exhaustion from {exhaustion.from_s:g} s")
         if done.get("backend_kills", 0) < cuts:
             missed.append(f"{cuts - done.get('backend_kills', 0)} of {cuts} backend kills")
         if missed:
@@ -194,6 +205,7 @@ def library_faults_section(table: pd.DataFrame, warnings: list[str] | None = Non
         "backend kills",
         "sessions cut",
         "server crashes",
+        "conns held",
         "exits",
         "restarts",
         "ok",

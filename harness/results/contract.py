@@ -173,8 +173,11 @@ RUN_FILES: tuple[RunFile, ...] = (
     RunFile(
         "library-faults.csv",
         "derived",
-        _RENDER + ", with `faults.worker_kills`, `backend_kills` or `server_crash`",
-        "per repetition: kills, sessions terminated, server crashes, exits, restarts, and "
+        _RENDER
+        + ", with `faults.worker_kills`, `backend_kills`, `server_crash` or "
+        + "`connection_exhaustion`",
+        "per repetition: kills, sessions terminated, server crashes, connections held, "
+        "exits, restarts, and "
         "every job's outcome (ok, duplicated, stranded, abandoned, waiting), those "
         "unreported and unrecorded",
     ),

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import statistics
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +29,7 @@ from harness.queues.base import JobRecord, Recovery, Site, WorkerReport
 from harness.run.books import Books
 from harness.scenario.inputs import FaultPlan
 from harness.scenario.loader import LoadedScenario
-from harness.scenario.model import BackendKill, ServerCrash
+from harness.scenario.model import BackendKill, ConnectionExhaustion, ServerCrash
 from harness.server.connections import connect, worker_session_name
 from harness.server.kinds import ProviderKind
 from harness.sqlfiles import builtin_blocks
@@ -110,6 +111,86 @@ class NullDriver:
 
 
 @dataclass
+class Exhaustion:
+    """faults.connection_exhaustion: from its window's start a thread opens idle
+    connections of the harness's own until the server has `margin` of max_connections
+    left or refuses one (a role that is no superuser meets the reserved slots first),
+    then, every _TOP_UP_S to the window's end, takes the slots others freed meanwhile (a
+    killed worker's), as a storm of clients would; at the end it closes them. `record`:
+    the most it held, how many of those were freed slots taken back, when the server was
+    first full and when it was free again, and the first refusal, if one came."""
+
+    plan: ConnectionExhaustion
+    dsn: str
+    record: dict[str, Any] = field(default_factory=dict)
+    _release: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _held: list[psycopg.Connection[Any]] = field(default_factory=list)
+
+    def tick(self, elapsed: float) -> None:
+        plan = self.plan
+        if self._thread is None and elapsed >= plan.from_s:
+            began = time.monotonic() - elapsed
+            self._thread = threading.Thread(
+                target=self._hold, args=(began,), name="connection-exhaustion", daemon=True
+            )
+            self._thread.start()
+        elif self._thread is not None and elapsed >= plan.from_s + plan.for_s:
+            self._release.set()
+
+    def _hold(self, began: float) -> None:
+        try:
+            self._fill()
+            self.record["full_at_s"] = round(time.monotonic() - began, 3)
+            first = len(self._held)
+            while not self._release.wait(_TOP_UP_S):
+                self._fill()
+            self.record["taken_back"] = self.record["connections_held"] - first
+        except psycopg.Error as error:  # the server went away: what it held is counted
+            self.record.setdefault("refused", " ".join(str(error).split()))
+        finally:
+            for conn in self._held:
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+            self.record["released_at_s"] = round(time.monotonic() - began, 3)
+
+    def _fill(self) -> None:
+        """Connections opened until the server has `margin` left, counted on one of those
+        held (a probe of its own the first time)."""
+        with contextlib.ExitStack() as stack:
+            probe = self._held[0] if self._held else stack.enter_context(connect(self.dsn))
+            row = probe.execute(SQL["connection_room"].sql).fetchone()  # type: ignore[arg-type]
+            assert row is not None
+            most, in_use = int(row[0]), int(row[1]) - (0 if self._held else 1)
+            self.record["max_connections"] = most
+        for _ in range(most - in_use - self.plan.margin):
+            try:
+                self._held.append(connect(self.dsn))
+            except psycopg.OperationalError as error:  # full before the count said so
+                self.record.setdefault("refused", " ".join(str(error).split()))
+                break
+        most_held = max(self.record.get("connections_held", 0), len(self._held))
+        self.record["connections_held"] = most_held
+
+    def close(self) -> None:
+        self._release.set()
+        if self._thread is not None:
+            self._thread.join(timeout=_EXHAUSTION_JOIN_S)
+
+
+_TOP_UP_S = 0.02
+EXHAUSTION_FIGURES = (
+    "connections_held",
+    "max_connections",
+    "taken_back",
+    "full_at_s",
+    "released_at_s",
+    "refused",
+)
+_EXHAUSTION_JOIN_S = 60
+
+
+@dataclass
 class LibraryFaultDriver:
     """faults.worker_kills, backend_kills and server_crash, for a queue behind the
     adapter contract. Each worker's supervisor kills and restarts it (and, under backend
@@ -133,6 +214,7 @@ class LibraryFaultDriver:
     elapsed: float = 0.0
     terminations: list[tuple[float, int]] = field(default_factory=list)  # s, sessions
     moments: list[float] = field(default_factory=list)  # the backend kills still to come
+    exhaustion: Exhaustion | None = None  # faults.connection_exhaustion
 
     def __post_init__(self) -> None:
         self.moments = sorted(at for kill in self.backend_kills for at in kill.moments())
@@ -140,6 +222,8 @@ class LibraryFaultDriver:
     def tick(self, crew: CrewControl, elapsed: float) -> None:
         self.elapsed = elapsed
         self._crash_due(elapsed)
+        if self.exhaustion is not None:
+            self.exhaustion.tick(elapsed)
         if not self.moments or self.moments[0] > elapsed:
             return
         while self.moments and self.moments[0] <= elapsed:  # a late tick kills once
@@ -174,6 +258,8 @@ class LibraryFaultDriver:
         return None  # the harness's faults: none; the library's are fault_summary's
 
     def close(self) -> None:
+        if self.exhaustion is not None:
+            self.exhaustion.close()
         if self.own is not None:
             self.own.close()
 
@@ -192,6 +278,7 @@ def fault_summary(
     window_s: float,
     terminations: list[tuple[float, int]] | None = None,
     crash: dict[str, float] | None = None,
+    exhaustion: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """run.json's `library_faults` of a repetition: what was done to its workers (kills
     and restarts, sessions terminated, exits), and every job in exactly one outcome:
@@ -219,6 +306,11 @@ def fault_summary(
         "server_crashes": 1 if crash else 0,
         "crashed_at_s": crash.get("at_s") if crash else None,
         "back_at_s": crash.get("back_at_s") if crash else None,
+        "connection_exhaustions": 1 if exhaustion else 0,
+        # the most connections the harness held, of max_connections, and how many of them
+        # were slots others freed in the window; from when the server was first full to
+        # when they were closed; the refusal that stopped a fill short, if one did
+        **({key: exhaustion.get(key) for key in EXHAUSTION_FIGURES} if exhaustion else {}),
     }
     return {
         **done,

@@ -14,3 +14,10 @@ where application_name = %(application_name)s
   and usename = current_user
   and datname = current_database()
   and pid <> pg_backend_pid();
+
+-- name: connection_room
+-- faults.connection_exhaustion: the server's max_connections and how many client
+-- sessions it has now, this one counted.
+select current_setting('max_connections')::int as max_connections,
+       (select count(*) from pg_stat_activity where backend_type = 'client backend')::int
+         as in_use;

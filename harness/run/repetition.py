@@ -25,6 +25,7 @@ from harness.run.books import FINISHED, Books, check_books
 from harness.run.crew import LOCAL, Crew, Placement
 from harness.run.faults import (
     Driver,
+    Exhaustion,
     FaultDriver,
     LibraryFaultDriver,
     NullDriver,
@@ -127,6 +128,7 @@ def run_repetition(
         finished_at = _now(conn)
         ledger = queue.ledger(conn, measured.reports)
     killed = inputs.library_faults
+    library = driver if isinstance(driver, LibraryFaultDriver) else None
     books = check_books(inputs.total_jobs, ledger, driver.held, driver.at_least_once, killed)
     if books.problems:
         problems = "; ".join(books.problems)
@@ -149,8 +151,9 @@ def run_repetition(
                 ledger.records,
                 measured.reports,
                 inputs.scenario.timeout_s,
-                driver.terminations if isinstance(driver, LibraryFaultDriver) else None,
-                driver.crash_record if isinstance(driver, LibraryFaultDriver) else None,
+                library.terminations if library else None,
+                library.crash_record if library else None,
+                library.exhaustion.record if library and library.exhaustion else None,
             )
             if killed
             else None
@@ -222,6 +225,11 @@ def _driver(
             crash_plan=inputs.server_crash,
             crash=crash,
             site=site,
+            exhaustion=(
+                Exhaustion(inputs.connection_exhaustion, site.dsn)
+                if inputs.connection_exhaustion is not None
+                else None
+            ),
         )
     if inputs.faults is None:
         return NullDriver(conn)

@@ -17,6 +17,7 @@ from harness.scenario.arrivals import Arrivals
 from harness.scenario.distributions import Duration, Failures
 from harness.scenario.model import (
     BackendKill,
+    ConnectionExhaustion,
     Crash,
     Faults,
     LongTransaction,
@@ -68,12 +69,15 @@ class RunInputs:
     kills: tuple[WorkerKill, ...] = ()  # a library's worker processes killed (worker_kills)
     backend_kills: tuple[BackendKill, ...] = ()  # its workers' sessions terminated
     server_crash: ServerCrash | None = None  # the server crashed under a library's queue
+    # connections held until the server has none left to give a library's workers
+    connection_exhaustion: ConnectionExhaustion | None = None
 
     @property
     def library_faults(self) -> bool:
         """Faults for a queue behind the adapter contract: its books count what its own
         recovery left (harness/run/faults.py fault_summary)."""
-        return bool(self.kills or self.backend_kills or self.server_crash)
+        faults = (self.kills, self.backend_kills, self.server_crash, self.connection_exhaustion)
+        return any(faults)
 
     @property
     def restart_exited_s(self) -> float | None:
@@ -111,6 +115,7 @@ class RunInputs:
             kills=tuple(scenario.worker_kills),
             backend_kills=tuple(scenario.backend_kills),
             server_crash=scenario.server_crash,
+            connection_exhaustion=scenario.connection_exhaustion,
         )
 
 

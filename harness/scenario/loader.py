@@ -117,6 +117,8 @@ def _features_used(scenario: Scenario) -> list[tuple[str, str, str]]:
         used.append(("backend_kills", "faults.backend_kills", "strategies"))
     if scenario.server_crash is not None:
         used.append(("server_crash", "faults.server_crash", "strategies"))
+    if scenario.connection_exhaustion is not None:
+        used.append(("connection_exhaustion", "faults.connection_exhaustion", "strategies"))
     if scenario.long_transaction is not None:
         used.append(("long_transaction", "a long_transaction", "strategies"))
     if scenario.backlog is not None and scenario.timed:

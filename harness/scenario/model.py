@@ -377,6 +377,23 @@ class ServerCrash(Model):
     down_s: float = Field(default=0.0, ge=0, le=600)
 
 
+# The faults of the queues behind the adapter contract, in the order they are named.
+LIBRARY_FAULTS = ("worker_kills", "backend_kills", "server_crash", "connection_exhaustion")
+
+
+class ConnectionExhaustion(Model):
+    """From `from_s` for `for_s` seconds, the harness holds idle connections of its own
+    until the server has `margin` of its max_connections left (or refuses one sooner: a
+    role that is not a superuser stops short of the reserved slots). Connections a
+    library already holds go on; a new one (a worker started again, a pool that grows,
+    a reconnect) is refused meanwhile. A worker that exits over it is started again
+    (faults.restart_exited_after_s)."""
+
+    from_s: float = Field(ge=0, le=86_400)
+    for_s: float = Field(gt=0, le=86_400)
+    margin: int = Field(default=0, ge=0, le=10_000)
+
+
 class Faults(Model):
     crashes: list[Crash] = Field(default_factory=list)
     restart_workers: bool = True  # a replacement starts for each killed worker
@@ -387,20 +404,23 @@ class Faults(Model):
     worker_kills: list[WorkerKill] = Field(default_factory=list)
     backend_kills: list[BackendKill] = Field(default_factory=list)  # its workers' sessions
     server_crash: ServerCrash | None = None  # for a library's queue
-    # With backend_kills or server_crash: a library worker that exits or fails on its own
-    # is started again this long after, as a supervisor would (systemd's Restart=,
-    # RestartSec=); each exit is counted. Without them, such an exit fails the run.
+    connection_exhaustion: ConnectionExhaustion | None = None  # for a library's queue
+    # With backend_kills, server_crash or connection_exhaustion: a library worker that
+    # exits or fails on its own is started again this long after, as a supervisor would
+    # (systemd's Restart=, RestartSec=); each exit is counted. Without them, such an exit
+    # fails the run.
     restart_exited_after_s: float = Field(default=1.0, ge=0, le=3600)
 
     @property
     def library_faults(self) -> bool:
         """Any fault for the queues behind the adapter contract."""
-        return bool(self.worker_kills or self.backend_kills or self.server_crash)
+        return any(getattr(self, name) for name in LIBRARY_FAULTS)
 
     @property
     def cuts_sessions(self) -> bool:
-        """Faults that cut a library's sessions: its workers may exit over them."""
-        return bool(self.backend_kills or self.server_crash)
+        """Faults that cut a library's sessions or refuse it new ones: its workers may
+        exit over them."""
+        return bool(self.backend_kills or self.server_crash or self.connection_exhaustion)
 
     @property
     def harness_faults(self) -> bool:
@@ -488,13 +508,16 @@ class Scenario(Model):
 
     @property
     def library_faults(self) -> bool:
-        """Faults for the queues behind the adapter contract (worker or backend kills, a
-        server crash)."""
+        """Faults for the queues behind the adapter contract (LIBRARY_FAULTS)."""
         return self.faults is not None and self.faults.library_faults
 
     @property
     def server_crash(self) -> ServerCrash | None:
         return self.faults.server_crash if self.faults is not None else None
+
+    @property
+    def connection_exhaustion(self) -> ConnectionExhaustion | None:
+        return self.faults.connection_exhaustion if self.faults is not None else None
 
     @property
     def explain_strategies(self) -> list[str]:
@@ -638,12 +661,10 @@ class Scenario(Model):
         self._check_backend_kills(faults.backend_kills)
         if faults.server_crash is not None:
             self._check_crash(faults.server_crash)
+        if faults.connection_exhaustion is not None:
+            self._check_exhaustion(faults.connection_exhaustion, faults.server_crash)
         if faults.library_faults and (faults.crashes or faults.lease or faults.server_restart):
-            kind = next(
-                name
-                for name in ("worker_kills", "backend_kills", "server_crash")
-                if getattr(faults, name)
-            )
+            kind = next(name for name in LIBRARY_FAULTS if getattr(faults, name))
             raise ValueError(
                 f"faults: {kind} (a library's workers) and crashes, lease or "
                 "server_restart (the harness's own) cannot be in one scenario"
@@ -669,6 +690,23 @@ class Scenario(Model):
             raise ValueError(
                 "faults.server_crash and long_transaction cannot be in one scenario: the "
                 "crash would end the held transaction"
+            )
+
+    def _check_exhaustion(
+        self, exhaustion: ConnectionExhaustion, crash: ServerCrash | None
+    ) -> None:
+        """Its window ends by the timeout; no crash, which would end the connections it
+        holds."""
+        end = exhaustion.from_s + exhaustion.for_s
+        if end > self.timeout_s:
+            raise ValueError(
+                f"faults.connection_exhaustion: its window ends at {end:g} s (from_s + "
+                f"for_s), after timeout_s ({self.timeout_s:g} s)"
+            )
+        if crash is not None:
+            raise ValueError(
+                "faults.connection_exhaustion and server_crash cannot be in one scenario: "
+                "the crash would end the connections it holds"
             )
 
     def _check_backend_kills(self, kills: list[BackendKill]) -> None:

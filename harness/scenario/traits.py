@@ -16,6 +16,8 @@ class QueueTraits:
     worker_kills: str | None = None  # its worker processes killed (faults.worker_kills)
     backend_kills: str | None = None  # its workers' sessions terminated (faults.backend_kills)
     server_crash: str | None = None  # the server crashed under it (faults.server_crash)
+    # the server's connections held by the harness (faults.connection_exhaustion)
+    connection_exhaustion: str | None = None
     backlog: str | None = None  # a pre-loaded backlog before the clock starts
     explain: str | None = None  # EXPLAIN captures of its dequeue
     long_transaction: str | None = None  # a transaction held beside the churning queue

@@ -32,9 +32,10 @@ def faulted_run(
     faults: str,
     timeout_s: float,
     strategy: str = "pyqueue",
+    jobs: int = JOBS,
 ) -> dict:
     """The one repetition's entry of `faulted_runs`."""
-    (entry,) = faulted_runs(server, tmp_path, faults, timeout_s, strategy)
+    (entry,) = faulted_runs(server, tmp_path, faults, timeout_s, strategy, jobs)
     return entry
 
 
@@ -44,13 +45,15 @@ def faulted_runs(
     faults: str,
     timeout_s: float,
     strategy: str = "pyqueue",
+    jobs: int = JOBS,
 ) -> list[dict]:
     """`harness run` of a repetition (of the fixture adapter, by default) with `faults`
     (a line of YAML in the faults mapping): run.json's repetition entry. Through the
     CLI, as the adapter tests run the fixture: its `python3` must be the harness's, on
     the PATH of every process the run starts (a fork server started earlier has the
     suite's PATH). Without `server`, on an embedded server of its own (a crash needs one
-    the harness started). `strategy` may be several, comma-separated: an entry each."""
+    the harness started). `strategy` may be several, comma-separated: an entry each;
+    `jobs` of 30 ms, two at a time."""
     path = tmp_path / "kills.yaml"
     path.write_text(
         f"""\
@@ -63,7 +66,7 @@ timeout_s: {timeout_s}
 faults:
   {faults}
 tenant_groups:
-  - {{name: large, tenants: 1, jobs_per_tenant: {JOBS}, duration_ms: 30}}
+  - {{name: large, tenants: 1, jobs_per_tenant: {jobs}, duration_ms: 30}}
 """
     )
     results = tmp_path / "results"

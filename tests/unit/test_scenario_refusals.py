@@ -543,6 +543,42 @@ def test_a_strategy_of_the_harness_is_refused_a_server_crash_on_its_line(write_y
     )
 
 
+@pytest.mark.parametrize(
+    ("exhaustion", "expected"),
+    [
+        (
+            "{from_s: 290, for_s: 20}",
+            "faults.connection_exhaustion: its window ends at 310 s (from_s + for_s), after "
+            "timeout_s (300 s)",
+        ),
+        ("{from_s: 1, for_s: 1, margin: -1}", "connection_exhaustion.margin: Input should be"),
+        ("{from_s: 1, for_s: 1, slots: 5}", "connection_exhaustion.slots: unknown field"),
+        (
+            "{from_s: 1, for_s: 1}\n  server_crash: {at_s: 1}",
+            "faults.connection_exhaustion and server_crash cannot be in one scenario",
+        ),
+    ],
+)
+def test_a_connection_exhaustion_that_cannot_be_held_is_one_line(
+    write_yaml, exhaustion: str, expected: str
+) -> None:
+    text = KILLS + f"faults:\n  connection_exhaustion: {exhaustion}\n"
+    assert expected in refusal(write_yaml(text))
+
+
+def test_a_strategy_of_the_harness_is_refused_a_connection_exhaustion_on_its_line(
+    write_yaml,
+) -> None:
+    """Its workers connect before the clock starts and never again: no refused
+    connection would reach them."""
+    text = BASE + "faults:\n  connection_exhaustion: {from_s: 1, for_s: 1}\n"
+    reason = load_strategies()["fifo"].traits.connection_exhaustion
+    assert reason is not None and "adapter contract" in reason
+    assert refusal(write_yaml(text)) == (
+        f"3: strategies[0]: cannot take faults.connection_exhaustion: {reason}"
+    )
+
+
 def test_a_server_crash_on_an_external_server_is_refused_before_anything_runs(
     tmp_path: Path,
 ) -> None:

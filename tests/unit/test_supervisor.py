@@ -122,6 +122,30 @@ def test_library_faults_that_never_happened_are_said_per_repetition() -> None:
     """A crash at 5 s and four backend kills from 1 s, in a repetition that did every job
     by 1.2 s: the crash never came and three kills did not; one that had them all is
     not named."""
+    planned = {
+        "backend_kills": [{"from_s": 1, "for_s": 2, "per_s": 2}],
+        "server_crash": {"at_s": 5},
+    }
+    short = {"backend_kills": 1, "server_crashes": 0}
+    whole = {"backend_kills": 4, "server_crashes": 1}
+    (warning,) = missed_library_faults(*_faulted(planned, short, whole))
+    assert warning.startswith(
+        "procrastinate x2 #1: the server crash at 5 s, 3 of 4 backend kills never happened"
+    )
+
+
+def test_a_connection_exhaustion_that_never_came_is_said() -> None:
+    planned = {"connection_exhaustion": {"from_s": 3, "for_s": 1}}
+    held = {"connection_exhaustions": 1, "connections_held": 94}
+    (warning,) = missed_library_faults(*_faulted(planned, {"connection_exhaustions": 0}, held))
+    assert warning.startswith(
+        "procrastinate x2 #1: the connection exhaustion from 3 s never happened"
+    )
+
+
+def _faulted(planned: dict[str, Any], *done: dict[str, Any]) -> tuple[RunDocument, Scenario]:
+    """A run of a scenario with the `planned` faults, a repetition for each of `done`
+    (its run.json library_faults)."""
     scenario = Scenario.model_validate(
         {
             "name": "s",
@@ -129,10 +153,7 @@ def test_library_faults_that_never_happened_are_said_per_repetition() -> None:
             "workers": 2,
             "timeout_s": 10,
             "tenant_groups": [{"name": "a", "tenants": 1, "jobs_per_tenant": 5, "duration_ms": 5}],
-            "faults": {
-                "backend_kills": [{"from_s": 1, "for_s": 2, "per_s": 2}],
-                "server_crash": {"at_s": 5},
-            },
+            "faults": planned,
         }
     )
     entry: dict[str, Any] = {
@@ -145,18 +166,13 @@ def test_library_faults_that_never_happened_are_said_per_repetition() -> None:
         "started_at": T.isoformat(),
         "finished_at": T.isoformat(),
     }
-    short = {"backend_kills": 1, "server_crashes": 0}
-    whole = {"backend_kills": 4, "server_crashes": 1}
     document = RunDocument(
         run_id="r",
         started_at=T.isoformat(),
         scenario=ScenarioRef(name="s", path="s.yaml", sha256="0", seed=1),
         repetitions=[
-            RepetitionEntry.model_validate({**entry, "repetition": 1, "library_faults": short}),
-            RepetitionEntry.model_validate({**entry, "repetition": 2, "library_faults": whole}),
+            RepetitionEntry.model_validate({**entry, "repetition": n, "library_faults": faults})
+            for n, faults in enumerate(done, start=1)
         ],
     )
-    (warning,) = missed_library_faults(document, scenario)
-    assert warning.startswith(
-        "procrastinate x2 #1: the server crash at 5 s, 3 of 4 backend kills never happened"
-    )
+    return document, scenario

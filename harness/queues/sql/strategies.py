@@ -62,6 +62,11 @@ OWN_BACKENDS = (
     "its workers are the harness's own, which reconnect only after faults.server_restart; "
     "backend_kills is for the queues behind the adapter contract"
 )
+OWN_EXHAUSTION = (
+    "its workers are the harness's own, connected before the clock starts and never "
+    "again but after faults.server_restart: no connection it refuses would reach them; "
+    "connection_exhaustion is for the queues behind the adapter contract"
+)
 OWN_CRASH = (
     "its workers are the harness's own: faults.server_restart restarts the server under "
     "them; server_crash is for the queues behind the adapter contract"
@@ -107,9 +112,13 @@ class Strategy:
                 worker_kills=OWN_KILLS,
                 backend_kills=OWN_BACKENDS,
                 server_crash=OWN_CRASH,
+                connection_exhaustion=OWN_EXHAUSTION,
             )
         return QueueTraits(
-            worker_kills=OWN_KILLS, backend_kills=OWN_BACKENDS, server_crash=OWN_CRASH
+            worker_kills=OWN_KILLS,
+            backend_kills=OWN_BACKENDS,
+            server_crash=OWN_CRASH,
+            connection_exhaustion=OWN_EXHAUSTION,
         )
 
     def shown(self) -> str:
