@@ -39,11 +39,21 @@ SQL = builtin_blocks("harness.run", "faults.sql")
 
 
 def refuse_restart(loaded: LoadedScenario, provider: ProviderKind) -> None:
-    """Only the embedded server is ours to restart or crash: a scenario whose timed part
-    does either is refused on any other, before a server starts (`harness run`) or
-    anything runs (`run_scenario`)."""
+    """Only the embedded server is ours to restart or crash, and only a server the
+    harness started is ours to fill: a scenario whose timed part does so is refused on
+    any other, before a server starts (`harness run`) or anything runs
+    (`run_scenario`)."""
     faults = loaded.scenario.faults
-    if faults is None or not loaded.scenario.timed or provider == "embedded":
+    if faults is None or not loaded.scenario.timed:
+        return
+    if faults.connection_exhaustion is not None and provider == "external":
+        raise loaded.refusal(
+            "faults.connection_exhaustion",
+            "holds every connection the server has, which would starve its other clients: "
+            "it runs on a server the harness starts (--pg embedded or container); this run "
+            "uses --dsn",
+        )
+    if provider == "embedded":
         return
     for name, does in (("server_restart", "restarts"), ("server_crash", "crashes")):
         if getattr(faults, name) is not None:

@@ -594,3 +594,22 @@ def test_a_server_crash_on_an_external_server_is_refused_before_anything_runs(
         "embedded provider can do (--pg embedded); this run uses --pg external"
     )
     assert not (tmp_path / "results").exists()
+
+
+def test_a_connection_exhaustion_on_an_external_server_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    """A server the harness did not start has other clients: holding all its connections
+    would starve them. One line naming the field's line, no server touched."""
+    scenario = tmp_path / "full.yaml"
+    exhaustion = "faults:\n  connection_exhaustion: {from_s: 1, for_s: 1}\n"
+    scenario.write_text(KILLS + "timeout_s: 30\n" + exhaustion)
+    results = ["--results-dir", str(tmp_path / "results")]
+    done = harness_cli("run", str(scenario), "--dsn", "host=/nonexistent port=1", *results)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        f"error: {scenario}:11: faults.connection_exhaustion: holds every connection the "
+        "server has, which would starve its other clients: it runs on a server the harness "
+        "starts (--pg embedded or container); this run uses --dsn"
+    )
+    assert not (tmp_path / "results").exists()
