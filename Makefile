@@ -24,8 +24,9 @@ MATRIX := slow or libraries or adapters or fleets or majors or container or thro
 # has its own temporary folders (tests/integration/conftest.py). Two workers a core: the
 # tests wait on their servers, subprocesses and jobs' sleeps as much as they compute (on
 # this 2-core machine, at a load of 4-5 from other work, the parallel part took 338 s
-# with 4 workers, 502 s with 2). The tests marked `alone` (a duration compared with
-# another measured after it) run after, one at a time. TEST_WORKERS=1 for one process.
+# with 4 workers, 502 s with 2). No test needs the machine to itself: a test that
+# compares two durations measures both in the same test, under the same load.
+# TEST_WORKERS=1 for one process.
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * (os.cpu_count() or 1))')
 
 # The test targets' processes write bytecode caches (__pycache__, ignored by git) whatever
@@ -34,17 +35,15 @@ TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * (os.cpu_count() or 1)
 # here) and each pytest process rewrote every test module (3 s): 85 s of the suite's CPU.
 test test-under-load test-matrix test-slow test-libraries test-adapters test-majors throughput test-heavy: export PYTHONDONTWRITEBYTECODE :=
 
-# Every part runs, whatever another's result: a failure in one hides none in the others.
-# make lint runs beside the parallel part (its 30 s of mypy, on a fresh clone, fill the
-# cores the workers leave idle as they finish), its output printed after it; the tests
-# marked `alone` run once both are done.
+# Both parts run, whatever the other's result: a failure in one hides none in the other.
+# make lint runs beside the tests (its 30 s of mypy, on a fresh clone, fill the cores the
+# workers leave idle as they finish), its output printed after them.
 test: $(STAMP)
 	status=0; lint_log=$$(mktemp); \
 	$(MAKE) --no-print-directory lint >"$$lint_log" 2>&1 & lint_pid=$$!; \
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope -m "($(SUITE)) and not alone" || status=$$?; \
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope -m "$(SUITE)" || status=$$?; \
 	wait $$lint_pid || { status=$$?; echo "make lint failed:"; }; \
 	cat "$$lint_log"; rm -f "$$lint_log"; \
-	$(BIN)/pytest -m "($(SUITE)) and alone" || status=$$?; \
 	exit $$status
 
 # make test beside a CPU and a disk load (stress-ng --cpu 1 --io 1, Debian's package;

@@ -201,6 +201,7 @@ def test_plan_capture_is_the_library_fetch_as_it_ran(
     assert _schemas_like(server, "awa") == []
 
 
+@pytest.mark.thorough  # make test captures each library's fetch once, on its own backlog
 def test_a_variant_capture_names_the_variant_tenants(server: Server, tmp_path: Path) -> None:
     """pgqueuer's entrypoint per tenant probes every registered entrypoint at each fetch,
     so a variant with 2,000 idle tenants must cost at least a buffer per tenant: its

@@ -124,7 +124,11 @@ def wait_for_the_load(harness: subprocess.Popen[str], dsn: str) -> None:
     raise AssertionError(f"no backlog load seen; the harness: {harness.poll()}")
 
 
-@pytest.mark.parametrize("provider", ["embedded", "external"])
+# make test: on --dsn (its schema dropped); the matrix: on the embedded server too (its
+# server stopped, as the interrupt tests of test_cli_runs.py check at other moments).
+@pytest.mark.parametrize(
+    "provider", [pytest.param("embedded", marks=pytest.mark.thorough), "external"]
+)
 def test_sigterm_during_a_backlog_load_ends_the_harness_in_seconds(
     server: Server, tmp_path: Path, provider: str
 ) -> None:

@@ -1,7 +1,6 @@
 """The `integration` marker selects exactly the tests under tests/integration, `majors`
 exactly those under tests/majors, which make test leaves out and make test-matrix runs;
-every test runs in make test (its parallel part, or after it if marked `alone`) or in
-make test-matrix."""
+every test runs in make test or in make test-matrix."""
 
 from __future__ import annotations
 
@@ -99,15 +98,14 @@ def test_what_make_test_leaves_out_the_matrix_runs() -> None:
 
 
 def test_every_test_runs_in_make_test_or_the_matrix(markers: dict[str, list[str]]) -> None:
-    """Over the collection: each test is selected by a part of make test or by make
-    test-matrix; make test's parallel part has no test marked `alone`, its other part
-    only those, so no test of make test runs twice."""
+    """Over the collection: each test is selected by make test or by make test-matrix,
+    and by one of them only."""
     makefile = (ROOT / "Makefile").read_text()
-    parallel, alone = (set(selected(markers, part)) for part in make_selections(makefile, "test"))
+    (suite,) = make_selections(makefile, "test")
     (matrix,) = make_selections(makefile, "test-matrix")
-    assert parallel | alone | set(selected(markers, matrix)) == set(markers)
-    assert alone and not parallel & alone
-    assert alone == {test for test in parallel | alone if "alone" in markers[test]}
+    tested, matrixed = set(selected(markers, suite)), set(selected(markers, matrix))
+    assert tested | matrixed == set(markers)
+    assert tested and matrixed and not tested & matrixed
 
 
 def make_selections(makefile: str, target: str) -> list[str]:

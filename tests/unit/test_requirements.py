@@ -113,7 +113,7 @@ runpy.run_module("harness", run_name="__main__")
 """
 
 
-@pytest.mark.parametrize("verb", ["run", "explain"])
+@pytest.mark.parametrize("verb", ["run", pytest.param("explain", marks=pytest.mark.thorough)])
 def test_without_the_libraries_extra_real_queues_is_one_line_before_any_server(
     verb: str, tmp_path: Path
 ) -> None:
