@@ -26,7 +26,7 @@ def test_backend_kills_cut_the_workers_sessions_and_an_exited_worker_is_restarte
     restart). How much the restarted worker does within the window is the machine's
     speed."""
     cuts = "{backend_kills: [{from_s: 0.3, for_s: 1.2, per_s: 2.5}], restart_exited_after_s: 0.2}"
-    idle, dies = faulted_runs(server, tmp_path, cuts, 3, "pyqueue, dies_with_connection")
+    idle, dies = faulted_runs(server, tmp_path, cuts, 4, "pyqueue, dies_with_connection")
     outcomes = ("ok", "duplicated", "stranded", "abandoned", "waiting")
     for entry in (idle, dies):
         faults = entry["library_faults"]

@@ -21,7 +21,7 @@ def test_a_server_crash_cuts_every_session_and_the_exited_worker_is_restarted(
     the run ends at its window, not failed (the enqueuer's stop on a lost session is
     counted, not fatal), every job in one outcome."""
     crash = "{server_crash: {at_s: 0.5, down_s: 0.5}, restart_exited_after_s: 0.2}"
-    entry = faulted_run(None, tmp_path, crash, timeout_s=4, strategy="dies_with_connection")
+    entry = faulted_run(None, tmp_path, crash, timeout_s=6, strategy="dies_with_connection")
     faults = entry["library_faults"]
     assert faults["server_crashes"] == 1 and faults["crashed_at_s"] >= 0.5, faults
     assert faults["back_at_s"] >= faults["crashed_at_s"] + 0.5, faults
