@@ -61,7 +61,7 @@ name: kills
 strategies: [{strategy}]
 workers: 2
 repetitions: 1
-poll_interval_ms: 20
+poll_interval_ms: 50
 timeout_s: {timeout_s}
 faults:
   {faults}
