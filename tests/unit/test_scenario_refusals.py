@@ -579,37 +579,32 @@ def test_a_strategy_of_the_harness_is_refused_a_connection_exhaustion_on_its_lin
     )
 
 
-def test_a_server_crash_on_an_external_server_is_refused_before_anything_runs(
-    tmp_path: Path,
+@pytest.mark.parametrize(
+    ("fault", "refused"),
+    [
+        (
+            "server_crash: {at_s: 1}",
+            "faults.server_crash: crashes the server, which only the embedded provider can "
+            "do (--pg embedded); this run uses --pg external",
+        ),
+        (
+            "connection_exhaustion: {from_s: 1, for_s: 1}",
+            "faults.connection_exhaustion: holds every connection the server has, which "
+            "would starve its other clients: it runs on a server the harness starts (--pg "
+            "embedded or container); this run uses --dsn",
+        ),
+    ],
+    ids=["server_crash", "connection_exhaustion"],
+)
+def test_a_fault_that_needs_a_server_of_the_runs_own_is_refused_on_dsn(
+    tmp_path: Path, fault: str, refused: str
 ) -> None:
-    """Only a server the harness started can be crashed: one line naming the field's
-    line, no server started, no folder made."""
-    scenario = tmp_path / "crash.yaml"
-    scenario.write_text(KILLS + "timeout_s: 30\nfaults:\n  server_crash: {at_s: 1}\n")
+    """Only a server the harness started can be crashed, and only one without other
+    clients filled: one line naming the field's line, no server touched, no folder made."""
+    scenario = tmp_path / "fault.yaml"
+    scenario.write_text(KILLS + f"timeout_s: 30\nfaults:\n  {fault}\n")
     results = ["--results-dir", str(tmp_path / "results")]
     done = harness_cli("run", str(scenario), "--dsn", "host=/nonexistent port=1", *results)
     assert done.returncode == 2, done.stderr
-    assert done.stderr.strip() == (
-        f"error: {scenario}:11: faults.server_crash: crashes the server, which only the "
-        "embedded provider can do (--pg embedded); this run uses --pg external"
-    )
-    assert not (tmp_path / "results").exists()
-
-
-def test_a_connection_exhaustion_on_an_external_server_is_refused_before_anything_runs(
-    tmp_path: Path,
-) -> None:
-    """A server the harness did not start has other clients: holding all its connections
-    would starve them. One line naming the field's line, no server touched."""
-    scenario = tmp_path / "full.yaml"
-    exhaustion = "faults:\n  connection_exhaustion: {from_s: 1, for_s: 1}\n"
-    scenario.write_text(KILLS + "timeout_s: 30\n" + exhaustion)
-    results = ["--results-dir", str(tmp_path / "results")]
-    done = harness_cli("run", str(scenario), "--dsn", "host=/nonexistent port=1", *results)
-    assert done.returncode == 2, done.stderr
-    assert done.stderr.strip() == (
-        f"error: {scenario}:11: faults.connection_exhaustion: holds every connection the "
-        "server has, which would starve its other clients: it runs on a server the harness "
-        "starts (--pg embedded or container); this run uses --dsn"
-    )
+    assert done.stderr.strip() == f"error: {scenario}:11: {refused}"
     assert not (tmp_path / "results").exists()
