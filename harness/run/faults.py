@@ -149,6 +149,7 @@ class Exhaustion:
             self._release.set()
 
     def _hold(self, began: float) -> None:
+        self.record["connections_held"] = 0
         try:
             self._fill()
             self.record["full_at_s"] = round(time.monotonic() - began, 3)
