@@ -1,8 +1,9 @@
 """`python -m harness ARGS` without paying for the imports each time: a fork server.
 
 A `harness` process spends most of a short command importing (pydantic's models,
-psycopg, pandas: 0.7-1.3 CPU-s here), and make test starts about a hundred of them: a
-third of its CPU. This server, one per pytest process, imports the harness once; each
+psycopg, pandas: 0.7-1.3 CPU-s here), and make test starts about a hundred of them
+(harness processes took 143 of its parallel part's 440 CPU-s, most of it importing, on
+2026-12-04). This server, one per pytest process, imports the harness once; each
 command is a fork of it, which runs `harness.cli.main` as `python -m harness` would, in a
 process of its own: its own pid, exit code, stdout and stderr (files of the caller's),
 working folder and environment, stdin /dev/null, and the interpreter's own exit (atexit
