@@ -129,19 +129,19 @@ class Crew:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        self.signals.stop.set()
-        self.signals.start.set()  # lets a process still waiting for the start see stop
+        set_uninterrupted(self.signals.stop)
+        set_uninterrupted(self.signals.start)  # a process still waiting for it sees stop
         _end_processes(list(self.processes.values()))
 
     def go(self) -> None:
         """The clock starts: enqueuers begin their schedules, workers claim."""
-        self.signals.start.set()
+        set_uninterrupted(self.signals.start)
 
     def done(self) -> int:
         return sum(self.signals.done)
 
     def stop(self) -> list[WorkerReport]:
-        self.signals.stop.set()
+        set_uninterrupted(self.signals.stop)
         return self._collect_reports()
 
     def _wait_ready(self) -> None:
@@ -246,20 +246,33 @@ LOCAL: Placement = _Here()
 
 
 def start_uninterrupted(process: Any) -> None:
-    """`process.start()` with Ctrl-C and SIGTERM held back until it returns, then
-    delivered. Interrupted inside the start, after the new process was handed its program
-    but before its pid came back, the crew would not know the process to end it: it would
-    run on past the harness's exit, fail on the harness's freed semaphores and print a
-    traceback. Held, the interrupt arrives a few milliseconds later, with the process
-    known. (Signal handlers are the main thread's only; elsewhere it just starts.)"""
+    """`process.start()`, uninterrupted. Interrupted inside the start, after the new
+    process was handed its program but before its pid came back, the crew would not know
+    the process to end it: it would run on past the harness's exit, fail on the harness's
+    freed semaphores and print a traceback."""
+    uninterrupted(process.start)
+
+
+def set_uninterrupted(event: Any) -> None:
+    """`event.set()` of a multiprocessing Event, uninterrupted. Its notify_all waits for
+    each sleeper to wake; a Ctrl-C inside it leaves the Condition's counts half-updated,
+    and the next set (the crew's exit sets `start` again) then fails on multiprocessing's
+    own assertion, a traceback (make test-under-load hit it in `go`)."""
+    uninterrupted(event.set)
+
+
+def uninterrupted(action: Callable[[], None]) -> None:
+    """`action()` with Ctrl-C and SIGTERM held back until it returns, then delivered: the
+    interrupt arrives a few milliseconds later, at a moment the harness's cleanup can
+    handle. (Signal handlers are the main thread's only; elsewhere it just runs.)"""
     if threading.current_thread() is not threading.main_thread():
-        process.start()
+        action()
         return
     arrived: list[int] = []
     held = (signal.SIGINT, signal.SIGTERM)
     previous = {sig: signal.signal(sig, lambda signum, _: arrived.append(signum)) for sig in held}
     try:
-        process.start()
+        action()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
