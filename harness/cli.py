@@ -941,8 +941,11 @@ def main() -> None:
     SIGINT from then on would only interrupt the interpreter's shutdown (its atexit
     handlers, logging's among them) and print that traceback: CI's interrupt test hit
     it on an `explain` that finished as the signal came."""
+    # `python -m harness` is `harness`; an installed program is named as it was called
+    # (harness, or tenant-queue-bench where another `harness` is on the PATH).
+    called = Path(sys.argv[0]).name if sys.argv else ""
     try:
-        app(prog_name="harness")
+        app(prog_name="harness" if called in ("", "__main__.py") else called)
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -169,3 +170,32 @@ def test_a_ctrl_c_after_the_command_is_done_changes_nothing() -> None:
     )
     assert (done.returncode, done.stdout.splitlines()[-1:]) == (0, ["exit 0"]), done.stderr
     assert "KeyboardInterrupt" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("called", "named"),
+    [
+        ("tenant-queue-bench", "tenant-queue-bench"),
+        ("harness", "harness"),
+        ("__main__.py", "harness"),
+    ],
+)
+def test_the_program_is_named_as_it_was_called(called: str, named: str) -> None:
+    """The two installed programs and `python -m harness` (whose argv[0] is __main__.py)
+    go through main(); its usage line names the one called."""
+    code = (
+        "import sys\n"
+        "from harness.cli import main\n"
+        f"sys.argv = ['/somewhere/{called}', '--help']\n"
+        "main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"Usage: {named} [OPTIONS] COMMAND [ARGS]..." in done.stdout
