@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import psycopg
 
 from harness.queues.base import JobRecord, Recovery, Site, WorkerReport
+from harness.queues.contract.supervisor import one_line
 from harness.run.books import Books
 from harness.scenario.inputs import FaultPlan
 from harness.scenario.loader import LoadedScenario
@@ -158,7 +159,7 @@ class Exhaustion:
                 self._fill()
             self.record["taken_back"] = self.record["connections_held"] - first
         except psycopg.Error as error:  # the server went away: what it held is counted
-            self.record.setdefault("refused", " ".join(str(error).split()))
+            self.record.setdefault("refused", one_line(str(error)))
         finally:
             for conn in self._held:
                 with contextlib.suppress(psycopg.Error):
@@ -178,7 +179,7 @@ class Exhaustion:
             try:
                 self._held.append(connect(self.dsn))
             except psycopg.OperationalError as error:  # full before the count said so
-                self.record.setdefault("refused", " ".join(str(error).split()))
+                self.record.setdefault("refused", one_line(str(error)))
                 break
         most_held = max(self.record.get("connections_held", 0), len(self._held))
         self.record["connections_held"] = most_held

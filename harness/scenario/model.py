@@ -697,28 +697,27 @@ class Scenario(Model):
     ) -> None:
         """Its window ends by the timeout; no crash, which would end the connections it
         holds."""
-        end = exhaustion.from_s + exhaustion.for_s
-        if end > self.timeout_s:
-            raise ValueError(
-                f"faults.connection_exhaustion: its window ends at {end:g} s (from_s + "
-                f"for_s), after timeout_s ({self.timeout_s:g} s)"
-            )
+        self._check_window("faults.connection_exhaustion", exhaustion.from_s, exhaustion.for_s)
         if crash is not None:
             raise ValueError(
                 "faults.connection_exhaustion and server_crash cannot be in one scenario: "
                 "the crash would end the connections it holds"
             )
 
+    def _check_window(self, where: str, from_s: float, for_s: float) -> None:
+        """A fault's window ends by the timeout."""
+        end = from_s + for_s
+        if end > self.timeout_s:
+            raise ValueError(
+                f"{where}: its window ends at {end:g} s (from_s + for_s), after timeout_s "
+                f"({self.timeout_s:g} s)"
+            )
+
     def _check_backend_kills(self, kills: list[BackendKill]) -> None:
         """Each window ends by the timeout; no two windows overlap (their kills would be
         one series, counted twice)."""
         for index, kill in enumerate(kills):
-            end = kill.from_s + kill.for_s
-            if end > self.timeout_s:
-                raise ValueError(
-                    f"faults.backend_kills[{index}]: its window ends at {end:g} s "
-                    f"(from_s + for_s), after timeout_s ({self.timeout_s:g} s)"
-                )
+            self._check_window(f"faults.backend_kills[{index}]", kill.from_s, kill.for_s)
         ordered = sorted(enumerate(kills), key=lambda pair: pair[1].from_s)
         for (before, first), (after, second) in pairwise(ordered):
             if second.from_s < first.from_s + first.for_s:
