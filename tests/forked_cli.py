@@ -6,9 +6,16 @@ psycopg, pandas: 0.7-1.3 CPU-s here), and make test starts about a hundred of th
 2026-12-04). This server, one per pytest process, imports the harness once; each
 command is a fork of it, which runs `harness.cli.main` as `python -m harness` would, in a
 process of its own: its own pid, exit code, stdout and stderr (files of the caller's),
-working folder and environment, stdin /dev/null, and the interpreter's own exit (atexit
-handlers, a traceback on stderr for an exception that escapes). The caller waits for it
+working folder and environment, stdin /dev/null, and the interpreter's exit as the
+program sees it (non-daemon threads waited for, atexit handlers, a traceback on stderr
+for an exception that escapes, the exit status Python gives it). The caller waits for it
 as `subprocess.run` does, and kills it at its timeout.
+
+What a fork leaves out is the interpreter's teardown of its modules, which here cost more
+than most commands: it touches every object the server imported, and each page it writes
+is copied from the server's (0.5-0.6 CPU-s per command on 2026-12-04, against 0.13-0.16
+for `harness worker --help` itself). The server's objects are frozen out of the garbage
+collector's walks (gc.freeze) for the same reason.
 
 Run as `python -m tests.forked_cli FD`: FD is its end of a SOCK_SEQPACKET pair. A
 request is a packet of JSON (argv, cwd, env) carrying the two descriptors for stdout and
@@ -19,6 +26,8 @@ TQB_FORKED_CLI=0 in the environment of pytest runs real processes instead.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import importlib
 import json
 import os
@@ -28,7 +37,9 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
 ROOT = Path(__file__).resolve().parent.parent
 # What a command imports, loaded once: a fork gets it for nothing.
@@ -65,7 +76,7 @@ def _serve(channel: socket.socket) -> tuple[list[str], str, dict[str, str]] | No
         channel.send(str(status).encode())
 
 
-def _child(argv: list[str], cwd: str, env: dict[str, str]) -> None:
+def _child(argv: list[str], cwd: str, env: dict[str, str]) -> NoReturn:
     """The harness as `python -m harness ARGV` runs it, in this fork."""
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -81,13 +92,50 @@ def _child(argv: list[str], cwd: str, env: dict[str, str]) -> None:
     sys.argv = [str(ROOT / "harness" / "__main__.py"), *argv]
     from harness.cli import main
 
-    main()
+    end(main)
+
+
+def end(program: Callable[[], object]) -> NoReturn:
+    """Run `program` as the main module of a process and end the process as CPython's
+    exit does, short of tearing down the modules: after its non-daemon threads end, its
+    atexit handlers run, its unreachable objects are finalized and its stdout and stderr
+    are flushed, with the status Python gives (0; SystemExit's code, or 1 with its text
+    on stderr; 1 with a traceback for another exception; 120 if the flush fails), or
+    killed by SIGINT for a KeyboardInterrupt that escaped, as Python kills itself."""
+    status: int | signal.Signals = 0
+    try:
+        program()
+    except SystemExit as stop:
+        if stop.code is None or isinstance(stop.code, int):
+            status = stop.code or 0
+        else:
+            print(stop.code, file=sys.stderr)
+            status = 1
+    except BaseException as error:
+        sys.excepthook(type(error), error, error.__traceback__)
+        status = signal.SIGINT if isinstance(error, KeyboardInterrupt) else 1
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    gc.collect()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            status = status or 120
+    if isinstance(status, signal.Signals):
+        signal.signal(status, signal.SIG_DFL)
+        os.kill(os.getpid(), status)
+    os._exit(status)
 
 
 def serve(fd: int) -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # no thread to lose in a fork
     for module in PRELOAD:
         importlib.import_module(module)
+    gc.freeze()  # what the server holds is no fork's garbage: never walked again
     channel = socket.socket(fileno=fd)
     try:
         request = _serve(channel)

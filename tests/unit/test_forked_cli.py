@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FORKED, SCENARIOS
+from tests.conftest import FORKED, ROOT, SCENARIOS
 
 
 def real(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -64,3 +64,39 @@ def test_a_fork_that_outlives_its_timeout_is_killed(tmp_path: Path) -> None:
         assert time.monotonic() - began < 30  # killed, not waited for
     after = FORKED.run(["--version"], 60, tmp_path, dict(os.environ))
     assert after.returncode == 0 and after.stdout.startswith("harness (tenant-queue-bench)")
+
+
+ENDINGS = {
+    "returns": "print('out')",
+    "exit code": "import sys; print('out'); sys.exit(3)",
+    "exit text": "import sys; sys.exit('bye')",
+    "exception": "print('out'); raise ValueError('no')",
+    "ctrl-c": "raise KeyboardInterrupt",
+    "atexit": "import atexit; atexit.register(print, 'late'); print('early', end='')",
+    "thread": (
+        "import threading, time\n"
+        "def late():\n    time.sleep(0.3)\n    print('from the thread')\n"
+        "threading.Thread(target=late).start()"
+    ),
+    "cycle": (
+        "class Cycle:\n    def __del__(self):\n        print('finalized')\n"
+        "def make():\n    c = Cycle(); c.me = c\nmake()"
+    ),
+    "buffered": "import sys; sys.stdout.write('no newline')",
+}
+
+
+@pytest.mark.parametrize("source", ENDINGS.values(), ids=ENDINGS.keys())
+def test_a_fork_ends_as_the_interpreter_ends_a_process(source: str) -> None:
+    """A fork skips the interpreter's teardown of its modules (forked_cli.end); what a
+    program can see of its end is Python's: the status, the output its threads, atexit
+    handlers and finalizers write, the last line of a traceback."""
+    ended = f"from tests.forked_cli import end\nend(lambda: exec({source!r}, {{}}))"
+
+    def ran(code: str) -> tuple[int, str, str]:
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT
+        )
+        return done.returncode, done.stdout, done.stderr.strip().splitlines()[-1:]
+
+    assert ran(ended) == ran(source)
