@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 # compile pandas anew: about 1.4 s each here, against 13 s once at install.
 UV_VERSION := 0.13.9
 
-.PHONY: bench test test-under-load test-matrix test-slow test-libraries test-adapters test-majors throughput test-heavy check lint format venv lock clean
+.PHONY: bench test test-weights test-under-load test-matrix test-slow test-libraries test-adapters test-majors throughput test-heavy check lint format venv lock clean
 
 bench: $(STAMP)
 	$(BIN)/harness run scenarios/noisy-neighbour.yaml scenarios/large-tenant-alone.yaml scenarios/skewed-backlog.yaml
@@ -35,16 +35,22 @@ TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * (os.cpu_count() or 1)
 # here) and each pytest process rewrote every test module (3 s): 85 s of the suite's CPU.
 test test-under-load test-matrix test-slow test-libraries test-adapters test-majors throughput test-heavy: export PYTHONDONTWRITEBYTECODE :=
 
+# The modules go to the workers heaviest first, in the order tests/module_order.py sets
+# (xdist's own sorts them by their number of tests); make test-weights keeps the last
+# make test's figures in tests/module_seconds.json for a fresh clone.
 # Both parts run, whatever the other's result: a failure in one hides none in the other.
 # make lint runs beside the tests (its 30 s of mypy, on a fresh clone, fill the cores the
 # workers leave idle as they finish), its output printed after them.
 test: $(STAMP)
 	status=0; lint_log=$$(mktemp); \
 	$(MAKE) --no-print-directory lint >"$$lint_log" 2>&1 & lint_pid=$$!; \
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope -m "$(SUITE)" || status=$$?; \
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --loadscope-no-reorder -m "$(SUITE)" || status=$$?; \
 	wait $$lint_pid || { status=$$?; echo "make lint failed:"; }; \
 	cat "$$lint_log"; rm -f "$$lint_log"; \
 	exit $$status
+
+test-weights: $(STAMP)
+	$(BIN)/python -m tests.module_order "$(SUITE)"
 
 # make test beside a CPU and a disk load (stress-ng --cpu 1 --io 1, Debian's package;
 # .ci/under-load installs it where apt can), as a busy developer machine or a shared CI

@@ -15,10 +15,12 @@ from harness.scenario.traits import QueueTraits
 from harness.server.builds import DEFAULT_MAJOR, locate
 from harness.server.embedded import reachable_install
 from tests.forked_cli import ForkedCli
+from tests.module_order import ModuleClock, heaviest_first, known_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 SCENARIOS = ROOT / "scenarios"
 FORKED = ForkedCli()  # harness_cli's processes
+CLOCK = ModuleClock()  # each module's seconds, for the next run's order
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -37,6 +39,20 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     FORKED.close()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The heaviest modules first (tests/module_order.py)."""
+    heaviest_first(items, known_seconds(config))
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    CLOCK.add(report)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the process that saw every report
+        CLOCK.keep(session.config)
 
 
 def _copy_the_build_once() -> None:
