@@ -44,7 +44,7 @@ test test-under-load test-matrix test-slow test-libraries test-adapters test-maj
 test: $(STAMP)
 	status=0; lint_log=$$(mktemp); \
 	$(MAKE) --no-print-directory lint >"$$lint_log" 2>&1 & lint_pid=$$!; \
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --loadscope-no-reorder -m "$(SUITE)" || status=$$?; \
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "$(SUITE)" || status=$$?; \
 	wait $$lint_pid || { status=$$?; echo "make lint failed:"; }; \
 	cat "$$lint_log"; rm -f "$$lint_log"; \
 	exit $$status

@@ -4,7 +4,7 @@ pytest-xdist's loadscope gives a worker one module at a time, and another as soo
 two or fewer of its tests are left: a worker on a module of one long test (a fault's
 windows of seconds) holds the next one or two modules queued behind it. Sent last,
 those modules ran one after another on one worker while the three others were idle (30 s
-of a 253 s parallel part on 2026-12-04). Sent first (`--loadscope-no-reorder` keeps
+of a 253 s parallel part on 2026-12-04). Sent first (`--no-loadscope-reorder` keeps
 this order; xdist's own sorts by the number of tests), the short modules fill in at the
 end.
 
