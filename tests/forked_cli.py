@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import atexit
 import gc
-import importlib
 import json
 import os
 import signal
@@ -41,15 +40,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from harness.commands import load_every_command
+
 ROOT = Path(__file__).resolve().parent.parent
-# What a command imports, loaded once: a fork gets it for nothing.
-PRELOAD = (
-    "harness.cli",
-    "harness.run.render",
-    "harness.analysis.figures",
-    "harness.report.plots",
-    *(f"harness.commands.{path.stem}" for path in (ROOT / "harness/commands").glob("[!_]*.py")),
-)
 _MAX_REQUEST = 1 << 20
 
 
@@ -133,8 +126,7 @@ def end(program: Callable[[], object]) -> NoReturn:
 
 def serve(fd: int) -> None:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # no thread to lose in a fork
-    for module in PRELOAD:
-        importlib.import_module(module)
+    load_every_command()  # loaded once: a fork gets it for nothing
     gc.freeze()  # what the server holds is no fork's garbage: never walked again
     channel = socket.socket(fileno=fd)
     try:
