@@ -64,7 +64,8 @@ class ModuleClock:
         self.seconds[module_of(report.nodeid)] += report.duration
 
     def keep(self, config: pytest.Config) -> None:
-        if config.cache is None or not self.seconds or config.getoption("keyword", ""):
+        cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+        if cache is None or not self.seconds or config.getoption("keyword", ""):
             return
         if any("::" in arg for arg in config.args):
             return
@@ -72,13 +73,14 @@ class ModuleClock:
         figures[selection(config)] = {
             module: round(seconds, 1) for module, seconds in sorted(self.seconds.items())
         }
-        config.cache.set(CACHE_KEY, figures)
+        cache.set(CACHE_KEY, figures)
 
 
 def _cached(config: pytest.Config) -> dict[str, dict[str, float]]:
-    if config.cache is None:
+    cache = getattr(config, "cache", None)  # None under -p no:cacheprovider
+    if cache is None:
         return {}
-    figures: Any = config.cache.get(CACHE_KEY, {})
+    figures: Any = cache.get(CACHE_KEY, {})
     return figures if isinstance(figures, dict) else {}
 
 

@@ -8,6 +8,7 @@ capture's plans is the claim, but for the capped partitions at a cap of 1 (the s
 from __future__ import annotations
 
 import base64
+import importlib.util
 import pickle
 import time
 from pathlib import Path
@@ -15,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from harness.queues.adapters.dbos.dbos_adapter import migration_url
 from harness.queues.base import Site, WorkerReport
 from harness.queues.contract.manifest import Adapter, load_adapters
 from harness.queues.contract.process import AdapterProcess, run_role
@@ -32,7 +32,11 @@ from harness.server.connections import RUN_TOKEN, Connection, connect
 from harness.server.kinds import Server
 from harness.server.schema import own_schema
 
-pytest.importorskip("dbos", reason="DBOS is the extra `libraries` (make venv)")
+# Skipped without DBOS, which is imported only where a test runs (0.6 CPU-s with
+# SQLAlchemy), not in every worker that collects the module.
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("dbos") is None, reason="DBOS is the extra `libraries` (make venv)"
+)
 
 REWRITTEN = 2  # the job whose row is rewritten to a pickle
 JOBS = [(1, 1, 5.0), (2, 2, 5.0), (3, 3, 5.0)]
@@ -169,6 +173,8 @@ def test_dbos_migrates_through_a_url_of_the_connection() -> None:
     parameters, the password the connection has, the database where SQLAlchemy looks for
     it (DBOS creates a database of that name if it finds none)."""
     from sqlalchemy.engine import make_url
+
+    from harness.queues.adapters.dbos.dbos_adapter import migration_url
 
     url = make_url(migration_url("host=/tmp/socket port=5432 user=postgres dbname=bench"))
     assert (url.drivername, url.database, url.username, url.port) == (

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness.analysis.figures import tenant_colours, tenant_share
 from harness.analysis.reference import headline, placement, reference_table
 from harness.analysis.waits import bucket_width, claim_note, waits_headline, waits_over_run
 from harness.report.html import FOLD_ROWS, Page, report_html
@@ -26,12 +25,16 @@ from harness.scenario.model import ReferenceFigure
     ids=["noisy-neighbour", "one-class", "five-classes", "fifty-classes"],
 )
 def test_no_two_tenants_share_a_colour_up_to_fifty(tenants: list[tuple[str, int]]) -> None:
+    from harness.analysis.figures import tenant_colours
+
     colours = tenant_colours(tenants)
     assert len(colours) == len(tenants)
     assert len(set(colours.values())) == len(tenants)
 
 
 def test_a_classs_tenants_are_shades_of_one_hue_from_dark_to_light() -> None:
+    from harness.analysis.figures import tenant_colours
+
     colours = tenant_colours([("small", 3), ("small", 10), ("small", 2), ("large", 1)])
     assert colours[("large", 1)] == "#ff7f0e"  # the second class's hue; alone, unshaded
     lightness = [
@@ -65,6 +68,8 @@ def jobs_frame(rows: list[tuple[str, str, int, float, float]]) -> pd.DataFrame:
 
 
 def test_the_legend_of_tenant_shares_is_in_numeric_order() -> None:
+    from harness.analysis.figures import tenant_share
+
     rows = [("fifo", "small", n, 0.0, 0.1 * n) for n in (10, 2, 11, 3)]
     figure = tenant_share(jobs_frame([("fifo", "large", 1, 0.0, 0.05), *rows]))
     labels = [text.get_text() for text in figure.axes[0].get_legend().get_texts()]
