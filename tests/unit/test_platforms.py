@@ -59,7 +59,8 @@ def test_the_cli_validates_lists_and_prints_the_schema_without_them(tmp_path: Pa
     for args in (["--version"], ["validate", "noisy-neighbour"], ["scenarios"], ["schema"]):
         done = without_posix(*args, cwd=tmp_path)
         assert done.returncode == 0, f"{args}: {done.stderr}"
-    assert "noisy-neighbour.yaml: ok" in without_posix("validate", "noisy-neighbour").stdout
+        if args[0] == "validate":
+            assert "noisy-neighbour.yaml: ok" in done.stdout
 
 
 def test_without_the_wheel_the_embedded_provider_says_what_to_do(tmp_path: Path) -> None:
