@@ -63,9 +63,17 @@ test-under-load: $(STAMP)
 # The matrix, apart from make test (which runs one mapping of each library, one adapter
 # smoke test and a fleet's refusals): everything below, the container provider's tests,
 # and the `thorough` ones (a behaviour make test covers once, at its other moments,
-# signals and roles), in one pytest session. CI runs it after make test.
+# signals and roles). CI runs it after make test. Two parts, both run whatever the
+# other's result: on every core as make test runs (each worker its own server), then,
+# one at a time, the tests that need the machine or the Docker engine to themselves
+# (MATRIX_ALONE: the throughput figures only a quiet machine holds; the container
+# provider's, one engine; the plan captures of 100,000-job backlogs).
+MATRIX_ALONE := throughput or container or heavy
 test-matrix: $(STAMP)
-	$(BIN)/pytest -m "$(MATRIX)"
+	status=0; \
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "($(MATRIX)) and not ($(MATRIX_ALONE))" || status=$$?; \
+	$(BIN)/pytest -m "$(MATRIX_ALONE)" || status=$$?; \
+	exit $$status
 
 # The tests marked slow (a built wheel installed into fresh environments: the tool as
 # people install it, the CI recipe of docs/ci-check.md in another folder).
