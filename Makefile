@@ -29,6 +29,8 @@ MATRIX := slow or libraries or adapters or fleets or majors or container or thro
 # compares two durations measures both in the same test, under the same load.
 # TEST_WORKERS=1 for one process.
 TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(2 * (os.cpu_count() or 1))')
+# Modules to the workers in the order tests/module_order.py sets (see make test).
+PARALLEL := -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
 
 # Every target's processes write bytecode caches (__pycache__, ignored by git) whatever
 # PYTHONDONTWRITEBYTECODE says (CI images often set it; empty is unset to Python). With it
@@ -46,7 +48,7 @@ bench test test-under-load test-matrix test-slow test-libraries test-adapters te
 test: $(STAMP)
 	status=0; lint_log=$$(mktemp); \
 	$(MAKE) --no-print-directory lint >"$$lint_log" 2>&1 & lint_pid=$$!; \
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "$(SUITE)" || status=$$?; \
+	$(BIN)/pytest $(PARALLEL) -m "$(SUITE)" || status=$$?; \
 	wait $$lint_pid || { status=$$?; echo "make lint failed:"; }; \
 	cat "$$lint_log"; rm -f "$$lint_log"; \
 	exit $$status
@@ -73,7 +75,7 @@ test-under-load: $(STAMP)
 MATRIX_ALONE := throughput or container or heavy or fleets
 test-matrix: $(STAMP)
 	status=0; \
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder -m "($(MATRIX)) and not ($(MATRIX_ALONE))" || status=$$?; \
+	$(BIN)/pytest $(PARALLEL) -m "($(MATRIX)) and not ($(MATRIX_ALONE))" || status=$$?; \
 	$(BIN)/pytest -m "$(MATRIX_ALONE)" || status=$$?; \
 	exit $$status
 

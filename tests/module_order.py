@@ -55,7 +55,8 @@ def heaviest_first(items: list[pytest.Item], seconds: dict[str, float]) -> None:
 class ModuleClock:
     """In the process that receives every test's reports (pytest-xdist's controller, or
     pytest's one process): each module's seconds, kept in the cache when the run ends
-    having run every module it collected in full (no `-k`, no test named)."""
+    having run every module it collected in full (no `-k`, no test named), beside the
+    figures of the modules it did not run."""
 
     def __init__(self) -> None:
         self.seconds: defaultdict[str, float] = defaultdict(float)
@@ -70,9 +71,10 @@ class ModuleClock:
         if any("::" in arg for arg in config.args):
             return
         figures = _cached(config)
-        figures[selection(config)] = {
-            module: round(seconds, 1) for module, seconds in sorted(self.seconds.items())
-        }
+        measured = {module: round(seconds, 1) for module, seconds in self.seconds.items()}
+        figures[selection(config)] = dict(
+            sorted({**figures.get(selection(config), {}), **measured}.items())
+        )
         cache.set(CACHE_KEY, figures)
 
 
