@@ -75,11 +75,17 @@ tenant_groups:
     done = harness_cli("run", str(path), *options, "--no-plots", timeout=180, env=ON_PATH)
     assert done.returncode == 0, done.stdout + done.stderr
     folder = (results / "latest").resolve()  # --no-plots: every table, no figure
-    assert (folder / "summary.csv").is_file() and not list(folder.glob("*.png"))
+    document = json.loads((folder / "run.json").read_text())
+    entries = list(document["repetitions"])
+    # summary.csv summarises the jobs the workers reported: a library whose sessions
+    # were cut before its first job (pgqueuer, its worker slow to start on a busy
+    # machine) reports none, a measured outcome whose table is library-faults.csv's.
+    reported = any(entry["jobs"] for entry in entries)
+    assert (folder / "summary.csv").is_file() == reported, entries
+    assert (folder / "library-faults.csv").is_file() and not list(folder.glob("*.png"))
     said = f"Figures not drawn: harness report {folder} draws them."
     assert said in (folder / "report.html").read_text()
-    document = json.loads((folder / "run.json").read_text())
-    return list(document["repetitions"])
+    return entries
 
 
 def test_a_killed_worker_restarted_leaves_only_the_jobs_it_held(
