@@ -112,15 +112,17 @@ _AS_RECORDED = [
     "stranded",
     "abandoned",
     "waiting",
+    "lost",
 ]
+# run.json's lists of job ids, counted
+_LISTED = ["unreported", "unrecorded", "unexpected"]
 LIBRARY_FAULT_COLUMNS = [
     "strategy",
     "workers",
     "repetition",
     "worker_kills",
     *_AS_RECORDED,
-    "unreported",
-    "unrecorded",
+    *_LISTED,
     "window_s",
 ]
 
@@ -136,8 +138,7 @@ def library_fault_table(document: RunDocument) -> pd.DataFrame | None:
             "repetition": entry.repetition,
             "worker_kills": faults["kills"],
             **{column: faults.get(column, 0) for column in _AS_RECORDED},
-            "unreported": len(faults["unreported"]),
-            "unrecorded": len(faults.get("unrecorded", [])),
+            **{column: len(faults.get(column, [])) for column in _LISTED},
             "window_s": faults["window_s"],
         }
         for entry in document.repetitions
@@ -150,7 +151,8 @@ LIBRARY_FAULTS_NOTE = (
     "Per repetition, from run.json, every job in one outcome: ok = finished once; "
     "duplicated = finished more than once; stranded = still running or locked by a worker "
     "that is gone when the window (timeout_s) ended; abandoned = marked failed by the "
-    "library itself; waiting = queued still, not taken up again within the window. What "
+    "library itself; waiting = queued still, not taken up again within the window; lost = "
+    "enqueued, then neither in the library's table at the end nor ever run. What "
     "the library recovers after the window is not waited for. Worker kills: SIGKILL of a "
     "worker's process group (restarts: by the harness, as a supervisor would); backend "
     "kills: the times its workers' sessions were terminated, and how many sessions; server "
@@ -160,15 +162,16 @@ LIBRARY_FAULTS_NOTE = (
     "run.json); exits: "
     "a worker that exited or failed on its own (each reason in run.json); unreported: "
     "done by the library's table, its worker killed before it said so (ok, no moments); "
-    "unrecorded: reported done, absent from the library's table at the end (ok, no moments)."
+    "unrecorded: reported done, absent from the library's table at the end (ok, no moments); "
+    "unexpected: run or held by the library, never enqueued (in no outcome)."
 )
 
 
 def missed_library_faults(document: RunDocument, scenario: Scenario) -> list[str]:
     """The planned library faults that never happened, one sentence per repetition that
-    missed some: a server crash, backend kills or a connection exhaustion planned after
-    the run ended (every job done first), or kills a late tick made one. The repetition
-    measured fewer faults than its scenario says."""
+    missed some: a server crash, backend kills, worker kills or a connection exhaustion
+    planned after the run ended (every job done first), or kills a late tick made one.
+    The repetition measured fewer faults than its scenario says."""
     planned = scenario.faults
     if planned is None:
         return []
@@ -186,6 +189,9 @@ def missed_library_faults(document: RunDocument, scenario: Scenario) -> list[str
             missed.append(f"the connection exhaustion from {exhaustion.from_s:g} s")
         if done.get("backend_kills", 0) < cuts:
             missed.append(f"{cuts - done.get('backend_kills', 0)} of {cuts} backend kills")
+        if done.get("kills", 0) < len(planned.worker_kills):  # each at least at its at_s
+            kills = len(planned.worker_kills)
+            missed.append(f"{kills - done.get('kills', 0)} of {kills} worker kills")
         if missed:
             label = f"{entry.strategy} x{entry.workers} #{entry.repetition}"
             warnings.append(
@@ -213,8 +219,10 @@ def library_faults_section(table: pd.DataFrame, warnings: list[str] | None = Non
         "stranded",
         "abandoned",
         "waiting",
+        "lost",
         "unreported",
         "unrecorded",
+        "unexpected",
         "window (s)",
     ]
     counted = LIBRARY_FAULT_COLUMNS[1:-1]

@@ -178,8 +178,8 @@ RUN_FILES: tuple[RunFile, ...] = (
         + "`connection_exhaustion`",
         "per repetition: kills, sessions terminated, server crashes, connections held, "
         "exits, restarts, and "
-        "every job's outcome (ok, duplicated, stranded, abandoned, waiting), those "
-        "unreported and unrecorded",
+        "every job's outcome (ok, duplicated, stranded, abandoned, waiting, lost), those "
+        "unreported and unrecorded, the jobs never enqueued it ran (unexpected)",
     ),
     RunFile(
         "bloat-summary.csv",

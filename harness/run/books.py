@@ -35,13 +35,29 @@ class Books:
     # Done by the task log, absent from the library's table (Ledger.unrecorded): no
     # moments of their own either, not in jobs.csv.
     unrecorded: list[int] = field(default_factory=list)
+    # Under a library's faults only (else each fails the run): enqueued, yet neither in
+    # the library's table at the end nor ever run by its task: gone, by the library's
+    # doing (`missing`); and run or recorded by the library, never enqueued
+    # (`unexpected`), a job of no tenant, in no table of the run's.
+    missing: list[int] = field(default_factory=list)
+    unexpected: list[int] = field(default_factory=list)
 
     @property
     def status(self) -> str:
         """run.json's `books` of a repetition: stuck jobs are said, never a silent success;
-        nor are the jobs a library did not recover after its workers were killed."""
-        if self.unfinished_measured and self.lost:
-            return f"not recovered: {len(self.lost)}"
+        nor are the jobs a library did not recover after its workers were killed, lost or
+        ran without their being enqueued."""
+        said = [
+            f"{what}: {len(jobs)}"
+            for what, jobs in (
+                ("not recovered", self.lost if self.unfinished_measured else []),
+                ("lost", self.missing),
+                ("unexpected", self.unexpected),
+            )
+            if jobs
+        ]
+        if said:
+            return "; ".join(said)
         return f"stuck: {len(self.stuck)}" if self.stuck else "balanced"
 
 
@@ -53,13 +69,21 @@ def check_books(
     unfinished_measured: bool = False,
 ) -> Books:
     """Every job done or dead exactly once, but for those a killed worker holds. With
-    `unfinished_measured` (a library's workers killed), a job its library did not finish
-    is a measured result, in `lost`, not a problem: the library's recovery, counted."""
-    records = ledger.records
+    `unfinished_measured` (a library's faults), a job its library did not finish is a
+    measured result, in `lost`, not a problem: the library's recovery, counted; so are a
+    job enqueued (1 to `enqueued`) that its library holds no record of and never ran
+    (`missing`), and one it ran or holds that was never enqueued (`unexpected`). A job
+    that is twice in the table fails the books whatever the faults: the harness could
+    not tell which row is the job."""
+    planned = set(range(1, enqueued + 1))
+    repeated = sorted(job for job, n in Counter(_job_ids(ledger.records)).items() if n > 1)
+    missing = sorted(planned - _ids(ledger.records))
+    unexpected = sorted(_ids(ledger.records) - planned)
+    records = [r for r in ledger.records if r.job_id in planned]
     finished = [r for r in records if r.status in FINISHED]
     stuck = [r.job_id for r in records if _stuck(r, held, at_least_once)]
     lost = [r.job_id for r in records if r.status not in FINISHED and r.job_id not in stuck]
-    claims = Counter(ledger.claims)
+    claims = Counter(job for job in ledger.claims if job not in unexpected)
     unreported = _never_claimed(finished, claims) if unfinished_measured else []
     # A killed worker's unreported jobs are not checked for moments or claims they lack,
     # nor the moments of those the library holds no record of.
@@ -72,7 +96,10 @@ def check_books(
     extra = {r.job_id: _extra_claims(r, claims) for r in finished}
     duplicates = sorted(job for job, n in extra.items() if n > 0)
     problems = [
-        *_count(enqueued, records),
+        *([] if unfinished_measured else _count(enqueued, ledger.records)),
+        *([] if unfinished_measured else _describe("enqueued but not in the table", missing)),
+        *([] if unfinished_measured else _describe("never enqueued", unexpected)),
+        *_describe("in the table more than once", repeated),
         *([] if unfinished_measured else _describe("not done", lost)),
         *_describe(
             "with timestamps out of order", [r.job_id for r in reported if not _in_order(r)]
@@ -94,7 +121,9 @@ def check_books(
         retried,
         unfinished_measured,
         unreported,
-        sorted(unrecorded),
+        sorted(unrecorded - set(unexpected)),
+        missing if unfinished_measured else [],
+        unexpected if unfinished_measured else [],
     )
 
 
@@ -129,7 +158,11 @@ def _short(finished: list[JobRecord], claims: Counter[int], extra: dict[int, int
 
 
 def _ids(records: Sequence[JobRecord]) -> set[int]:
-    return {record.job_id for record in records}
+    return set(_job_ids(records))
+
+
+def _job_ids(records: Sequence[JobRecord]) -> list[int]:
+    return [record.job_id for record in records]
 
 
 def _in_order(record: JobRecord) -> bool:

@@ -280,7 +280,8 @@ class LibraryFaultDriver:
 # record states) -> its outcome: held by a worker that died (or locked still), marked
 # failed by the library itself, or queued and not taken up again within the window.
 UNFINISHED = {"running": "stranded", "failed": "abandoned", "waiting": "waiting"}
-OUTCOMES = ("ok", "duplicated", "stranded", "abandoned", "waiting")
+# Every enqueued job's outcome: the above, or gone from the library without a run (lost).
+OUTCOMES = ("ok", "duplicated", "stranded", "abandoned", "waiting", "lost")
 
 
 def fault_summary(
@@ -294,14 +295,18 @@ def fault_summary(
 ) -> dict[str, Any]:
     """run.json's `library_faults` of a repetition: what was done to its workers (kills
     and restarts, sessions terminated, exits), and every job in exactly one outcome:
-    finished once (ok), finished more than once (duplicated), or not finished when the
+    finished once (ok), finished more than once (duplicated), not finished when the
     window (timeout_s) ended, by the state its library's table left it in (stranded,
-    abandoned, waiting)."""
+    abandoned, waiting), or neither in its table nor ever run (lost). Apart: the jobs it
+    ran or held that were never enqueued (unexpected)."""
     kills = sorted(at for report in reports for at in report.kills)
     exits = sorted(exit for report in reports for exit in report.exits)
     unfinished, duplicated = set(books.lost), set(books.duplicates)
     jobs: dict[str, list[int]] = {outcome: [] for outcome in OUTCOMES}
+    jobs["lost"] = list(books.missing)
     for record in records:
+        if record.job_id in books.unexpected:
+            continue
         if record.job_id in unfinished:
             jobs[UNFINISHED.get(record.left_as or "", "waiting")].append(record.job_id)
         else:
@@ -329,6 +334,8 @@ def fault_summary(
         "window_s": window_s,
         **{outcome: len(ids) for outcome, ids in jobs.items()},
         "jobs": {outcome: ids for outcome, ids in jobs.items() if outcome != "ok" and ids},
+        # run or held by the library, never enqueued: in no outcome above
+        "unexpected": sorted(books.unexpected),
         # ok, but reported by no worker: done in its table, its worker killed before it said
         "unreported": sorted(books.unreported),
         # ok by the task log, absent from the library's table at the end: its record lost

@@ -250,8 +250,9 @@ def _holder(queue: Queue, inputs: RunInputs, crew: Crew) -> AbstractContextManag
 
 def _timed(records: list[JobRecord], books: Books) -> list[JobRecord]:
     """The records jobs.csv can hold: all but those done with no moments of their own
-    (a killed worker's, finished but never reported: run.json's worker_kills has them)."""
-    untimed = set(books.unreported) | set(books.unrecorded)
+    (a killed worker's, finished but never reported: run.json's worker_kills has them),
+    and those of no enqueued job (run.json's `unexpected`)."""
+    untimed = set(books.unreported) | set(books.unrecorded) | set(books.unexpected)
     return [record for record in records if record.job_id not in untimed]
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.run.faults import OUTCOMES
 from harness.server.kinds import Server
 from tests.integration.test_library_faults import JOBS, faulted_run, faulted_runs
 
@@ -27,7 +28,7 @@ def test_backend_kills_cut_the_workers_sessions_and_an_exited_worker_is_restarte
     speed."""
     cuts = "{backend_kills: [{from_s: 0.3, for_s: 1.2, per_s: 2.5}], restart_exited_after_s: 0.2}"
     idle, dies = faulted_runs(server, tmp_path, cuts, 4, "pyqueue, dies_with_connection")
-    outcomes = ("ok", "duplicated", "stranded", "abandoned", "waiting")
+    outcomes = OUTCOMES
     for entry in (idle, dies):
         faults = entry["library_faults"]
         assert faults["backend_kills"] == 3 and sum(faults[o] for o in outcomes) == JOBS, faults
@@ -53,7 +54,7 @@ def test_a_librarys_workers_sessions_terminated_and_every_job_counted(
     entry = faulted_run(server, tmp_path, cuts, timeout_s=8, strategy=library)
     faults = entry["library_faults"]
     assert faults["backend_kills"] == 2 and faults["sessions_terminated"] >= 1, faults
-    outcomes = ("ok", "duplicated", "stranded", "abandoned", "waiting")
+    outcomes = OUTCOMES
     assert sum(faults[o] for o in outcomes) == JOBS, faults
     assert faults["restarts"] <= faults["exits"] == len(faults["exited_at_s"]), faults
     assert all(why for _, why in faults["exited_at_s"]), faults

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.run.faults import OUTCOMES
 from harness.server.kinds import Server
 from tests.conftest import harness_cli
 from tests.integration.test_adapters import FIXTURES, ON_PATH
@@ -144,6 +145,35 @@ def test_a_librarys_killed_worker_is_restarted_and_every_job_counted(
     )
     kills = entry["library_faults"]
     assert (kills["kills"], kills["restarts"]) == (1, 1), kills
-    outcomes = ("ok", "duplicated", "stranded", "abandoned", "waiting")
+    outcomes = OUTCOMES
     assert sum(kills[o] for o in outcomes) == JOBS, kills
     assert kills["ok"] > 0  # the restarted worker took the queue up again
+
+
+def test_a_job_dropped_run_twice_or_never_enqueued_is_measured_each_in_its_own_outcome(
+    server: Server, tmp_path: Path
+) -> None:
+    """The ledger's categories on purpose, each from one process of two slots: drops_a_job
+    deletes its first claim (lost: gone from its table, never run); twice reports each
+    slot's first job twice (duplicated); phantom reports, after its first job, one no one
+    enqueued (unexpected: in no outcome). A kill makes the run measure them rather than
+    fail (without faults, each fails the books); it comes at 2.5 s, when a worker that
+    took its first job at the start has long done the rest (which it may not have, on a
+    busy machine: the outcomes of those it had not are counted too)."""
+    kill = "worker_kills: [{at_s: 2.5, restart: false}]"
+    dropped, twice, phantom = faulted_runs(server, tmp_path, kill, 3, "drops_a_job, twice, phantom")
+    outcomes = OUTCOMES
+    for entry in (dropped, twice, phantom):
+        faults = entry["library_faults"]
+        assert sum(faults[o] for o in outcomes) == JOBS, faults
+    faults = dropped["library_faults"]
+    assert faults["lost"] == 1 and faults["unexpected"] == [], faults
+    assert len(faults["jobs"]["lost"]) == faults["lost"] and faults["duplicated"] == 0
+    assert f"lost: {faults['lost']}" in dropped["books"]
+    faults = twice["library_faults"]
+    assert faults["duplicated"] >= 1 and faults["lost"] == 0 and faults["unexpected"] == []
+    faults = phantom["library_faults"]
+    assert len(faults["unexpected"]) == 1 and faults["lost"] == faults["duplicated"] == 0
+    assert all(job > 1_000_000_000 for job in faults["unexpected"]), faults
+    assert f"unexpected: {len(faults['unexpected'])}" in phantom["books"]
+    assert phantom["jobs"] <= JOBS  # jobs.csv: enqueued jobs only

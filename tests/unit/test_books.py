@@ -33,7 +33,10 @@ def test_balanced_books_have_no_problems() -> None:
 
 
 def test_a_lost_job_is_caught() -> None:
-    assert problems(3, [job(1), job(2)], [1, 2]) == ["3 jobs enqueued but 2 in the table"]
+    assert problems(3, [job(1), job(2)], [1, 2]) == [
+        "3 jobs enqueued but 2 in the table",
+        "1 job(s) enqueued but not in the table: 3",
+    ]
 
 
 def test_a_job_left_running_is_caught() -> None:
@@ -98,3 +101,22 @@ def test_a_dead_job_the_queue_did_not_dead_letter_is_caught() -> None:
 def test_a_finished_job_with_fewer_claims_than_attempts_is_caught() -> None:
     books = check_books(1, Ledger([job(1, failed=2)], [1, 1]))
     assert books.problems == ["1 job(s) finished with fewer claims than attempts: 1"]
+
+
+def test_under_a_librarys_faults_a_job_gone_or_never_enqueued_is_measured() -> None:
+    """Job 3 enqueued, in no table and never run: lost, by the library; job 9 run and
+    held, never enqueued: unexpected, apart from every enqueued job's outcome. Neither
+    fails the books; without faults both do (the count)."""
+    records, claims = [job(1), job(2), job(9)], [1, 2, 9]
+    books = check_books(3, Ledger(records, claims), unfinished_measured=True)
+    assert (books.problems, books.missing, books.unexpected) == ([], [3], [9])
+    assert (books.lost, books.duplicates, books.status) == ([], [], "lost: 1; unexpected: 1")
+    assert problems(3, records, claims) == [
+        "1 job(s) enqueued but not in the table: 3",
+        "1 job(s) never enqueued: 9",
+    ]
+
+
+def test_a_job_twice_in_the_table_fails_the_books_under_faults_too() -> None:
+    books = check_books(2, Ledger([job(1), job(2), job(2)], [1, 2]), unfinished_measured=True)
+    assert books.problems == ["1 job(s) in the table more than once: 2"]

@@ -54,7 +54,7 @@ def test_every_job_of_a_killed_run_is_in_exactly_one_outcome() -> None:
     killed = WorkerReport(0, kills=[1.25], restarts=1)
     summary = fault_summary(books, records, [killed, WorkerReport(1)], window_s=10.0)
     outcomes = [summary[o] for o in ("ok", "duplicated", "stranded", "abandoned", "waiting")]
-    assert outcomes == [1, 1, 1, 1, 1]
+    assert outcomes == [1, 1, 1, 1, 1] and (summary["lost"], summary["unexpected"]) == (0, [])
     assert summary["jobs"] == {"duplicated": [2], "stranded": [3], "abandoned": [4], "waiting": [5]}
     assert (summary["kills"], summary["killed_at_s"], summary["restarts"]) == (1, [1.25], 1)
 
@@ -141,6 +141,15 @@ def test_a_connection_exhaustion_that_never_came_is_said() -> None:
     assert warning.startswith(
         "procrastinate x2 #1: the connection exhaustion from 3 s never happened"
     )
+
+
+def test_a_worker_kill_planned_after_the_run_ended_is_said() -> None:
+    """Two kills planned (worker 0's from 1 s, every 2 s; worker 1's at 1.5 s): a
+    repetition done by 0.8 s had neither, and is named; one that had both is not (worker
+    0's repeats are as many as the run's length allows, none of them owed)."""
+    planned = {"worker_kills": [{"at_s": 1, "every_s": 2}, {"worker": 1, "at_s": 1.5}]}
+    (warning,) = missed_library_faults(*_faulted(planned, {"kills": 0}, {"kills": 2}))
+    assert warning.startswith("procrastinate x2 #1: 2 of 2 worker kills never happened")
 
 
 def _faulted(planned: dict[str, Any], *done: dict[str, Any]) -> tuple[RunDocument, Scenario]:
