@@ -109,13 +109,19 @@ class AdapterProcess:
         return event
 
     def stderr_tail(self) -> str:
-        """Its last line on stderr, or its exit code."""
+        """Its last line on stderr, or its exit code (once it has exited)."""
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(timeout=10)
-        self.stderr.seek(0)
-        last = last_line(self.stderr.read().decode("utf-8", "replace"))
+        last = self.said_last()
+        return f"exit code {self.process.returncode}" if last is None else last
+
+    def said_last(self) -> str | None:
+        """Its last line on stderr so far (its password masked), if it wrote any. Read
+        at offsets: the file's position is the one the adapter writes at."""
+        fd = self.stderr.fileno()
+        last = last_line(os.pread(fd, os.fstat(fd).st_size, 0).decode("utf-8", "replace"))
         if last is None:
-            return f"exit code {self.process.returncode}"
+            return None
         return last.replace(self.secret, "********") if self.secret else last
 
     def kill(self) -> None:

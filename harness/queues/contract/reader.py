@@ -87,7 +87,8 @@ class WorkerEvents(threading.Thread):
         if self.error is not None:
             raise self.error
         if self.is_alive():
+            said = self.adapter.said_last()
             raise AdapterFailed(
                 f"adapter {self.adapter.adapter.name} did not stop within {STOP_BOUND_S:g} s "
-                "of `stop`"
+                "of `stop`" + (f"; it said last: {said}" if said else "")
             )

@@ -261,9 +261,51 @@ def _enqueuer(module: Any, config: Config, out: Out) -> None:
 def _worker(module: Any, config: Config, out: Out) -> None:
     work = Work(out, config)
     Commands(work).start()
+    done = threading.Event()
     with asyncio.Runner(loop_factory=_loop_factory(module, config)) as runner:
-        runner.run(module.worker(config, work))
+        watch = threading.Thread(target=_say_where_stuck, args=(runner, work, done), daemon=True)
+        watch.start()
+        try:
+            runner.run(module.worker(config, work))
+        finally:
+            done.set()
     out.emit({"event": "stopped"})
+
+
+STUCK_S = 20.0  # after `stop`: within the harness's bound (30 s) for the `stopped` event
+
+
+def _say_where_stuck(runner: asyncio.Runner, work: Work, done: threading.Event) -> None:
+    """A worker still running STUCK_S after `stop` writes one line on stderr: each task of
+    its event loop still pending, at the line it waits on. The harness's failure (`did
+    not stop within 30 s`) quotes the last line its adapter wrote there."""
+    work.stop.wait()
+    if done.wait(STUCK_S):
+        return
+    try:
+        tasks = list(asyncio.all_tasks(runner.get_loop()))
+    except RuntimeError:  # the loop's tasks changed while read, from this other thread
+        tasks = []
+    where = "; ".join(sorted({_waits_at(task) for task in tasks})) or "no task pending"
+    sys.stderr.write(f"kit: still running {STUCK_S:g} s after stop: {where}\n"[:2000])
+    sys.stderr.flush()
+
+
+_ASYNCIO = Path(asyncio.__file__).parent
+
+
+def _waits_at(task: asyncio.Task[Any]) -> str:
+    """The innermost coroutine a task awaits outside asyncio's own (a library's, or the
+    adapter's), as `function (file:line)`."""
+    coroutine: Any = task.get_coro()
+    frame = None
+    while coroutine is not None and getattr(coroutine, "cr_frame", None) is not None:
+        if Path(coroutine.cr_frame.f_code.co_filename).parent != _ASYNCIO:
+            frame = coroutine.cr_frame
+        coroutine = getattr(coroutine, "cr_await", None)
+    if frame is None:
+        return task.get_name()
+    return f"{frame.f_code.co_name} ({Path(frame.f_code.co_filename).name}:{frame.f_lineno})"
 
 
 def _loop_factory(module: Any, config: Config) -> Callable[[], asyncio.AbstractEventLoop] | None:
