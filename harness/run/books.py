@@ -98,7 +98,7 @@ def check_books(
     problems = [
         *([] if unfinished_measured else _count(enqueued, ledger.records)),
         *([] if unfinished_measured else _describe("enqueued but not in the table", missing)),
-        *([] if unfinished_measured else _describe("never enqueued", unexpected)),
+        *([] if unfinished_measured else _describe("in the table but never enqueued", unexpected)),
         *_describe("in the table more than once", repeated),
         *([] if unfinished_measured else _describe("not done", lost)),
         *_describe(

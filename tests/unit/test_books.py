@@ -113,7 +113,7 @@ def test_under_a_librarys_faults_a_job_gone_or_never_enqueued_is_measured() -> N
     assert (books.lost, books.duplicates, books.status) == ([], [], "lost: 1; unexpected: 1")
     assert problems(3, records, claims) == [
         "1 job(s) enqueued but not in the table: 3",
-        "1 job(s) never enqueued: 9",
+        "1 job(s) in the table but never enqueued: 9",
     ]
 
 
