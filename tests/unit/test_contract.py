@@ -106,6 +106,20 @@ def test_a_manifest_declares_its_command_mappings_and_options(tmp_path: Path) ->
         (('language = "Go"', 'language = "Go"\nshell = true'), "shell: not a field of a manifest"),
         (('name = "river"', 'name = "River; rm -rf /"'), "name: String should match pattern"),
         (("protocol = 1", "protocol = 1\n[oops"), "not TOML"),
+        (
+            (
+                "max_workers = 1",
+                'max_workers = 1\n[recovery]\nthen = "left"\nafter_s = 6\nsays = "x"\nsource = "y"',
+            ),
+            "a job left has none",
+        ),
+        (
+            (
+                "max_workers = 1",
+                'max_workers = 1\n[recovery]\nthen = "lost"\nsays = "x"\nsource = "y"',
+            ),
+            "recovery.then: Input should be 'retried', 'failed' or 'left'",
+        ),
     ],
 )
 def test_a_bad_manifest_is_one_line_naming_the_file_and_field(
@@ -134,6 +148,14 @@ def test_the_shipped_adapters_and_another_folder_that_replaces_one(tmp_path: Pat
     write(tmp_path / "minion", mine, "again.toml")
     with pytest.raises(HarnessError, match="adapter 'minion' is declared twice"):
         load_adapters(tmp_path)
+
+
+def test_each_shipped_adapter_says_what_its_library_does_with_a_dead_workers_job() -> None:
+    """Its promise, timed unless the job is left, with where its docs or code say it."""
+    promised = {name: adapter.manifest.recovery for name, adapter in load_adapters().items()}
+    assert set(promised) == SHIPPED and all(promised.values()), promised
+    left = {name for name, recovery in promised.items() if recovery and recovery.then == "left"}
+    assert left == {"procrastinate", "dbos"}  # a user's periodic task; the same executor id
 
 
 def test_a_command_runs_only_from_the_adapters_folder(tmp_path: Path) -> None:

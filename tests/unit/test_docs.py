@@ -13,6 +13,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
+from harness.queues.contract.manifest import load_adapters
 from harness.results.contract import OTHER_FOLDERS, RUN_FILES, matching
 from harness.scenario.model import Scenario
 
@@ -264,3 +265,15 @@ def test_the_results_page_lists_the_other_folders_as_the_contract_does() -> None
         for folder, entries in OTHER_FOLDERS.items()
         for entry in entries
     }
+
+
+def test_the_faults_page_lists_each_adapters_promise_as_its_manifest_says() -> None:
+    shown = table_rows(sections((DOCS / "faults.md").read_text())["Promises"])
+    declared = {}
+    for name, adapter in load_adapters().items():
+        promise = adapter.manifest.recovery
+        assert promise is not None, name
+        after = "-" if promise.after_s is None else f"{promise.after_s:g}"
+        cells = [promise.then, after, promise.says, promise.source]
+        declared[name] = [cell.replace("|", "\\|") for cell in cells]
+    assert shown == declared

@@ -181,6 +181,33 @@ class MappingDecl(_Strict):
         return {name: values[name] for name in self.tuned.sources}
 
 
+# What becomes, by its library's defaults as the adapter sets them, of a job whose worker
+# died while it held it: taken up again, marked failed (or aborted), or left as it was
+# (running, locked) until someone acts.
+RecoveryThen = Literal["retried", "failed", "left"]
+
+
+class Recovery(_Strict):
+    """Its library's promise for a job its worker held when it died (SIGKILL, a lost
+    host): `then` after `after_s` (from the death, its documented default, as the adapter
+    runs it: none where the job is `left`); `says` it in a sentence, `source` says where
+    its docs or code do. docs/faults.md's worker kills are read beside it: a recovery
+    longer than a run's window is "not recovered within N s", never waited for."""
+
+    then: RecoveryThen
+    after_s: Annotated[float, Field(gt=0, le=30 * 86_400)] | None = None
+    says: Text
+    source: Text
+
+    @model_validator(mode="after")
+    def _a_time_unless_left(self) -> Recovery:
+        if (self.then == "left") != (self.after_s is None):
+            raise ValueError(
+                "recovery: after_s is the time until it is retried or failed; a job left has none"
+            )
+        return self
+
+
 class Manifest(_Strict):
     protocol: Literal[1, 2]
     name: AdapterName
@@ -196,6 +223,7 @@ class Manifest(_Strict):
     requires: Annotated[list[Requirement], Field(max_length=10)] = Field(default_factory=list)
     prepare: Prepare | None = None
     description: Text | None = None
+    recovery: Recovery | None = None  # optional: a shipped adapter declares its library's
 
     @model_validator(mode="after")
     def _fields_of_its_protocol(self) -> Manifest:
