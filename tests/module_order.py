@@ -70,11 +70,9 @@ class ModuleClock:
             return
         if any("::" in arg for arg in config.args):
             return
-        figures = _cached(config)
+        figures, selected = _cached(config), selection(config)
         measured = {module: round(seconds, 1) for module, seconds in self.seconds.items()}
-        figures[selection(config)] = dict(
-            sorted({**figures.get(selection(config), {}), **measured}.items())
-        )
+        figures[selected] = dict(sorted({**figures.get(selected, {}), **measured}.items()))
         cache.set(CACHE_KEY, figures)
 
 

@@ -76,9 +76,10 @@ def check_books(
     that is twice in the table fails the books whatever the faults: the harness could
     not tell which row is the job."""
     planned = set(range(1, enqueued + 1))
-    repeated = sorted(job for job, n in Counter(_job_ids(ledger.records)).items() if n > 1)
-    missing = sorted(planned - _ids(ledger.records))
-    unexpected = sorted(_ids(ledger.records) - planned)
+    in_table = Counter(record.job_id for record in ledger.records)
+    repeated = sorted(job for job, n in in_table.items() if n > 1)
+    missing = sorted(planned - in_table.keys())
+    unexpected = sorted(in_table.keys() - planned)
     records = [r for r in ledger.records if r.job_id in planned]
     finished = [r for r in records if r.status in FINISHED]
     stuck = [r.job_id for r in records if _stuck(r, held, at_least_once)]
@@ -158,11 +159,7 @@ def _short(finished: list[JobRecord], claims: Counter[int], extra: dict[int, int
 
 
 def _ids(records: Sequence[JobRecord]) -> set[int]:
-    return set(_job_ids(records))
-
-
-def _job_ids(records: Sequence[JobRecord]) -> list[int]:
-    return [record.job_id for record in records]
+    return {record.job_id for record in records}
 
 
 def _in_order(record: JobRecord) -> bool:

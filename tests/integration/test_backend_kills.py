@@ -28,10 +28,9 @@ def test_backend_kills_cut_the_workers_sessions_and_an_exited_worker_is_restarte
     speed."""
     cuts = "{backend_kills: [{from_s: 0.3, for_s: 1.2, per_s: 2.5}], restart_exited_after_s: 0.2}"
     idle, dies = faulted_runs(server, tmp_path, cuts, 4, "pyqueue, dies_with_connection")
-    outcomes = OUTCOMES
     for entry in (idle, dies):
         faults = entry["library_faults"]
-        assert faults["backend_kills"] == 3 and sum(faults[o] for o in outcomes) == JOBS, faults
+        assert faults["backend_kills"] == 3 and sum(faults[o] for o in OUTCOMES) == JOBS, faults
         assert faults["duplicated"] == faults["abandoned"] == 0, faults
     faults = idle["library_faults"]
     assert (faults["sessions_terminated"], faults["exits"]) == (3, 0), faults
@@ -54,7 +53,6 @@ def test_a_librarys_workers_sessions_terminated_and_every_job_counted(
     entry = faulted_run(server, tmp_path, cuts, timeout_s=8, strategy=library)
     faults = entry["library_faults"]
     assert faults["backend_kills"] == 2 and faults["sessions_terminated"] >= 1, faults
-    outcomes = OUTCOMES
-    assert sum(faults[o] for o in outcomes) == JOBS, faults
+    assert sum(faults[o] for o in OUTCOMES) == JOBS, faults
     assert faults["restarts"] <= faults["exits"] == len(faults["exited_at_s"]), faults
     assert all(why for _, why in faults["exited_at_s"]), faults

@@ -46,6 +46,5 @@ def test_a_worker_started_while_the_server_is_full_exits_until_it_is_not(
     assert refused and all("too many clients" in why for why in refused), said
     # a start that failed is an exit, not a restart: the one start that took is counted
     assert (done["kills"], done["restarts"]) == (1, 1), said
-    outcomes = OUTCOMES
-    assert sum(done[o] for o in outcomes) == 200, said
+    assert sum(done[o] for o in OUTCOMES) == 200, said
     assert done["duplicated"] == done["abandoned"] == 0 and done["stranded"] <= 2, said

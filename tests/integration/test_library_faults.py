@@ -145,8 +145,7 @@ def test_a_librarys_killed_worker_is_restarted_and_every_job_counted(
     )
     kills = entry["library_faults"]
     assert (kills["kills"], kills["restarts"]) == (1, 1), kills
-    outcomes = OUTCOMES
-    assert sum(kills[o] for o in outcomes) == JOBS, kills
+    assert sum(kills[o] for o in OUTCOMES) == JOBS, kills
     assert kills["ok"] > 0  # the restarted worker took the queue up again
 
 
@@ -162,10 +161,9 @@ def test_a_job_dropped_run_twice_or_never_enqueued_is_measured_each_in_its_own_o
     busy machine: the outcomes of those it had not are counted too)."""
     kill = "worker_kills: [{at_s: 2.5, restart: false}]"
     dropped, twice, phantom = faulted_runs(server, tmp_path, kill, 3, "drops_a_job, twice, phantom")
-    outcomes = OUTCOMES
     for entry in (dropped, twice, phantom):
         faults = entry["library_faults"]
-        assert sum(faults[o] for o in outcomes) == JOBS, faults
+        assert sum(faults[o] for o in OUTCOMES) == JOBS, faults
     faults = dropped["library_faults"]
     assert faults["lost"] == 1 and faults["unexpected"] == [], faults
     assert len(faults["jobs"]["lost"]) == faults["lost"] and faults["duplicated"] == 0

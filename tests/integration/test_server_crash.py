@@ -42,8 +42,7 @@ def test_every_python_library_through_a_server_crash_has_every_job_counted(
     libraries = "procrastinate, pgqueuer, saq, pgmq"
     entries = faulted_runs(None, tmp_path, crash, timeout_s=8, strategy=libraries)
     assert [entry["strategy"] for entry in entries] == libraries.split(", ")
-    outcomes = OUTCOMES
     for entry in entries:
         faults = entry["library_faults"]
         assert faults["server_crashes"] == 1, faults
-        assert sum(faults[o] for o in outcomes) == JOBS, faults
+        assert sum(faults[o] for o in OUTCOMES) == JOBS, faults
