@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -20,6 +21,8 @@ from tests.integration.conftest import run_yaml
 pytestmark = pytest.mark.libraries
 saq_job = pytest.importorskip("saq.job", reason="saq: make venv installs the extra `libraries`")
 saq_adapter = pytest.importorskip("harness.queues.adapters.saq.saq_adapter")
+saq_worker = pytest.importorskip("saq.worker")
+saq_postgres = pytest.importorskip("saq.queue.postgres")
 
 LARGE = 2_000  # the large tenant's queued jobs: more than an enqueue's chunk
 SKEWED = {
@@ -99,3 +102,36 @@ async def _dequeues(config: dict[str, Any]) -> list[str | None]:
         await first.finish(saq_job.Status.COMPLETE)
         after = await queue.dequeue(timeout=1.5)
     return [job.key if job else None for job in (first, while_active, after)]
+
+
+def test_a_stop_whose_cancellation_a_notification_swallows_still_ends(server: Server) -> None:
+    """A notification that reaches the Worker's listening dequeue together with the
+    stop's cancellation: on Python 3.11 `wait_for` returns the notification and drops the
+    cancellation, and saq's stop would wait for that dequeue for ever. The adapter's stop
+    cancels it again and the Worker ends."""
+    config = {
+        "schema": "saq_stop",
+        "connection": connection_of(server.dsn).model_dump(),
+        "mapping": "one_queue",
+    }
+    with own_schema(server.dsn, config["schema"]):
+        again = asyncio.run(_stopped_as_notified(config))
+    expected = 1 if sys.version_info < (3, 12) else 0
+    assert again == expected
+
+
+async def _stopped_as_notified(config: dict[str, Any]) -> int:
+    async with saq_adapter._connected(config) as queue:
+
+        async def noop(ctx: Any) -> None:
+            return None
+
+        worker = saq_worker.Worker(queue, functions=[("noop", noop)], concurrency=2)
+        worker.SIGNALS = []
+        running = asyncio.create_task(worker.start())
+        while not queue._listener._subscriptions.get(saq_postgres.DEQUEUE):
+            await asyncio.sleep(0.05)  # one of its dequeues is listening
+        queue._listener.publish(saq_postgres.DEQUEUE, saq_postgres.DEQUEUE)
+        again = await asyncio.wait_for(saq_adapter.stop_bounded(worker, recancel_s=0.5), 60)
+        await asyncio.wait_for(running, 60)
+    return again

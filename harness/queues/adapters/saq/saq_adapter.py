@@ -155,8 +155,38 @@ async def worker(config: kit.Config, work: kit.Work) -> None:
         running = [asyncio.create_task(_run(slot, w, work)) for slot, w in enumerate(workers)]
         await work.stopped()
         for each in workers:
-            await each.stop()
+            await stop_bounded(each)
         await asyncio.gather(*running)
+
+
+RECANCEL_S = 10.0  # within the kit's STUCK_S (20 s) and the harness's bound (30 s)
+
+
+async def stop_bounded(saq_worker: Worker[Context], recancel_s: float = RECANCEL_S) -> int:
+    """saq's `Worker.stop`, with each of its tasks still running `recancel_s` later
+    cancelled again; returns how many were.
+
+    Its stop cancels its tasks and, with no shutdown grace (its default), waits for them
+    without a bound (`asyncio.wait_for(gather, 0)`). On Python 3.11 `wait_for` drops a
+    cancellation that arrives together with its result (bpo-42130, bpo-43389; 3.12 made
+    `wait_for` anew): when a notification reaches a dequeue waiting on LISTEN as the stop
+    cancels it, the dequeue goes on listening, and with `dequeue_timeout` 0 (its default)
+    it never stops (saq#197). A second cancellation ends it as the first would have."""
+    tasks = list(saq_worker.tasks)
+    stopping = asyncio.ensure_future(saq_worker.stop())
+    again = 0
+    while not (await asyncio.wait({stopping}, timeout=recancel_s))[0]:
+        late = [task for task in tasks if not task.done()]
+        again += len(late)
+        for task in late:
+            task.cancel()
+    stopping.result()
+    if again:
+        sys.stderr.write(
+            f"saq_adapter: {again} task(s) still running {recancel_s:g} s after saq's "
+            "Worker.stop, cancelled again (a cancellation lost in asyncio.wait_for)\n"
+        )
+    return again
 
 
 async def _workers(
