@@ -115,7 +115,9 @@ _AS_RECORDED = [
     "lost",
 ]
 # run.json's lists of job ids, counted
-_LISTED = ["unreported", "unrecorded", "unexpected"]
+_LISTED = ["unreported", "unrecorded", "unexpected", "rerun"]
+# a worker kill's interrupted jobs: how many, how many started again, how soon (s)
+_KILLED = ["interrupted", "started_again", "recovery_p50_s", "recovery_max_s"]
 LIBRARY_FAULT_COLUMNS = [
     "strategy",
     "workers",
@@ -124,27 +126,110 @@ LIBRARY_FAULT_COLUMNS = [
     *_AS_RECORDED,
     *_LISTED,
     "window_s",
+    *_KILLED,
+    "promise",
+    "verdict",
+    "verdict_why",
 ]
 
 
 def library_fault_table(document: RunDocument) -> pd.DataFrame | None:
     """library-faults.csv: one row per repetition of a queue behind the adapter contract
-    under faults.worker_kills or backend_kills, from run.json: what was done to its
-    workers, and its jobs in their outcomes."""
-    rows = [
-        {
-            "strategy": entry.strategy,
-            "workers": entry.workers,
-            "repetition": entry.repetition,
-            "worker_kills": faults["kills"],
-            **{column: faults.get(column, 0) for column in _AS_RECORDED},
-            **{column: len(faults.get(column, [])) for column in _LISTED},
-            "window_s": faults["window_s"],
-        }
-        for entry in document.repetitions
-        if (faults := entry.library_faults) is not None
-    ]
+    under a library's faults, from run.json: what was done to its workers, its jobs in
+    their outcomes, and a worker kill's interrupted jobs beside its library's promise."""
+    rows = []
+    for entry in document.repetitions:
+        faults = entry.library_faults
+        if faults is None:
+            continue
+        queue = document.queues.get(entry.strategy)
+        promise = queue.recovery if queue is not None else None
+        verdict, why = kill_verdict(faults, promise)
+        held = faults.get("interrupted")
+        rows.append(
+            {
+                "strategy": entry.strategy,
+                "workers": entry.workers,
+                "repetition": entry.repetition,
+                "worker_kills": faults["kills"],
+                **{column: faults.get(column, 0) for column in _AS_RECORDED},
+                **{column: len(faults.get(column, [])) for column in _LISTED},
+                "window_s": faults["window_s"],
+                "interrupted": len(held) if held is not None else None,
+                **{column: faults.get(column) for column in _KILLED[1:]},
+                "promise": promised(promise),
+                "verdict": verdict,
+                "verdict_why": why,
+            }
+        )
     return pd.DataFrame(rows, columns=LIBRARY_FAULT_COLUMNS) if rows else None
+
+
+# A documented recovery time is when a library's sweep or heartbeat check may first see a
+# dead worker's job; its period and the machine's load come on top. Within this much of
+# it, the job was started again as promised; a window shorter than it cannot tell.
+PROMISE_SLACK = 1.5
+PROMISE_GRACE_S = 5.0
+_DONE = ("ok", "duplicated")
+
+
+def promised(promise: dict[str, Any] | None) -> str | None:
+    """The promise in a few words: "retried after 30 s", "left"."""
+    if promise is None:
+        return None
+    after = promise.get("after_s")
+    return str(promise["then"]) + (f" after {after:g} s" if after is not None else "")
+
+
+def kill_verdict(faults: dict[str, Any], promise: dict[str, Any] | None) -> tuple[str, str]:
+    """A repetition's worker kills against its library's promise (the manifest's
+    `recovery`): "as promised", "worse" or "better", with why, judged on each job a kill
+    interrupted; or why there is no verdict. Empty without worker kills."""
+    if not faults.get("kills"):
+        return "", ""
+    held = faults.get("interrupted")
+    if promise is None:
+        return "no promise", "its adapter's manifest declares no recovery"
+    if held is None or not faults.get("starts_said"):
+        return "not said", "its adapter says no starts: which jobs a kill interrupted is unknown"
+    # a job done before the kill took its worker, its report lost with it: not held
+    held = [r for r in held if r["started_again_after_s"] is not None or r["outcome"] not in _DONE]
+    if not held:
+        return "no job held", "no killed worker held a job it had not finished"
+    window = float(faults["window_s"])
+    judged = [_judged(row, promise, window) for row in held]
+    for verdict in ("worse", "not reached", "better", "as promised"):
+        whys = [why for seen, why in judged if seen == verdict]
+        if whys:
+            shown = "; ".join(whys[:3]) + (f"; and {len(whys) - 3} more" if len(whys) > 3 else "")
+            return verdict, shown
+    raise AssertionError("a judged job has one of the verdicts")
+
+
+def _judged(row: dict[str, Any], promise: dict[str, Any], window: float) -> tuple[str, str]:
+    """One interrupted job against the promise: its verdict and why."""
+    then, after = promise["then"], promise.get("after_s")
+    again, outcome = row["started_again_after_s"], row["outcome"]
+    job = f"job {row['job']} (killed at {row['killed_at_s']:g} s)"
+    bound = after * PROMISE_SLACK + PROMISE_GRACE_S if after is not None else None
+    left_s = window - float(row["killed_at_s"])  # the window after the kill
+    documented = f"documented: {promised(promise)}"
+    if outcome == "lost":
+        return "worse", f"{job} lost; {documented}"
+    if again is not None:
+        if then == "retried" and bound is not None and again > bound:
+            return "worse", f"{job} started again after {again:g} s; {documented}"
+        if then == "retried":
+            return "as promised", f"{job} started again after {again:g} s; {documented}"
+        return "better", f"{job} started again after {again:g} s; {documented}"
+    if outcome == "abandoned":
+        verdict = {"failed": "as promised", "left": "better"}.get(then, "worse")
+        return verdict, f"{job} marked failed by the library; {documented}"
+    if then == "left":
+        return "as promised", f"{job} not started again in {left_s:g} s; {documented}"
+    if bound is not None and left_s <= bound:
+        return "not reached", f"{job} not recovered within {left_s:g} s; {documented}"
+    return "worse", f"{job} {outcome} {left_s:g} s after the kill; {documented}"
 
 
 LIBRARY_FAULTS_NOTE = (
@@ -163,7 +248,15 @@ LIBRARY_FAULTS_NOTE = (
     "a worker that exited or failed on its own (each reason in run.json); unreported: "
     "done by the library's table, its worker killed before it said so (ok, no moments); "
     "unrecorded: reported done, absent from the library's table at the end (ok, no moments); "
-    "unexpected: run or held by the library, never enqueued (in no outcome)."
+    "unexpected: run or held by the library, never enqueued (in no outcome); rerun: "
+    "started more than once though no kill interrupted it. Worker kills' table: the jobs "
+    "each killed worker had started and not finished (its adapter's `started` events), "
+    "the time until a worker started each again, and the library's promise for such a job "
+    "(its manifest's `recovery`). Verdict, per interrupted job, the worst shown: worse = "
+    "lost, or not started again within 1.5 times its documented time plus 5 s (the check's "
+    "period and load on top), or marked failed where it promised a retry; not reached = "
+    "the window ended before that bound; better = started again, or marked failed, where "
+    "it promised to fail or leave the job; as promised otherwise."
 )
 
 
@@ -203,42 +296,76 @@ def missed_library_faults(document: RunDocument, scenario: Scenario) -> list[str
 
 
 def library_faults_section(table: pd.DataFrame, warnings: list[str] | None = None) -> Section:
+    shown = [
+        Table.of(_outcome_rows(table), "A library's faults: every job's outcome, per repetition")
+    ]
+    killed = table[table["worker_kills"] > 0]
+    if len(killed):
+        title = "Worker kills: the jobs they interrupted, beside the library's promise"
+        shown.append(Table.of(_kill_rows(killed), title))
+    return Section(
+        "library_faults",
+        "A library's faults",
+        LIBRARY_FAULTS_NOTE,
+        tables=shown,
+        console=shown,
+        warnings=warnings or [],
+    )
+
+
+# library-faults.csv's columns of counts shown in the outcome table, and their headers
+_OUTCOME_HEADERS = {
+    "workers": "workers",
+    "repetition": "rep",
+    "worker_kills": "worker kills",
+    "backend_kills": "backend kills",
+    "sessions_terminated": "sessions cut",
+    "server_crashes": "server crashes",
+    "connections_held": "conns held",
+    "exits": "exits",
+    "restarts": "restarts",
+    **{outcome: outcome for outcome in ("ok", "duplicated", "stranded", "abandoned")},
+    **{outcome: outcome for outcome in ("waiting", "lost", *_LISTED)},
+}
+
+
+def _outcome_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    headers = ["strategy", *_OUTCOME_HEADERS.values(), "window (s)"]
+    rows = [
+        [str(r["strategy"]), *(count(r[c]) for c in _OUTCOME_HEADERS), number(r["window_s"])]
+        for r in table.to_dict("records")
+    ]
+    return headers, rows
+
+
+def _kill_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     headers = [
         "strategy",
         "workers",
         "rep",
         "worker kills",
-        "backend kills",
-        "sessions cut",
-        "server crashes",
-        "conns held",
-        "exits",
-        "restarts",
-        "ok",
-        "duplicated",
-        "stranded",
-        "abandoned",
-        "waiting",
-        "lost",
-        "unreported",
-        "unrecorded",
-        "unexpected",
-        "window (s)",
+        "interrupted",
+        "started again",
+        "recovery p50 (s)",
+        "recovery max (s)",
+        "promise",
+        "verdict",
+        "why",
     ]
-    counted = LIBRARY_FAULT_COLUMNS[1:-1]
     rows = [
-        [str(r["strategy"]), *(count(r[c]) for c in counted), number(r["window_s"])]
+        [
+            str(r["strategy"]),
+            *(count(r[c]) for c in ("workers", "repetition", "worker_kills", "interrupted")),
+            count(r["started_again"]),
+            number(r["recovery_p50_s"]),
+            number(r["recovery_max_s"]),
+            str(r["promise"] or "-"),
+            str(r["verdict"]),
+            str(r["verdict_why"]),
+        ]
         for r in table.to_dict("records")
     ]
-    shown = Table.of((headers, rows), "A library's faults: every job's outcome, per repetition")
-    return Section(
-        "library_faults",
-        "A library's faults",
-        LIBRARY_FAULTS_NOTE,
-        tables=[shown],
-        console=[shown],
-        warnings=warnings or [],
-    )
+    return headers, rows
 
 
 def missed_faults(document: RunDocument, scenario: Scenario) -> list[str]:

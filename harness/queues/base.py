@@ -133,6 +133,11 @@ class WorkerReport:
     task_runs: list[TaskRun] = field(default_factory=list)
     # A library's worker killed by faults.worker_kills: when (s from the start), each time.
     kills: list[float] = field(default_factory=list)
+    # Each kill's moment (time.time(): one clock for every process of a run) and the jobs
+    # its worker held then (its adapter's `started`, no `job` or `requeued` since).
+    kills_holding: list[tuple[float, list[int]]] = field(default_factory=list)
+    # A library's task log's starts, where its adapter says them: job, time.time().
+    starts: list[tuple[int, float]] = field(default_factory=list)
     # Under faults.backend_kills: each time it exited or failed on its own (or failed to
     # start again), s from the start, and why (its error, its stderr's last line).
     exits: list[tuple[float, str]] = field(default_factory=list)

@@ -86,6 +86,9 @@ class QueueProvenance(_Part):
     adapter_sha256: str | None = None
     protocol: int | None = None
     replaces: str | None = None  # the shipped adapter's folder an --adapters-dir one replaced
+    # Its library's promise for a job whose worker died holding it (the manifest's
+    # `recovery`: then, after_s, says, source), read beside a worker kill's outcome.
+    recovery: dict[str, Any] | None = None
 
 
 _LIBRARY_DESCRIPTIONS = ("driver", "connector")

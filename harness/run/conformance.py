@@ -205,6 +205,11 @@ def _books(
     wrong = sorted(run.job for run in report.task_runs if expected.get(run.job) != run.tenant)
     if wrong:
         verdict.fail("books", f"{where}: job(s) reported with another tenant: {wrong[:5]}")
+    # `started` is optional; an adapter that says it says it for every job it runs
+    started = {job for job, _ in report.starts}
+    unsaid = sorted(run.job for run in report.task_runs if started and run.job not in started)
+    if unsaid:
+        verdict.fail("books", f"{where}: job(s) done without their `started`: {unsaid[:5]}")
 
 
 def _outside(dsn: str, schema: str, declared: tuple[str, ...]) -> set[str]:

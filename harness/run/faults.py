@@ -18,6 +18,7 @@ import contextlib
 import statistics
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -311,6 +312,11 @@ def fault_summary(
             jobs[UNFINISHED.get(record.left_as or "", "waiting")].append(record.job_id)
         else:
             jobs["duplicated" if record.job_id in duplicated else "ok"].append(record.job_id)
+    outcome_of = {job: outcome for outcome, ids in jobs.items() for job in ids}
+    held = interrupted(reports, outcome_of)
+    waits = sorted(
+        row["started_again_after_s"] for row in held if row["started_again_after_s"] is not None
+    )
     done = {
         "kills": len(kills),
         "killed_at_s": kills,
@@ -329,10 +335,24 @@ def fault_summary(
         # when they were closed; the refusal that stopped a fill short, if one did
         **({key: exhaustion.get(key) for key in EXHAUSTION_FIGURES} if exhaustion else {}),
     }
+    interrupted_jobs = {row["job"] for row in held}
     return {
         **done,
         "window_s": window_s,
         **{outcome: len(ids) for outcome, ids in jobs.items()},
+        # the jobs a worker kill interrupted (started, not finished), each with its next
+        # start and its outcome; None where no adapter of the run says its starts
+        "starts_said": any(report.starts for report in reports),
+        "interrupted": held,
+        "started_again": len(waits),
+        "recovery_p50_s": round(statistics.median(waits), 3) if waits else None,
+        "recovery_max_s": waits[-1] if waits else None,
+        # started more than once, though no kill interrupted it: run again unasked
+        "rerun": sorted(
+            job
+            for job, n in Counter(job for r in reports for job, _ in r.starts).items()
+            if n > 1 and job not in interrupted_jobs
+        ),
         "jobs": {outcome: ids for outcome, ids in jobs.items() if outcome != "ok" and ids},
         # run or held by the library, never enqueued: in no outcome above
         "unexpected": sorted(books.unexpected),
@@ -341,6 +361,31 @@ def fault_summary(
         # ok by the task log, absent from the library's table at the end: its record lost
         "unrecorded": sorted(books.unrecorded),
     }
+
+
+def interrupted(reports: list[WorkerReport], outcome_of: dict[int, str]) -> list[dict[str, Any]]:
+    """Each job a worker kill interrupted (its worker had started it and not finished it),
+    by the kill's moment: when the kill came (s from the start), the time until any
+    worker started it again (None: never, within the window), and its outcome."""
+    starts: dict[int, list[float]] = {}
+    for report in reports:
+        for job, moment in report.starts:
+            starts.setdefault(job, []).append(moment)
+    rows = []
+    for report in reports:
+        for at_s, (moment, held) in zip(report.kills, report.kills_holding, strict=True):
+            for job in held:
+                later = [at for at in starts.get(job, []) if at > moment]
+                rows.append(
+                    {
+                        "job": job,
+                        "worker": report.worker,
+                        "killed_at_s": at_s,
+                        "started_again_after_s": round(min(later) - moment, 3) if later else None,
+                        "outcome": outcome_of.get(job),
+                    }
+                )
+    return sorted(rows, key=lambda row: (row["killed_at_s"], row["job"]))
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from harness.run.faults import OUTCOMES
@@ -34,9 +35,10 @@ def faulted_run(
     timeout_s: float,
     strategy: str = "pyqueue",
     jobs: int = JOBS,
+    duration_ms: float = 30,
 ) -> dict:
     """The one repetition's entry of `faulted_runs`."""
-    (entry,) = faulted_runs(server, tmp_path, faults, timeout_s, strategy, jobs)
+    (entry,) = faulted_runs(server, tmp_path, faults, timeout_s, strategy, jobs, duration_ms)
     return entry
 
 
@@ -47,6 +49,7 @@ def faulted_runs(
     timeout_s: float,
     strategy: str = "pyqueue",
     jobs: int = JOBS,
+    duration_ms: float = 30,
 ) -> list[dict]:
     """`harness run` of a repetition (of the fixture adapter, by default) with `faults`
     (a line of YAML in the faults mapping): run.json's repetition entry. Through the
@@ -54,7 +57,7 @@ def faulted_runs(
     the PATH of every process the run starts (a fork server started earlier has the
     suite's PATH). Without `server`, on an embedded server of its own (a crash needs one
     the harness started). `strategy` may be several, comma-separated: an entry each;
-    `jobs` of 30 ms, two at a time."""
+    `jobs` of `duration_ms` each, two at a time."""
     path = tmp_path / "kills.yaml"
     path.write_text(
         f"""\
@@ -67,7 +70,7 @@ timeout_s: {timeout_s}
 faults:
   {faults}
 tenant_groups:
-  - {{name: large, tenants: 1, jobs_per_tenant: {jobs}, duration_ms: 30}}
+  - {{name: large, tenants: 1, jobs_per_tenant: {jobs}, duration_ms: {duration_ms}}}
 """
     )
     results = tmp_path / "results"
@@ -87,6 +90,12 @@ tenant_groups:
     said = f"Figures not drawn: harness report {folder} draws them."
     assert said in (folder / "report.html").read_text()
     return entries
+
+
+def kill_verdicts(tmp_path: Path) -> list[dict]:
+    """library-faults.csv of `faulted_runs`'s run: a row per repetition."""
+    table = pd.read_csv(tmp_path / "results" / "latest" / "library-faults.csv")
+    return list(table.to_dict("records"))
 
 
 def test_a_killed_worker_restarted_leaves_only_the_jobs_it_held(
@@ -112,10 +121,45 @@ def test_a_killed_worker_restarted_leaves_only_the_jobs_it_held(
     )
     assert len(kills["jobs"].get("stranded", [])) == held
     assert entry["books"] == (f"not recovered: {held}" if held else "balanced")
+    # the jobs the kill interrupted, by its `started` events: none started again (a job
+    # done before its report was lost with the worker is ok, `unreported`), and pyqueue
+    # promises no more (its manifest: `left`)
+    interrupted = kills["interrupted"]
+    assert kills["starts_said"] and kills["started_again"] == 0 and kills["rerun"] == []
+    for row in interrupted:
+        assert row["started_again_after_s"] is None, interrupted
+        assert row["outcome"] == "stranded" or row["job"] in kills["unreported"], kills
+    (verdict,) = kill_verdicts(tmp_path)
+    assert verdict["promise"] == "left"
+    assert verdict["verdict"] == ("as promised" if held else "no job held"), verdict
     # jobs.csv: the finished ones the workers reported (one killed between pyqueue's
     # commit and its report is ok, but has no moments of its own: `unreported`)
     unreported = kills["unreported"]
     assert len(unreported) <= 2 and entry["jobs"] == JOBS - held - len(unreported)
+
+
+def test_a_killed_workers_jobs_given_back_are_started_again_and_timed(
+    server: Server, tmp_path: Path
+) -> None:
+    """holds_claim claims, works and finishes each job in one transaction: the jobs its
+    killed worker held (both slots mid-job: 200 ms each, killed at 0.5 s) are waiting
+    again once its sessions end, and its restarted worker starts each again. Each is
+    timed from the kill to that start, and judged against its manifest's promise
+    (retried after 1 s: within 1.5 x 1 + 5 s, as promised)."""
+    kill = "worker_kills: [{at_s: 0.5, restart_after_s: 0.2}]"
+    jobs = 20  # two seconds of work
+    entry = faulted_run(server, tmp_path, kill, 20, "holds_claim", jobs=jobs, duration_ms=200)
+    kills = entry["library_faults"]
+    assert sum(kills[o] for o in OUTCOMES) == jobs and kills["ok"] == jobs, kills
+    interrupted = kills["interrupted"]
+    assert 1 <= len(interrupted) <= 2, kills  # a slot between two jobs holds none
+    again = [row["started_again_after_s"] for row in interrupted]
+    assert all(after is not None and after > 0 for after in again), interrupted
+    assert kills["started_again"] == len(interrupted)
+    assert kills["recovery_max_s"] == max(again)
+    (verdict,) = kill_verdicts(tmp_path)
+    assert verdict["promise"] == "retried after 1 s"
+    assert verdict["verdict"] == ("as promised" if max(again) <= 6.5 else "worse"), verdict
 
 
 @pytest.mark.thorough  # make test kills and restarts; a worker left dead is the matrix's
@@ -147,6 +191,19 @@ def test_a_librarys_killed_worker_is_restarted_and_every_job_counted(
     assert (kills["kills"], kills["restarts"]) == (1, 1), kills
     assert sum(kills[o] for o in OUTCOMES) == JOBS, kills
     assert kills["ok"] > 0  # the restarted worker took the queue up again
+    # Its adapter says its starts; the jobs the kill interrupted are judged against its
+    # manifest's promise: procrastinate leaves a dead worker's job `doing` (as promised);
+    # pgqueuer retries it after its heartbeat_timeout, 30 s, which this 8 s window does
+    # not reach. A job done before the kill took its report is no job held.
+    assert kills["starts_said"], kills
+    held = [
+        row
+        for row in kills["interrupted"]
+        if row["started_again_after_s"] is not None or row["outcome"] not in ("ok", "duplicated")
+    ]
+    expected = {"procrastinate": "as promised", "pgqueuer": "not reached"}[library]
+    (row,) = kill_verdicts(tmp_path)
+    assert row["verdict"] == (expected if held else "no job held"), (row, kills["interrupted"])
 
 
 def test_a_job_dropped_run_twice_or_never_enqueued_is_measured_each_in_its_own_outcome(

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from harness.analysis.faults import missed_library_faults
+from harness.analysis.faults import kill_verdict, missed_library_faults
 from harness.errors import RunFailed
 from harness.queues.base import JobRecord, Ledger, TaskRun, WorkerReport
 from harness.queues.contract.jobs import ledger_of
@@ -51,7 +51,7 @@ def test_every_job_of_a_killed_run_is_in_exactly_one_outcome() -> None:
     ledger = Ledger(records, claims=[1, 2, 2])  # job 2's task ran twice
     books = check_books(5, ledger, at_least_once=True, unfinished_measured=True)
     assert books.problems == [] and books.status == "not recovered: 3"
-    killed = WorkerReport(0, kills=[1.25], restarts=1)
+    killed = WorkerReport(0, kills=[1.25], kills_holding=[(100.0, [])], restarts=1)
     summary = fault_summary(books, records, [killed, WorkerReport(1)], window_s=10.0)
     outcomes = [summary[o] for o in ("ok", "duplicated", "stranded", "abandoned", "waiting")]
     assert outcomes == [1, 1, 1, 1, 1] and (summary["lost"], summary["unexpected"]) == (0, [])
@@ -72,12 +72,111 @@ def test_a_job_done_in_its_table_but_never_reported_is_ok_when_its_worker_was_ki
     ledger = Ledger(records, claims=[1])
     books = check_books(2, ledger, at_least_once=True, unfinished_measured=True)
     assert (books.problems, books.unreported, books.status) == ([], [2], "balanced")
-    summary = fault_summary(books, records, [WorkerReport(0, kills=[0.5])], window_s=5.0)
+    killed = WorkerReport(0, kills=[0.5], kills_holding=[(100.0, [2])], starts=[(2, 99.9)])
+    summary = fault_summary(books, records, [killed], window_s=5.0)
     assert (summary["ok"], summary["unreported"]) == (2, [2])
+    # held at the kill by the worker's word, done by the library's: no job to recover
+    assert summary["interrupted"] == [
+        {"job": 2, "worker": 0, "killed_at_s": 0.5, "started_again_after_s": None, "outcome": "ok"}
+    ]
+    assert kill_verdict(summary, LEFT) == (
+        "no job held",
+        "no killed worker held a job it had not finished",
+    )
     assert check_books(2, ledger).problems == [
         "1 job(s) with timestamps out of order: 2",
         "1 job(s) done but never claimed by a worker: 2",
     ]
+
+
+LEFT = {"then": "left", "after_s": None, "says": "stays running", "source": "its code"}
+RETRIED = {"then": "retried", "after_s": 30.0, "says": "after a heartbeat", "source": "its docs"}
+FAILED = {"then": "failed", "after_s": 60.0, "says": "the sweep aborts it", "source": "its code"}
+
+
+def test_a_kills_interrupted_jobs_are_timed_to_their_next_start_by_any_worker() -> None:
+    """Worker 0, killed at 1 s (the moment 100.0 on the run's clock), held jobs 1 and 2:
+    worker 1 started 1 again 2.5 s later, and 2 never; 3, which no kill interrupted, was
+    started twice (a rerun); 1's start before the kill is not its recovery."""
+    records = [_record(1, "done"), _record(2, "not finished (running)"), _record(3, "done")]
+    books = check_books(
+        3, Ledger(records, claims=[1, 3]), at_least_once=True, unfinished_measured=True
+    )
+    killed = WorkerReport(0, kills=[1.0], kills_holding=[(100.0, [1, 2])])
+    killed.starts = [(1, 99.0), (2, 99.5)]
+    other = WorkerReport(1, starts=[(3, 99.2), (1, 102.5), (3, 103.0)])
+    summary = fault_summary(books, records, [killed, other], window_s=10.0)
+    assert summary["interrupted"] == [
+        {"job": 1, "worker": 0, "killed_at_s": 1.0, "started_again_after_s": 2.5, "outcome": "ok"},
+        {
+            "job": 2,
+            "worker": 0,
+            "killed_at_s": 1.0,
+            "started_again_after_s": None,
+            "outcome": "stranded",
+        },
+    ]
+    assert (summary["started_again"], summary["recovery_p50_s"], summary["recovery_max_s"]) == (
+        1,
+        2.5,
+        2.5,
+    )
+    assert summary["rerun"] == [3] and summary["starts_said"] is True
+    # a promise of a retry after 30 s: job 2 not started again in the 9 s the window
+    # left after the kill cannot be judged yet; in a window of 60 s, it is worse
+    assert kill_verdict(summary, RETRIED)[0] == "not reached"
+    assert kill_verdict({**summary, "window_s": 60.0}, RETRIED) == (
+        "worse",
+        "job 2 (killed at 1 s) stranded 59 s after the kill; documented: retried after 30 s",
+    )
+    assert kill_verdict(summary, LEFT)[0] == "better"  # job 1 was started again
+
+
+def _interrupted(again: float | None, outcome: str, at_s: float = 1.0) -> dict[str, Any]:
+    held = [
+        {
+            "job": 7,
+            "worker": 0,
+            "killed_at_s": at_s,
+            "started_again_after_s": again,
+            "outcome": outcome,
+        }
+    ]
+    return {"kills": 1, "starts_said": True, "interrupted": held, "window_s": 300.0}
+
+
+@pytest.mark.parametrize(
+    ("promise", "again", "outcome", "verdict"),
+    [
+        (RETRIED, 31.0, "ok", "as promised"),
+        (RETRIED, 50.0, "ok", "as promised"),  # 1.5 x 30 + 5: the bound itself
+        (RETRIED, 50.5, "ok", "worse"),
+        (RETRIED, None, "abandoned", "worse"),
+        (RETRIED, None, "lost", "worse"),
+        (FAILED, None, "abandoned", "as promised"),
+        (FAILED, 61.0, "ok", "better"),
+        (FAILED, None, "stranded", "worse"),
+        (LEFT, None, "stranded", "as promised"),
+        (LEFT, None, "abandoned", "better"),
+        (LEFT, None, "lost", "worse"),
+    ],
+)
+def test_a_kills_verdict_reads_each_interrupted_job_beside_the_promise(
+    promise: dict[str, Any], again: float | None, outcome: str, verdict: str
+) -> None:
+    assert kill_verdict(_interrupted(again, outcome), promise)[0] == verdict
+
+
+def test_a_kill_has_no_verdict_without_a_promise_starts_or_a_job_held() -> None:
+    summary = _interrupted(None, "stranded")
+    assert kill_verdict({**summary, "kills": 0}, LEFT) == ("", "")
+    assert kill_verdict(summary, None)[0] == "no promise"
+    assert kill_verdict({**summary, "starts_said": False}, LEFT)[0] == "not said"
+    assert kill_verdict({**summary, "interrupted": []}, LEFT)[0] == "no job held"
+    # the worst job decides, and the first three are named
+    held = [{**summary["interrupted"][0], "job": job} for job in range(1, 6)]
+    verdict, why = kill_verdict({**summary, "interrupted": held}, RETRIED)
+    assert verdict == "worse" and why.endswith("; and 2 more") and why.count("job ") == 3
 
 
 def test_a_backend_kill_comes_per_s_times_a_second_through_its_window() -> None:

@@ -2,7 +2,8 @@
 writes as an adapter's first line on stdin, the commands after it, and the events the
 adapter writes on stdout, one JSON object a line. Protocol 2 adds optional fields to
 protocol 1 (a job's moments and claim time, a record's, a refusal, a fetch of its own),
-so an adapter of protocol 1 is read as it always was.
+and an optional event (`started`, a run of its task beginning), so an adapter of
+protocol 1 is read as it always was.
 
 An adapter is untrusted input: every line it writes is validated here, where it enters,
 against the model of its event (unknown events and fields refused, numbers bounded,
@@ -166,6 +167,18 @@ class Enqueued(_Event):
     count: Count
 
 
+class JobStarted(_Event):
+    """A run of its task begins (the library has handed it the job): its number and
+    tenant from its payload, and the library's id for it. Optional: an adapter that
+    says it lets a worker kill name the jobs the worker held (started, no `job` or
+    `requeued` since), and the time until each is started again."""
+
+    event: Literal["started"]
+    job: JobNumber
+    tenant: TenantId
+    id: LibraryId
+
+
 class JobDone(_Event):
     """One run of its task, done: the job's number and tenant from its payload, the
     library's id for it, and its three moments on the server's clock, where the task
@@ -234,6 +247,7 @@ Event = Annotated[
     | Installed
     | Versions
     | Enqueued
+    | JobStarted
     | JobDone
     | Requeued
     | Plan
@@ -250,6 +264,7 @@ EVENT_NAMES = (
     "installed",
     "versions",
     "enqueued",
+    "started",
     "job",
     "requeued",
     "plan",

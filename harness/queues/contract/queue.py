@@ -493,6 +493,7 @@ class ContractQueue:
             adapter_sha256=self.adapter.digest,
             protocol=manifest.protocol,
             replaces=str(self.adapter.replaces) if self.adapter.replaces else None,
+            recovery=manifest.recovery.model_dump() if manifest.recovery else None,
         )
 
     # its captured fetch (FetchExplainer)

@@ -1,13 +1,15 @@
 """A worker adapter's events while it works, read on a thread of their own: each `job`
-into the task log, each `requeued` counted, anything else a protocol error; and its stop,
-bounded. The one reader of runs (harness/queues/contract/queue.py) and of the
-conformance kit (harness/run/conformance.py) alike.
+into the task log, each `started` noted (the jobs it holds), each `requeued` counted,
+anything else a protocol error; and its stop, bounded. The one reader of runs
+(harness/queues/contract/queue.py) and of the conformance kit (harness/run/conformance.py)
+alike.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 
 from harness.queues.base import Signals, WorkerReport
 from harness.queues.contract import jobs
@@ -15,6 +17,7 @@ from harness.queues.contract.process import STOP_BOUND_S, AdapterProcess
 from harness.queues.contract.protocol import (
     AdapterFailed,
     JobDone,
+    JobStarted,
     ProtocolError,
     Requeued,
     Stopped,
@@ -36,6 +39,7 @@ class WorkerEvents(threading.Thread):
         super().__init__(daemon=True)
         self.adapter, self.report, self.signals, self.index = adapter, report, signals, index
         self.error: Exception | None = None
+        self.holding: Counter[int] = Counter()  # started, not done or requeued since
 
     @classmethod
     def started(
@@ -59,15 +63,30 @@ class WorkerEvents(threading.Thread):
             self.error = error
 
     def _take(self, event: object) -> None:
-        if isinstance(event, JobDone):
+        if isinstance(event, JobStarted):
+            self.report.starts.append((event.job, time.time()))
+            self.holding[event.job] += 1
+        elif isinstance(event, JobDone):
+            self._let_go(event.job)
             jobs.record_run(self.report, self.signals, self.index, jobs.task_run(event))
         elif isinstance(event, Requeued):
+            self._let_go(event.job)
             self.report.lost_races += 1  # the task found its tenant at its cap
         else:
             raise ProtocolError(
                 f"adapter {self.adapter.adapter.name}: protocol: stdout line "
                 f"{self.adapter.lines}: '{event.event}' while working"  # type: ignore[attr-defined]
             )
+
+    def _let_go(self, job: int) -> None:
+        self.holding[job] -= 1
+        if self.holding[job] <= 0:
+            del self.holding[job]
+
+    def held(self) -> list[int]:
+        """The jobs it holds: started, not done or requeued since. Read once its
+        process is gone and this reader has ended, it is what a kill interrupted."""
+        return sorted(self.holding)
 
     def wait_for(self, count: int, bound_s: float) -> None:
         """Until `count` jobs are reported, the reader has ended, or `bound_s` has passed."""

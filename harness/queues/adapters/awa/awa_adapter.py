@@ -304,6 +304,7 @@ async def _serve(setup: Setup, work: kit.Work, client: Any) -> None:
         if work.hold:
             await work.hold_job()
             return
+        work.begin(args.n, args.t, str(job.id))
         if args.ms > 0:
             await asyncio.sleep(args.ms / 1000)
         work.job(args.n, args.t, str(job.id))

@@ -310,8 +310,10 @@ def _register_workflow(work: kit.Work) -> list[int]:
         if work.hold:
             held[0] += 1
             await work.hold_job()
-        elif ms > 0:
-            await asyncio.sleep(ms / 1000)
+        else:
+            work.begin(int(n), int(t), workflow)
+            if ms > 0:
+                await asyncio.sleep(ms / 1000)
         work.job(int(n), int(t), workflow)
 
     return held

@@ -47,6 +47,7 @@ class HarnessJob
   end
 
   def perform
+    Adapter.started(@job_id, n, t)
     Adapter.work(self)
     created, locked, finished = Delayed::Job.connection.select_rows(
       "select created_at at time zone 'UTC', locked_at at time zone 'UTC', clock_timestamp() " \
@@ -148,6 +149,12 @@ module Adapter
     Delayed::Worker.default_queue_name = nil
     ActiveRecord::Base.logger = nil
     ActiveRecord::Migration.verbose = false
+  end
+
+  # A run of its task begins, before its work (not in a plan capture, whose jobs are
+  # held): a worker killed before the run's `job` held the job.
+  def started(job_id, n, t)
+    emit(event: "started", id: job_id.to_s, job: n, tenant: t) unless @config["hold"]
   end
 
   def work(job)

@@ -201,15 +201,20 @@ sub worker {
 
 sub plan { emit({event => 'plan', message => shift}) }
 
-# Each job's end, as Minion's worker sees it when it reaps the job's process: `finished`
-# (finish_job succeeded: the job is done, its moments Minion's own, read from its row) or,
-# for a job its task put back with retry, no `finished`: said at the next turn of the loop.
+# Each job's start, as Minion's worker dequeues it, and its end, as the worker sees it
+# when it reaps the job's process: `finished` (finish_job succeeded: the job is done, its
+# moments Minion's own, read from its row) or, for a job its task put back with retry, no
+# `finished`: said at the next turn of the loop.
 sub watch {
   my ($worker, $db, $hold) = @_;
   my $stdin = IO::Select->new(\*STDIN);
   $worker->{harness_reaped} = {};
   $worker->on(dequeue => sub {
     my ($worker, $job) = @_;
+    # A run of its task begins (its process forked next), not in a plan capture, whose
+    # jobs are held: a worker killed before the run's `job` held the job.
+    emit({event => 'started', id => '' . $job->id, job => 0 + $job->args->[0]{n},
+      tenant => 0 + $job->args->[0]{t}}) unless $hold;
     $job->on(reap => sub { $worker->{harness_reaped}{$job->id} = $job });
     $job->on(failed => sub { delete $worker->{harness_reaped}{$job->id} });
     $job->on(finished => sub {

@@ -31,6 +31,12 @@ export function forwardPlans(pool, emit) {
   });
 }
 
+// A run of its task begins, before its work (not in a plan capture, whose jobs are held):
+// a worker killed before the run's `job` held the job.
+export function jobStarted(emit, id, payload, hold) {
+  if (!hold) emit({ event: "started", id: String(id), job: payload.n, tenant: payload.t });
+}
+
 // The job's work: its duration, or, in a plan capture, until the worker stops (a job held
 // keeps its slot, so each capture's fetch sees the ones before it running).
 export async function work(payload, holdUntil) {

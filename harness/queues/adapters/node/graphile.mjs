@@ -15,7 +15,15 @@ import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { Logger, makeWorkerUtils, run, runMigrations } from "graphile-worker";
-import { deferred, forwardPlans, pgConfig, record, version, work } from "./common.mjs";
+import {
+  deferred,
+  forwardPlans,
+  jobStarted,
+  pgConfig,
+  record,
+  version,
+  work,
+} from "./common.mjs";
 
 const TASK = "harness_job";
 const DONE_LOG = readFileSync(new URL("./graphile.sql", import.meta.url), "utf8");
@@ -133,6 +141,7 @@ export async function worker(config, emit) {
   const stopping = deferred();
   let done = null;
   const task = async (payload, helpers) => {
+    jobStarted(emit, helpers.job.id, payload, config.hold);
     await work(payload, config.hold ? stopping.promise : null);
     done.ran(helpers.job.id, payload);
   };

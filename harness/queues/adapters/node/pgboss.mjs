@@ -11,7 +11,15 @@
 // fetch), read with the server's clock as its work ends, in one statement.
 
 import { PgBoss } from "pg-boss";
-import { deferred, forwardPlans, pgConfig, record, version, work } from "./common.mjs";
+import {
+  deferred,
+  forwardPlans,
+  jobStarted,
+  pgConfig,
+  record,
+  version,
+  work,
+} from "./common.mjs";
 
 const QUEUE = "harness";
 const MIN_POLL_S = 0.5; // pg-boss refuses a pollingIntervalSeconds below it
@@ -112,6 +120,8 @@ export async function worker(config, emit) {
     });
   };
   const handler = async (jobs) => {
+    // pg-boss hands the handler its batch active at once: each job is held from then on
+    for (const job of jobs) jobStarted(emit, job.id, job.data, config.hold);
     for (const job of jobs) {
       await work(job.data, config.hold ? stopping.promise : null);
       const read = report(job).catch((error) => {

@@ -241,7 +241,10 @@ def _run_all(
     messages: list[tuple[int, dict[str, Any]]],
 ) -> None:
     """The read's messages worked in order; each archived when done, or all of them in
-    one call at the end, as pgmq's benchmark does."""
+    one call at the end, as pgmq's benchmark does. The read took them all: each is held
+    from then on."""
+    for msg_id, message in messages:
+        work.begin(message["n"], message["t"], str(msg_id))
     for msg_id, message in messages:
         if message["ms"] > 0:
             time.sleep(message["ms"] / 1000)

@@ -291,12 +291,27 @@ def _task(work: kit.Work, fetches: kit.FetchTimes) -> Callable[[Any], Any]:
             await work.hold_job()
             return
         payload = json.loads(job.payload)
+        job_id = str(job.id)
         if payload["ms"] > 0:
             await asyncio.sleep(payload["ms"] / 1000)
-        job_id = str(job.id)
         work.job(payload["n"], payload["t"], job_id, claim_ms=fetches.claim_ms(job_id))
 
     return task
+
+
+def _held_by(work: kit.Work) -> Callable[[Any], None] | None:
+    """Each job its dequeue picked, said started: its QueueManager holds a batch picked
+    ahead of its tasks (its heartbeat keeps them), and a worker killed holds them all.
+    None in a plan capture, whose jobs are held to the end."""
+    if work.hold:
+        return None
+
+    def held(jobs: Any) -> None:
+        for job in jobs:
+            payload = json.loads(job.payload)
+            work.begin(payload["n"], payload["t"], str(job.id))
+
+    return held
 
 
 async def _manager(
@@ -307,7 +322,9 @@ async def _manager(
     from pgqueuer.qm import QueueManager
 
     conn, queries = await _queries(config, work)
-    queries.dequeue = fetches.wrap(queries.dequeue, lambda jobs: [str(job.id) for job in jobs])
+    queries.dequeue = fetches.wrap(
+        queries.dequeue, lambda jobs: [str(job.id) for job in jobs], _held_by(work)
+    )
     manager = QueueManager(queries, channel=_settings(config).channel)
     # Its re-poll while work is known to be queued, no longer than the scenario's poll.
     manager.min_dequeue_poll_interval = timedelta(seconds=min(MIN_DEQUEUE_POLL_S, setup.poll_s))

@@ -149,9 +149,10 @@ def _register_task(app: procrastinate.App, work: kit.Work, fetches: kit.FetchTim
         if work.hold:
             await work.hold_job()
             return
+        job_id = str(context.job.id)
+        work.begin(n, t, job_id)
         if ms > 0:
             await asyncio.sleep(ms / 1000)
-        job_id = str(context.job.id)
         work.job(n, t, job_id, claim_ms=fetches.claim_ms(job_id))
 
 

@@ -128,6 +128,11 @@ class Work:
         """Until `stop` (or a closed stdin)."""
         await until(self.stop.is_set)
 
+    def begin(self, n: int, t: int, library_id: str) -> None:
+        """A run of its task begins, before its work: a worker killed before the run's
+        `job` held the job (what a worker kill interrupted)."""
+        self.out.emit({"event": "started", "job": int(n), "tenant": int(t), "id": str(library_id)})
+
     def job(self, n: int, t: int, library_id: str, **more: Any) -> None:
         """One run of its task, done: `claim_ms` (its fetch, timed), `enqueued_at`,
         `started_at`, `finished_at` (the server's clock) where it has them."""
@@ -411,8 +416,14 @@ class FetchTimes:
     def __init__(self) -> None:
         self.by_id: dict[str, float] = {}
 
-    def wrap(self, fetch: Callable[..., Awaitable[Any]], ids: Callable[[Any], list[str]]) -> Any:
-        """`fetch` timed; `ids` names the jobs of what it returned."""
+    def wrap(
+        self,
+        fetch: Callable[..., Awaitable[Any]],
+        ids: Callable[[Any], list[str]],
+        held: Callable[[Any], None] | None = None,
+    ) -> Any:
+        """`fetch` timed; `ids` names the jobs of what it returned; `held`, if given, is
+        told them (a library that fetches ahead of its tasks holds them from then on)."""
 
         async def timed(*args: Any, **kwargs: Any) -> Any:
             began = time.perf_counter()
@@ -420,6 +431,8 @@ class FetchTimes:
             elapsed_ms = (time.perf_counter() - began) * 1000
             for job_id in ids(fetched):
                 self.by_id[job_id] = elapsed_ms
+            if held is not None:
+                held(fetched)
             return fetched
 
         return timed

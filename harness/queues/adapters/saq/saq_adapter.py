@@ -208,8 +208,10 @@ def _worker_of(queue: PostgresQueue, concurrency: int, work: kit.Work) -> Worker
     async def harness_job(ctx: Context, *, n: int, t: int, ms: float) -> None:
         if work.hold:
             await work.hold_job()
-        elif ms > 0:
-            await asyncio.sleep(ms / 1000)
+        else:
+            work.begin(n, t, str(ctx["job"].key))
+            if ms > 0:
+                await asyncio.sleep(ms / 1000)
 
     async def finished(ctx: Context) -> None:
         """The task log, once saq has written the job complete (its after_process hook
