@@ -87,9 +87,14 @@ class Holder:
         start: Event,
         dequeue: str | None = None,
         params: dict[str, Any] | None = None,
+        schemas: tuple[str, ...] | None = None,
     ) -> None:
+        """`schemas`: a library's queue, whose tables are all those of its schemas (the
+        run's, and those it makes by a fixed name), summed; else the harness's own
+        `jobs` and `queue_tenants`."""
         self.hold = hold
         self._dequeue, self._params = dequeue, params or {}
+        self._schemas = list(schemas) if schemas is not None else None
         self.record = HoldRecord()
         self._site, self._start = site, start
         self._stop = threading.Event()
@@ -183,20 +188,33 @@ class Holder:
         self.record.ended_at = self._scalar(self._sampling, "select clock_timestamp()")
         self.record.cut_short = cut_short
         if self.hold.vacuum_after and not cut_short:
-            self._sampling.execute(SQL["vacuum_after"].sql)  # type: ignore[arg-type]
+            self._vacuum(self._sampling)
             self.record.vacuumed = True
+
+    def _vacuum(self, conn: psycopg.Connection) -> None:
+        if self._schemas is None:
+            conn.execute(SQL["vacuum_after"].sql)  # type: ignore[arg-type]
+            return
+        found = conn.execute(SQL["tables_of_schemas"].sql, {"schemas": self._schemas})  # type: ignore[arg-type]
+        tables = [sql.Identifier(schema, table) for schema, table in found.fetchall()]
+        if tables:
+            conn.execute(sql.SQL("vacuum {}").format(sql.SQL(", ").join(tables)))
 
     def _sample(self, phase: str) -> None:
         assert self._sampling is not None and self._holding is not None
+        library = self._schemas is not None
         row = self._sampling.execute(
-            SQL["sample"].sql,  # type: ignore[arg-type]  # our own file, not user input
-            {"holder_pid": self.pid},
+            SQL["sample_schemas" if library else "sample"].sql,  # type: ignore[arg-type]
+            {"holder_pid": self.pid, "schemas": self._schemas},
         ).fetchone()
         assert row is not None
         at, *figures = row
-        versions = [None, None]
+        versions: list[Any] = [None, None]
         if self._pgstattuple:
-            versions = list(self._scalar_row(self._sampling, SQL["dead_versions"].sql))
+            block = SQL["dead_versions_schemas" if library else "dead_versions"].sql
+            found = self._sampling.execute(block, {"schemas": self._schemas}).fetchone()  # type: ignore[arg-type]
+            assert found is not None
+            versions = list(found)
         values = [
             at.isoformat(timespec="microseconds"),
             phase,

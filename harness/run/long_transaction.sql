@@ -30,6 +30,27 @@ select
 from pg_stat_user_tables j, pg_stat_user_tables q
 where j.relid = 'jobs'::regclass and q.relid = 'queue_tenants'::regclass;
 
+-- name: sample_schemas
+-- The same for a library's queue (its tables are its own: they are summed): the holder's
+-- xmin age, and over every table of the library's schemas (the run's, and those it makes
+-- by a fixed name) the live and dead tuple counts, sizes and vacuum counts; nothing for
+-- queue_tenants, which is the harness's own.
+select
+  clock_timestamp(),
+  (select age(backend_xmin) from pg_stat_activity where pid = %(holder_pid)s),
+  sum(t.n_live_tup)::bigint,
+  sum(t.n_dead_tup)::bigint,
+  sum(pg_relation_size(t.relid))::bigint,
+  sum(pg_indexes_size(t.relid))::bigint,
+  sum(t.autovacuum_count)::bigint,
+  sum(t.vacuum_count)::bigint,
+  null::bigint,
+  null::bigint,
+  null::bigint,
+  null::bigint
+from pg_stat_user_tables t
+where t.schemaname = any(%(schemas)s);
+
 -- name: vacuum_after
 -- Only when the scenario asks (long_transaction.vacuum_after): the cleanup a queue's
 -- operator would run by hand, right after the hold ends.
@@ -76,3 +97,18 @@ select pg_advisory_unlock(hashtext('tenant-queue-bench'), hashtext('pgstattuple'
 select
   (select dead_tuple_count from pgstattuple('jobs')),
   (select dead_tuple_count from pgstattuple('queue_tenants'));
+
+-- name: dead_versions_schemas
+-- For a library's queue, over every table of its schemas (pgstattuple reads each whole).
+select
+  (select sum((pgstattuple(c.oid)).dead_tuple_count)::bigint
+     from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where c.relkind = 'r' and n.nspname = any(%(schemas)s)),
+  null::bigint;
+
+-- name: tables_of_schemas
+-- A library's tables, for vacuum_after.
+select n.nspname, c.relname
+  from pg_class c join pg_namespace n on n.oid = c.relnamespace
+ where c.relkind in ('r', 'p') and n.nspname = any(%(schemas)s)
+ order by 1, 2;

@@ -245,7 +245,10 @@ def _holder(queue: Queue, inputs: RunInputs, crew: Crew) -> AbstractContextManag
     hold = inputs.long_transaction
     if hold is None:
         return nullcontext()
-    return Holder(queue.site, hold, crew.signals.start, queue.dequeue_sql(), inputs.params)
+    # a library's tables are its own: every table of its schemas is sampled
+    library = queue.provenance().kind == "adapter"
+    schemas = (queue.site.schema, *queue.outside_schemas()) if library else None
+    return Holder(queue.site, hold, crew.signals.start, queue.dequeue_sql(), inputs.params, schemas)
 
 
 def _timed(records: list[JobRecord], books: Books) -> list[JobRecord]:

@@ -16,7 +16,9 @@ from harness.run.long_transaction import Holder
 from harness.run.scenario_run import RunOptions
 from harness.scenario.model import LongTransaction
 from harness.server.kinds import Server
+from tests.conftest import harness_cli
 from tests.integration.conftest import run_yaml
+from tests.integration.test_adapters import FIXTURES, ON_PATH
 
 
 def wait_for(condition, timeout_s: float = 10) -> None:  # type: ignore[no-untyped-def]
@@ -146,4 +148,74 @@ def test_a_run_records_the_hold_and_the_dead_versions_it_left(
     assert outcome.tables.bloat is not None and len(outcome.tables.bloat) == 1
     assert (run / "bloat-summary.csv").exists() and (run / "bloat.png").exists()
     assert "Long transaction and bloat" in (run / "summary.md").read_text()
+    assert "Long transaction and bloat" in (run / "report.html").read_text()
+
+
+def test_a_librarys_tables_are_sampled_as_one(queue: psycopg.Connection) -> None:
+    """A library's queue: every table of its schemas, whatever their names, summed. Two
+    tables' 100 rows each updated twice while the horizon is held leave 400 dead
+    versions (pgstattuple), and 200 live rows; vacuum_after vacuums them all."""
+    queue.execute("create schema if not exists lib_hold")
+    for table in ("lib_hold.first", "lib_hold.second"):
+        queue.execute(f"drop table if exists {table}")
+        queue.execute(f"create table {table} (id int primary key, n int)")
+        queue.execute(f"insert into {table} select i, 0 from generate_series(1, 100) i")
+    start = multiprocessing.get_context("spawn").Event()
+    hold = LongTransaction(from_s=0, for_s=600, sample_ms=50, vacuum_after=True)
+    site = Site(queue.info.dsn, "queue_test")
+    with Holder(site, hold, start, schemas=("lib_hold",)) as holder:
+        start.set()
+        wait_for(lambda: holder.record.began_at is not None)
+        for _ in range(2):
+            for table in ("lib_hold.first", "lib_hold.second"):
+                queue.execute(f"update {table} set n = n + 1")
+        seen = len(holder.record.samples)
+        wait_for(lambda: len(holder.record.samples) >= seen + 2)
+    last = holder.record.samples[-1]
+    assert last["phase"] == "during" and last["jobs_dead_versions"] == 400
+    assert last["tenants_dead_versions"] is None and last["tenants_live"] is None
+    assert last["dequeue_buffers"] is None  # a library's fetch is not the harness's to run
+    queue.execute("drop schema lib_hold cascade")
+
+
+LIBRARY_SCENARIO = """\
+name: bloat-library
+strategies: [pyqueue]
+workers: 2
+repetitions: 1
+poll_interval_ms: 5
+timeout_s: 60
+long_transaction: {from_s: 0.5, for_s: 1.5, sample_ms: 100}
+tenant_groups:
+  - {name: churning, tenants: 5, jobs_per_tenant: 2, duration_ms: 1, repeat: 60,
+     every_s: 0.05}
+"""
+
+
+def test_a_librarys_run_records_the_hold_over_its_own_tables(
+    server: Server, tmp_path: Path
+) -> None:
+    """The fixture adapter's queue (tests/fixtures/adapters/pyqueue: its claim and its
+    finish each update the job) under a held snapshot: every job it claimed in the hold
+    left at least its claimed version dead in its own table, sampled as the library's."""
+    path = tmp_path / "bloat.yaml"
+    path.write_text(LIBRARY_SCENARIO)
+    results = tmp_path / "results"
+    options = ["--adapters-dir", str(FIXTURES), "--dsn", server.dsn, "--results-dir", str(results)]
+    done = harness_cli("run", str(path), *options, "--no-plots", timeout=180, env=ON_PATH)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = (results / "latest").resolve()
+    samples = pd.read_csv(run / "bloat.csv")
+    assert list(dict.fromkeys(samples["phase"])) == ["before", "during", "after"]
+    held = samples["phase"] == "during"
+    assert samples.loc[held, "holder_xmin_age"].notna().all()
+    assert samples["dequeue_buffers"].isna().all()  # pyqueue's claim runs inside pyqueue
+    last_held = samples[held].iloc[-1]
+    windows = pd.read_json(run / "run.json", typ="series")["repetitions"]
+    window = windows[0]["long_transaction"]
+    jobs = pd.read_csv(run / "jobs.csv", parse_dates=["started_at"])
+    began, sampled = pd.Timestamp(window["began_at"]), pd.Timestamp(last_held["at"])
+    claimed = jobs["started_at"].between(began, sampled - pd.Timedelta(seconds=0.2)).sum()
+    assert claimed > 20
+    assert last_held["jobs_dead_versions"] >= claimed
     assert "Long transaction and bloat" in (run / "report.html").read_text()

@@ -207,19 +207,19 @@ def test_failing_jobs_are_a_fault_a_strategy_may_not_take(write_yaml) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("extra", "feature"),
-    [
-        ("long_transaction: {from_s: 1, for_s: 2}\n", "a long_transaction"),
-        ("faults:\n  crashes: [{worker: 0, at_s: 1}]\n", "faults"),
-    ],
-)
-def test_a_library_queue_is_refused_what_its_traits_refuse(
-    write_yaml, extra: str, feature: str
-) -> None:
+def test_a_library_queue_is_refused_what_its_traits_refuse(write_yaml) -> None:
+    extra = "faults:\n  crashes: [{worker: 0, at_s: 1}]\n"
     text = BASE.replace("strategies: [fifo]", "strategies: [fifo, procrastinate]") + extra
-    reason = getattr(builtin_traits()["procrastinate"], feature.split()[-1])
-    assert refusal(write_yaml(text)) == f"3: strategies[1]: cannot take {feature}: {reason}"
+    reason = builtin_traits()["procrastinate"].faults
+    assert refusal(write_yaml(text)) == f"3: strategies[1]: cannot take faults: {reason}"
+
+
+def test_a_library_queue_takes_a_long_transaction(write_yaml) -> None:
+    """A held snapshot beside a library's queue: its own tables sampled (the runner's)."""
+    extra = "long_transaction: {from_s: 1, for_s: 2}\n"
+    text = BASE.replace("strategies: [fifo]", "strategies: [fifo, procrastinate]") + extra
+    assert builtin_traits()["procrastinate"].long_transaction is None
+    assert load_scenario(write_yaml(text), builtin_traits()).scenario.long_transaction
 
 
 def test_a_queue_that_cannot_explain_is_refused_on_the_explain_strategies_line(

@@ -91,7 +91,6 @@ FAULTS_REFUSED = (
     "faults.worker_kills kills its workers, backend_kills their sessions, server_crash "
     "crashes the server under them"
 )
-HOLD_REFUSED = "its fetch runs inside the library; nothing for the holder to sample"
 NO_FETCH = "its manifest names no fetch: its fetch cannot be told among its plans"
 
 
@@ -534,7 +533,7 @@ def traits_of(adapter: Adapter, declared: MappingDecl) -> QueueTraits:
     long transaction never (its library has its own); explain captures where the
     manifest says how its fetch is told."""
     explain = None if adapter.manifest.fetch_of(declared) is not None else NO_FETCH
-    return QueueTraits(faults=FAULTS_REFUSED, long_transaction=HOLD_REFUSED, explain=explain)
+    return QueueTraits(faults=FAULTS_REFUSED, explain=explain)
 
 
 # -- the catalog ----------------------------------------------------------------------
