@@ -3,6 +3,7 @@ faults that never happened (pure)."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -118,6 +119,9 @@ _AS_RECORDED = [
 _LISTED = ["unreported", "unrecorded", "unexpected", "rerun"]
 # a worker kill's interrupted jobs: how many, how many started again, how soon (s)
 _KILLED = ["interrupted", "started_again", "recovery_p50_s", "recovery_max_s"]
+# the kills' throughput dip (run.json's `dips`): the median before the first, the lowest
+# after any, the longest until back (none if one never was)
+_DIP = ["throughput_before_per_s", "throughput_lowest_per_s", "throughput_back_s"]
 LIBRARY_FAULT_COLUMNS = [
     "strategy",
     "workers",
@@ -127,6 +131,7 @@ LIBRARY_FAULT_COLUMNS = [
     *_LISTED,
     "window_s",
     *_KILLED,
+    *_DIP,
     "promise",
     "verdict",
     "verdict_why",
@@ -157,12 +162,43 @@ def library_fault_table(document: RunDocument) -> pd.DataFrame | None:
                 "window_s": faults["window_s"],
                 "interrupted": len(held) if held is not None else None,
                 **{column: faults.get(column) for column in _KILLED[1:]},
+                **dip_figures(faults.get("dips") or []),
                 "promise": promised(promise),
                 "verdict": verdict,
                 "verdict_why": why,
             }
         )
     return pd.DataFrame(rows, columns=LIBRARY_FAULT_COLUMNS) if rows else None
+
+
+def dip_figures(dips: list[dict[str, Any]]) -> dict[str, float | None]:
+    """A repetition's kills' throughput dips in three figures (_DIP)."""
+    measured = [dip for dip in dips if dip.get("before_per_s") is not None]
+    if not measured:
+        return dict.fromkeys(_DIP)
+    lows = [dip["lowest_per_s"] for dip in measured if dip["lowest_per_s"] is not None]
+    backs = [dip["back_after_s"] for dip in measured]
+    return {
+        "throughput_before_per_s": measured[0]["before_per_s"],
+        "throughput_lowest_per_s": min(lows) if lows else None,
+        "throughput_back_s": None if None in backs else max(backs),
+    }
+
+
+def dip_words(row: Mapping[Hashable, Any]) -> str:
+    """The dip as the kills' table says it: "10/s, down to 0/s, back after 1.4 s"."""
+    before, lowest = row["throughput_before_per_s"], row["throughput_lowest_per_s"]
+    if _missing(before):
+        return "-"
+    back = row["throughput_back_s"]
+    low = f", down to {number(lowest)}/s" if not _missing(lowest) else ""
+    return f"{number(before)}/s{low}, " + (
+        f"back after {number(back)} s" if not _missing(back) else "not back in the window"
+    )
+
+
+def _missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
 
 
 # A documented recovery time is when a library's sweep or heartbeat check may first see a
@@ -252,7 +288,10 @@ LIBRARY_FAULTS_NOTE = (
     "started more than once though no kill interrupted it. Worker kills' table: the jobs "
     "each killed worker had started and not finished (its adapter's `started` events), "
     "the time until a worker started each again, and the library's promise for such a job "
-    "(its manifest's `recovery`). Verdict, per interrupted job, the worst shown: worse = "
+    "(its manifest's `recovery`); throughput: jobs reported done per second over 1 s "
+    "windows, the median before the kill, the lowest after it, and how long until a whole "
+    "window after it was back at 90 % of that median (run.json's `dips`). Verdict, per "
+    "interrupted job, the worst shown: worse = "
     "lost, or not started again within 1.5 times its documented time plus 5 s (the check's "
     "period and load on top), or marked failed where it promised a retry; not reached = "
     "the window ended before that bound; better = started again, or marked failed, where "
@@ -348,6 +387,7 @@ def _kill_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         "started again",
         "recovery p50 (s)",
         "recovery max (s)",
+        "throughput",
         "promise",
         "verdict",
         "why",
@@ -359,6 +399,7 @@ def _kill_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             count(r["started_again"]),
             number(r["recovery_p50_s"]),
             number(r["recovery_max_s"]),
+            dip_words(r),
             str(r["promise"] or "-"),
             str(r["verdict"]),
             str(r["verdict_why"]),

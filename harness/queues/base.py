@@ -138,6 +138,8 @@ class WorkerReport:
     kills_holding: list[tuple[float, list[int]]] = field(default_factory=list)
     # A library's task log's starts, where its adapter says them: job, time.time().
     starts: list[tuple[int, float]] = field(default_factory=list)
+    # When each run of its task was reported done (time.time()): its throughput over time.
+    finishes: list[float] = field(default_factory=list)
     # Under faults.backend_kills: each time it exited or failed on its own (or failed to
     # start again), s from the start, and why (its error, its stderr's last line).
     exits: list[tuple[float, str]] = field(default_factory=list)

@@ -179,7 +179,9 @@ RUN_FILES: tuple[RunFile, ...] = (
         "per repetition: kills, sessions terminated, server crashes, connections held, "
         "exits, restarts, and "
         "every job's outcome (ok, duplicated, stranded, abandoned, waiting, lost), those "
-        "unreported and unrecorded, the jobs never enqueued it ran (unexpected)",
+        "unreported and unrecorded, the jobs never enqueued it ran (unexpected), those run "
+        "again unasked (rerun); the jobs a kill interrupted, started again, recovery p50 and "
+        "max, the throughput dip, the library's promise and the verdict beside it",
     ),
     RunFile(
         "bloat-summary.csv",

@@ -14,6 +14,7 @@ counts every job in one outcome.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import statistics
 import threading
@@ -347,6 +348,7 @@ def fault_summary(
         "started_again": len(waits),
         "recovery_p50_s": round(statistics.median(waits), 3) if waits else None,
         "recovery_max_s": waits[-1] if waits else None,
+        "dips": throughput_dips(reports),
         # started more than once, though no kill interrupted it: run again unasked
         "rerun": sorted(
             job
@@ -386,6 +388,51 @@ def interrupted(reports: list[WorkerReport], outcome_of: dict[int, str]) -> list
                     }
                 )
     return sorted(rows, key=lambda row: (row["killed_at_s"], row["job"]))
+
+
+DIP_WINDOW_S = 1.0  # throughput: the jobs reported done in the last second
+DIP_STEP_S = 0.1  # read every this often
+DIP_BACK = 0.9  # back: at 90 % of the median before the kill
+
+
+def throughput_dips(reports: list[WorkerReport]) -> list[dict[str, Any]]:
+    """Each worker kill's dip in throughput, jobs reported done per second over windows
+    of DIP_WINDOW_S read every DIP_STEP_S: the median before the kill (windows from the
+    first job's to the kill), the lowest of the windows wholly after it until it is back,
+    and when it was back: the start of the first such window at DIP_BACK of the median or
+    more (0: no dip a window shows; None: not back within the window, or the jobs ran out
+    first). A kill less than two windows after the first job done has no median."""
+    done = sorted(at for report in reports for at in report.finishes)
+    kills = sorted(
+        (at_s, moment)
+        for report in reports
+        for at_s, (moment, _) in zip(report.kills, report.kills_holding, strict=True)
+    )
+    return [_dip(done, at_s, moment) for at_s, moment in kills]
+
+
+def _dip(done: list[float], at_s: float, moment: float) -> dict[str, Any]:
+    none = {"killed_at_s": at_s, "before_per_s": None, "lowest_per_s": None, "back_after_s": None}
+    if not done or moment - done[0] < 2 * DIP_WINDOW_S:
+        return none
+
+    def rate(end: float) -> float:  # jobs done in the window (end - DIP_WINDOW_S, end]
+        inside = bisect.bisect_right(done, end) - bisect.bisect_right(done, end - DIP_WINDOW_S)
+        return inside / DIP_WINDOW_S
+
+    first = done[0] + DIP_WINDOW_S
+    steps = int((moment - first) / DIP_STEP_S)
+    baseline = statistics.median(rate(first + k * DIP_STEP_S) for k in range(steps + 1))
+    after = moment + DIP_WINDOW_S  # the first window's end with nothing before the kill
+    ends = [after + k * DIP_STEP_S for k in range(int((done[-1] - after) / DIP_STEP_S) + 1)]
+    back = next((end for end in ends if rate(end) >= DIP_BACK * baseline), None)
+    lowest = min((rate(end) for end in ends if back is None or end <= back), default=None)
+    return {
+        **none,
+        "before_per_s": round(baseline, 2),
+        "lowest_per_s": round(lowest, 2) if lowest is not None else None,
+        "back_after_s": round(back - DIP_WINDOW_S - moment, 2) if back is not None else None,
+    }
 
 
 @dataclass

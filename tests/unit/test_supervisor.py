@@ -13,7 +13,7 @@ from harness.queues.contract.protocol import Record
 from harness.queues.contract.supervisor import schedule
 from harness.results.document import RepetitionEntry, RunDocument, ScenarioRef
 from harness.run.books import check_books
-from harness.run.faults import fault_summary
+from harness.run.faults import fault_summary, throughput_dips
 from harness.scenario.model import BackendKill, Scenario, WorkerKill
 
 
@@ -284,3 +284,18 @@ def _faulted(planned: dict[str, Any], *done: dict[str, Any]) -> tuple[RunDocumen
         ],
     )
     return document, scenario
+
+
+def test_a_kills_throughput_dip_is_timed_until_it_is_back_near_its_median() -> None:
+    """Ten jobs a second until the kill at 3 s (the moment 3.0), none until 4.55, then
+    ten a second again: back at 90 % of the median (10/s) with the first whole second
+    after the kill that holds 9 jobs, (4.4, 5.4]: 1.4 s after the kill, 0 at its lowest."""
+    before = [round(0.05 + k * 0.1, 2) for k in range(30)]  # 0.05 ... 2.95
+    again = [round(4.55 + k * 0.1, 2) for k in range(35)]  # 4.55 ... 7.95
+    killed = WorkerReport(0, kills=[3.0], kills_holding=[(3.0, [])], finishes=before)
+    other = WorkerReport(1, finishes=again)
+    (dip,) = throughput_dips([killed, other])
+    assert dip == {"killed_at_s": 3.0, "before_per_s": 10, "lowest_per_s": 0, "back_after_s": 1.4}
+    # a kill too soon after the first job has no median to compare with
+    early = WorkerReport(0, kills=[0.5], kills_holding=[(0.5, [])], finishes=before)
+    assert throughput_dips([early])[0]["before_per_s"] is None

@@ -68,6 +68,7 @@ class WorkerEvents(threading.Thread):
             self.holding[event.job] += 1
         elif isinstance(event, JobDone):
             self._let_go(event.job)
+            self.report.finishes.append(time.time())
             jobs.record_run(self.report, self.signals, self.index, jobs.task_run(event))
         elif isinstance(event, Requeued):
             self._let_go(event.job)
