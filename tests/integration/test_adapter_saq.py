@@ -135,3 +135,39 @@ async def _stopped_as_notified(config: dict[str, Any]) -> int:
         again = await asyncio.wait_for(saq_adapter.stop_bounded(worker, recancel_s=0.5), 60)
         await asyncio.wait_for(running, 60)
     return again
+
+
+@pytest.mark.parametrize(("retries", "after"), [(1, "aborted"), (2, "queued")])
+def test_a_dead_workers_job_past_its_timeout_is_swept_as_its_retries_say(
+    server: Server, retries: int, after: str
+) -> None:
+    """What the manifests promise of saq (saq.toml `recovery`, and `saq_recovery`'s): a
+    job whose worker is gone stays active until it is past its timeout (10 s, as the
+    adapter enqueues it); then a sweep aborts it, or, with retries 2, queues it again.
+    The job's start is backdated 20 s rather than waited for, as saq's sweep runs only
+    every 60 s; the abort's wait for a worker that will never answer is cut to 0.1 s."""
+    config = {
+        "schema": f"saq_swept_{retries}",
+        "connection": connection_of(server.dsn).model_dump(),
+        "mapping": "one_queue",
+        "options": {"retries": retries},
+    }
+    with own_schema(server.dsn, config["schema"]):
+        swept, status = asyncio.run(_swept(config))
+    assert (swept, status) == (1, after)
+
+
+async def _swept(config: dict[str, Any]) -> tuple[int, str]:
+    async with saq_adapter._connected(config) as queue:
+        await saq_adapter._enqueue_jobs(queue, False, [(1, 1, 0.0)], config["options"]["retries"])
+        held = await queue.dequeue(timeout=5)  # as a worker's dequeue: active, started
+        assert held is not None and held.timeout == 10
+        held.attempts += 1  # as its Worker.process counts the run it begins
+        await held.update()
+        assert await queue.sweep(abort=0.1) == []  # within its timeout: not stuck
+        held.started -= 20_000  # ms: its worker died 20 s ago
+        await held.update()
+        swept = await queue.sweep(abort=0.1)
+        found = await queue.job(held.key)
+        assert found is not None
+    return len(swept), found.status.value

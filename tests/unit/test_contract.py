@@ -278,6 +278,18 @@ processes = "River's docs: a client per core"
 )
 
 
+def test_a_recovery_mapping_declares_its_own_promise(tmp_path: Path) -> None:
+    """Its settings cited as a tuned mapping's; its promise its own, recorded as the
+    strategy's (the adapter's stays the other mappings')."""
+    text = TUNED.replace('strategy = "river_tuned"', 'strategy = "river_recovery"') + (
+        '[mappings.recovery]\nthen = "retried"\nafter_s = 5\nsays = "x"\nsource = "y"\n'
+    )
+    manifest = read_manifest(write(tmp_path / "river", text))
+    promise = manifest.mappings[2].recovery
+    assert promise is not None and (promise.then, promise.after_s) == ("retried", 5)
+    assert manifest.mappings[0].recovery is None
+
+
 def test_a_tuned_mapping_cites_each_setting_it_is_tuned_to(tmp_path: Path) -> None:
     manifest = read_manifest(write(tmp_path / "river", TUNED))
     tuned = manifest.mappings[2]
@@ -299,6 +311,11 @@ def test_a_tuned_mapping_cites_each_setting_it_is_tuned_to(tmp_path: Path) -> No
         (
             ('processes = "per_core"', 'processes = "per_core"\njobs_per_process = 4'),
             "jobs_per_process and processes: give one of them",
+        ),
+        (
+            ('strategy = "river_tuned"', 'strategy = "river_recovery"'),
+            "strategy 'river_recovery' is named recovery: give its [recovery] promise and "
+            "its settings' [tuned] sources",
         ),
         (
             ("protocol = 2", "protocol = 1"),

@@ -267,6 +267,25 @@ def test_the_results_page_lists_the_other_folders_as_the_contract_does() -> None
     }
 
 
+def test_the_faults_page_lists_each_recovery_mapping_as_its_manifest_says() -> None:
+    shown = table_rows(sections((DOCS / "faults.md").read_text())["Recovery"])
+    declared = {}
+    for adapter in load_adapters().values():
+        for mapping in adapter.manifest.mappings:
+            promise = mapping.recovery
+            if promise is None:
+                continue
+            assert mapping.tuned is not None, mapping.strategy
+            after = "-" if promise.after_s is None else f"{promise.after_s:g}"
+            settings = "; ".join(
+                f"{name} = {mapping.tuned_settings()[name]}: {source}"
+                for name, source in mapping.tuned.sources.items()
+            )
+            cells = [promise.then, after, promise.says, settings]
+            declared[mapping.strategy] = [cell.replace("|", "\\|") for cell in cells]
+    assert shown == declared and declared
+
+
 def test_the_faults_page_lists_each_adapters_promise_as_its_manifest_says() -> None:
     shown = table_rows(sections((DOCS / "faults.md").read_text())["Promises"])
     declared = {}

@@ -138,49 +138,6 @@ class Tuned(_Strict):
     sources: Annotated[dict[OptionName, Text], Field(min_length=1, max_length=20)]
 
 
-class MappingDecl(_Strict):
-    """One mapping of tenants onto the library's knobs: a strategy a scenario names."""
-
-    strategy: StrategyName
-    mapping: MappingName
-    promises: Text
-    options: dict[OptionName, OptionValue] = Field(default_factory=dict, max_length=20)
-    processes: Processes = "one"
-    jobs_per_process: Annotated[int, Field(ge=1, le=10_000)] | None = None
-    tuned: Tuned | None = None
-    fetch: Fetch | None = None  # this mapping's, where it is not the adapter's
-
-    @model_validator(mode="after")
-    def _tuned_settings_are_its_own(self) -> MappingDecl:
-        if self.jobs_per_process is not None and self.processes != "one":
-            raise ValueError("jobs_per_process and processes: give one of them")
-        if self.tuned is None:
-            if self.strategy.endswith("_tuned"):
-                raise ValueError(
-                    f"strategy '{self.strategy}' is named tuned: give its [tuned] sources"
-                )
-            return self
-        own = {*self.options, PROCESSES_SETTING, "jobs_per_process"}
-        unknown = sorted(set(self.tuned.sources) - own)
-        if unknown:
-            raise ValueError(
-                f"tuned cites {unknown}: each tuned setting is one of the mapping's options "
-                "or processes"
-            )
-        return self
-
-    def tuned_settings(self) -> dict[str, Any]:
-        """The tuned settings' values, by name: {} for a mapping at its defaults."""
-        if self.tuned is None:
-            return {}
-        values: dict[str, Any] = {
-            **self.options,
-            PROCESSES_SETTING: self.processes,
-            "jobs_per_process": self.jobs_per_process,
-        }
-        return {name: values[name] for name in self.tuned.sources}
-
-
 # What becomes, by its library's defaults as the adapter sets them, of a job whose worker
 # died while it held it: taken up again, marked failed (or aborted), or left as it was
 # (running, locked) until someone acts.
@@ -206,6 +163,57 @@ class Recovery(_Strict):
                 "recovery: after_s is the time until it is retried or failed; a job left has none"
             )
         return self
+
+
+class MappingDecl(_Strict):
+    """One mapping of tenants onto the library's knobs: a strategy a scenario names."""
+
+    strategy: StrategyName
+    mapping: MappingName
+    promises: Text
+    options: dict[OptionName, OptionValue] = Field(default_factory=dict, max_length=20)
+    processes: Processes = "one"
+    jobs_per_process: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    tuned: Tuned | None = None
+    fetch: Fetch | None = None  # this mapping's, where it is not the adapter's
+    # A recovery mapping's promise (its options set as its docs advise for crash
+    # recovery, each cited in `tuned`), where it is not the adapter's `recovery`.
+    recovery: Recovery | None = None
+
+    @model_validator(mode="after")
+    def _tuned_settings_are_its_own(self) -> MappingDecl:
+        if self.jobs_per_process is not None and self.processes != "one":
+            raise ValueError("jobs_per_process and processes: give one of them")
+        if self.strategy.endswith("_recovery") and (self.recovery is None or self.tuned is None):
+            raise ValueError(
+                f"strategy '{self.strategy}' is named recovery: give its [recovery] promise "
+                "and its settings' [tuned] sources"
+            )
+        if self.tuned is None:
+            if self.strategy.endswith("_tuned"):
+                raise ValueError(
+                    f"strategy '{self.strategy}' is named tuned: give its [tuned] sources"
+                )
+            return self
+        own = {*self.options, PROCESSES_SETTING, "jobs_per_process"}
+        unknown = sorted(set(self.tuned.sources) - own)
+        if unknown:
+            raise ValueError(
+                f"tuned cites {unknown}: each tuned setting is one of the mapping's options "
+                "or processes"
+            )
+        return self
+
+    def tuned_settings(self) -> dict[str, Any]:
+        """The tuned settings' values, by name: {} for a mapping at its defaults."""
+        if self.tuned is None:
+            return {}
+        values: dict[str, Any] = {
+            **self.options,
+            PROCESSES_SETTING: self.processes,
+            "jobs_per_process": self.jobs_per_process,
+        }
+        return {name: values[name] for name in self.tuned.sources}
 
 
 class Manifest(_Strict):

@@ -478,6 +478,7 @@ class ContractQueue:
 
     def provenance(self) -> QueueProvenance:
         manifest, declared, versions = self.adapter.manifest, self.declared, self.versions
+        promise = declared.recovery or manifest.recovery  # a recovery mapping's is its own
         return QueueProvenance(
             kind="adapter",
             library=manifest.library,
@@ -492,7 +493,7 @@ class ContractQueue:
             adapter_sha256=self.adapter.digest,
             protocol=manifest.protocol,
             replaces=str(self.adapter.replaces) if self.adapter.replaces else None,
-            recovery=manifest.recovery.model_dump() if manifest.recovery else None,
+            recovery=promise.model_dump() if promise is not None else None,
         )
 
     # its captured fetch (FetchExplainer)

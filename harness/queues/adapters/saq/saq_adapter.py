@@ -10,6 +10,9 @@ Mappings of tenants onto its knobs (saq.toml):
               at any time" (saq's Job docstring)
   processes   one queue; the manifest runs its Worker in a process per core (saq's
               `--workers`), the scenario's workers dealt among them
+  one_queue_retried
+              one queue, each job enqueued with `retries` (the option): a job its sweep
+              finds without its worker's lock is retried rather than aborted
 
 Its dequeue takes up to as many jobs as the queue has tasks waiting, in `priority,
 scheduled` order (scheduled: whole seconds), skipping the groups with an active job; its
@@ -33,12 +36,13 @@ import zlib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from typing import cast
 
 import psycopg
 from psycopg_pool import AsyncConnectionPool
 from saq import Worker
 from saq.queue.postgres import PostgresQueue
-from saq.types import Context
+from saq.types import Context, PartialTimersDict
 
 from harness.queues.adapters.python import kit
 
@@ -49,6 +53,11 @@ SQL = kit.sql_blocks(Path(__file__).with_name("saq.sql"))
 
 def _grouped(config: kit.Config) -> bool:
     return bool(config["mapping"] == "group_key")
+
+
+def _retries(config: kit.Config) -> int:
+    """Each job's `retries`: its default, 1 (a swept job is aborted), or the option's."""
+    return int(config["options"].get("retries", 1))
 
 
 def _queue(config: kit.Config, out: kit.Out | None) -> PostgresQueue:
@@ -98,7 +107,8 @@ def versions(config: kit.Config) -> kit.Said:
             "wake_up": "LISTEN/NOTIFY (poll_interval 0, its default)",
             "timers_s": {"schedule": 1, "sweep": 60, "abort": 1, "worker_info": 10},
             "group_key": "tenant" if _grouped(config) else None,
-            "job_timeout_s": 0,
+            "retries": _retries(config),
+            "job_timeout_s": "10 (its default; none for a plan capture's held jobs)",
             "job_ttl_s": 0,
         },
     )
@@ -118,15 +128,18 @@ async def enqueuer(config: kit.Config) -> AsyncIterator[kit.Enqueue]:
     async with _connected(config) as queue:
 
         async def enqueue(jobs: list[kit.Job]) -> None:
-            await _enqueue_jobs(queue, _grouped(config), jobs)
+            await _enqueue_jobs(queue, _grouped(config), jobs, _retries(config))
 
         yield enqueue
 
 
-async def _enqueue_jobs(queue: PostgresQueue, grouped: bool, jobs: list[kit.Job]) -> None:
-    """Many jobs at once, as saq's `map` enqueues them. Its per-job timeout (10 s by
-    default) is off: the harness's timeout_s bounds a run, and a plan capture holds its
-    jobs for as long as it lasts."""
+async def _enqueue_jobs(
+    queue: PostgresQueue, grouped: bool, jobs: list[kit.Job], retries: int = 1
+) -> None:
+    """Many jobs at once, as saq's `map` enqueues them, with its per-job timeout at its
+    default (10 s): past it, a job is `stuck`, and stuck is what its sweep recovers (a
+    job whose worker died is swept only so). A plan capture's workers hold their jobs
+    past it: `_worker_of` exempts them."""
     for first in range(0, len(jobs), ENQUEUE_CHUNK):
         await asyncio.gather(
             *(
@@ -136,7 +149,7 @@ async def _enqueue_jobs(queue: PostgresQueue, grouped: bool, jobs: list[kit.Job]
                     t=t,
                     ms=ms,
                     group_key=str(t) if grouped else None,
-                    timeout=0,
+                    retries=retries,
                     ttl=0,  # kept: the ledger reads every finished job from saq_jobs
                 )
                 for n, t, ms in jobs[first : first + ENQUEUE_CHUNK]
@@ -221,11 +234,21 @@ def _worker_of(queue: PostgresQueue, concurrency: int, work: kit.Work) -> Worker
             kwargs = job.kwargs or {}
             work.job(kwargs["n"], kwargs["t"], str(job.key))
 
+    async def held_past_its_timeout(ctx: Context) -> None:
+        """A plan capture's job is held until the stop: no timeout cuts it (saq reads the
+        job's timeout after this hook)."""
+        ctx["job"].timeout = 0
+
     saq_worker: Worker[Context] = Worker(
         queue,
         functions=[(TASK, harness_job)],
         concurrency=concurrency,
+        before_process=held_past_its_timeout if work.hold else None,
         after_process=finished,
+        # a capture's sweep would abort its held jobs once past their timeout: it sweeps
+        # once, at the start, and not again within a day
+        # (saq's PartialTimersDict inherits its keys as required: a cast says it)
+        timers=cast(PartialTimersDict, {"sweep": 86_400}) if work.hold else None,
     )
     saq_worker.SIGNALS = []  # the harness ends its processes; Ctrl-C is the runner's
     return saq_worker
