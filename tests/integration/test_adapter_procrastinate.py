@@ -5,8 +5,10 @@ and its captured fetch with the large tenant's job held walks that tenant's back
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -97,3 +99,57 @@ def test_the_lock_makes_each_later_fetch_walk_the_large_tenants_backlog(
     buffers = runs.groupby("strategy")["shared_buffers"]
     assert buffers.min()["procrastinate_lock_per_tenant"] > LARGE
     assert buffers.max()["procrastinate"] < 100
+
+
+def test_the_stalled_retry_takes_up_a_dead_workers_job_and_the_ledger_only_its_own(
+    server: Server,
+) -> None:
+    """procrastinate_recovery's promise (procrastinate.toml): a job `doing` under a worker
+    whose heartbeat is over 30 s old is retried by its how-to's task (its body,
+    `retry_stalled`: the run's periodic deferral every 10th minute is not waited for);
+    the task's own jobs are no harness jobs, and the ledger leaves them out."""
+    from harness.queues.adapters.procrastinate import procrastinate_adapter as adapter
+    from harness.queues.contract.queue import connection_of
+
+    config = {
+        "schema": "procrastinate_stalled",
+        "connection": connection_of(server.dsn).model_dump(),
+        "mapping": "one_queue_stalled_retried",
+        "options": {"retry_stalled_cron": "*/10 * * * *"},
+        "poll_interval_ms": 10,
+    }
+    with own_schema(server.dsn, config["schema"]):
+        adapter.install(config)
+        states = asyncio.run(_stalled_then_retried(adapter, config))
+        ledger = list(adapter.ledger(config))
+    assert states == ["doing", 0, "doing", 1, "todo"]
+    assert [(record.job, record.state) for record in ledger] == [(1, "waiting")]
+
+
+async def _stalled_then_retried(adapter: Any, config: dict[str, Any]) -> list[Any]:
+    """One harness job taken by a worker whose last heartbeat is 20 s old (not yet
+    stalled), then 40 s old (stalled); a job of the retry task itself beside it."""
+    async with adapter._opened(config) as app:
+        adapter._register_stalled_retry(app, config["options"]["retry_stalled_cron"])
+        await app.job_manager.batch_defer_jobs_async([adapter._job(config, (1, 1, 0.0))])
+        await app.configure_task(adapter.STALLED_TASK).defer_async(timestamp=0)
+        conn = app.connector
+        (worker,) = await conn.execute_query_all_async(
+            "insert into procrastinate_workers (last_heartbeat) "
+            "values (now() - interval '20 seconds') returning id"
+        )
+        await conn.execute_query_async(
+            "update procrastinate_jobs set status = 'doing', worker_id = %(worker)s "
+            "where task_name = 'harness_job'",
+            worker=worker["id"],
+        )
+        status = "select status from procrastinate_jobs where task_name = 'harness_job'"
+        seen: list[Any] = [(await conn.execute_query_one_async(status))["status"]]
+        seen.append(await adapter.retry_stalled(app))
+        await conn.execute_query_async(
+            "update procrastinate_workers set last_heartbeat = now() - interval '40 seconds'"
+        )
+        seen.append((await conn.execute_query_one_async(status))["status"])
+        seen.append(await adapter.retry_stalled(app))
+        seen.append((await conn.execute_query_one_async(status))["status"])
+    return seen

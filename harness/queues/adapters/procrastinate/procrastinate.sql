@@ -28,4 +28,5 @@ select jobs.id::text,
        max(events.at) filter (where events.type = 'succeeded')
   from procrastinate_jobs as jobs
   left join procrastinate_events as events on events.job_id = jobs.id
+ where jobs.task_name = 'harness_job'  -- not a periodic task's own (retry_stalled_jobs)
  group by jobs.id

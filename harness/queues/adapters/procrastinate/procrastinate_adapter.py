@@ -9,6 +9,9 @@ Mappings of tenants onto its knobs (procrastinate.toml):
                               per tenant
   queue_per_tenant            each tenant a queue; the worker reads all of them
                               (`queues=[...]`)
+  one_queue_stalled_retried   one queue, and its how-to's periodic task that retries
+                              the stalled jobs of workers without a heartbeat (the
+                              option `retry_stalled_cron`: when it is deferred)
 and the option `pool_spare`: the connections its pool keeps beyond the concurrency.
 
 Its fetch (`procrastinate_fetch_job_v2`, plpgsql) takes one job per round trip in
@@ -37,6 +40,7 @@ from procrastinate.worker import Worker
 from harness.queues.adapters.python import kit
 
 TASK = "harness_job"
+STALLED_TASK = "retry_stalled_jobs"  # its how-to's name for the periodic task
 QUEUE = "harness"
 # Its docs: the pool needs as many connections as the concurrency, plus one, for short
 # jobs (the LISTEN connection is apart); the mappings at its defaults keep one more.
@@ -92,6 +96,7 @@ def versions(config: kit.Config) -> kit.Said:
             "listen_notify": True,
             "fetch_job_polling_interval_s": config["poll_interval_ms"] / 1000,
             "pool_max_size": f"concurrency + {_pool_spare(config)}",
+            "retry_stalled_cron": config["options"].get("retry_stalled_cron"),
         },
     )
 
@@ -125,6 +130,9 @@ async def worker(config: kit.Config, work: kit.Work) -> None:
         pool["configure"] = kit.pool_configure(work.out)
     async with _opened(config, **pool) as app:
         _register_task(app, work, _timed_fetches(app))
+        cron = config["options"].get("retry_stalled_cron")
+        if cron is not None and not work.hold:
+            _register_stalled_retry(app, str(cron))
         work.ready()
         await work.started()
         running_worker = Worker(app, **_worker_options(config))
@@ -154,6 +162,25 @@ def _register_task(app: procrastinate.App, work: kit.Work, fetches: kit.FetchTim
         if ms > 0:
             await asyncio.sleep(ms / 1000)
         work.job(n, t, job_id, claim_ms=fetches.claim_ms(job_id))
+
+
+def _register_stalled_retry(app: procrastinate.App, cron: str) -> None:
+    """Its how-to's task (docs, Retry stalled jobs), deferred as `cron` says: the jobs
+    `doing` under a worker whose heartbeat is 30 s old or gone, retried. A worker reads
+    every queue, so any takes it up; the ledger reads the harness's task's jobs only."""
+
+    @app.periodic(cron=cron)
+    @app.task(name=STALLED_TASK, queueing_lock=STALLED_TASK, pass_context=True, queue=QUEUE)
+    async def retry_stalled_jobs(context: Any, timestamp: int) -> None:
+        await retry_stalled(app)
+
+
+async def retry_stalled(app: procrastinate.App) -> int:
+    """The how-to task's body: each stalled job retried; how many were."""
+    stalled = list(await app.job_manager.get_stalled_jobs())
+    for job in stalled:
+        await app.job_manager.retry_job(job)
+    return len(stalled)
 
 
 def _worker_options(config: kit.Config) -> dict[str, Any]:
