@@ -206,6 +206,25 @@ def test_a_librarys_killed_worker_is_restarted_and_every_job_counted(
     assert row["verdict"] == (expected if held else "no job held"), (row, kills["interrupted"])
 
 
+@pytest.mark.libraries
+def test_dbos_recovery_takes_up_its_killed_workers_workflows_at_its_relaunch(
+    server: Server, tmp_path: Path
+) -> None:
+    """dbos_recovery's promise (dbos.toml): its worker process, started again with the
+    executor id it had, recovers the workflows it left pending at its launch. Both slots
+    mid-job (200 ms each) at the kill, 0.5 s in: each interrupted job started again, and
+    every job done once."""
+    kill = "worker_kills: [{at_s: 0.5, restart_after_s: 0.2}]"
+    jobs = 20
+    entry = faulted_run(server, tmp_path, kill, 30, "dbos_recovery", jobs=jobs, duration_ms=200)
+    kills = entry["library_faults"]
+    assert sum(kills[o] for o in OUTCOMES) == jobs and kills["ok"] == jobs, kills
+    interrupted = kills["interrupted"]
+    assert interrupted and kills["started_again"] == len(interrupted), kills
+    (row,) = kill_verdicts(tmp_path)
+    assert row["promise"] == "retried after 10 s", row
+
+
 def test_a_job_dropped_run_twice_or_never_enqueued_is_measured_each_in_its_own_outcome(
     server: Server, tmp_path: Path
 ) -> None:

@@ -92,6 +92,9 @@ class Config(BaseModel):
     weights: list[int] = Field(default_factory=list)  # each tenant's weight, as `tenants`
     timeout_s: float = 60.0  # the scenario's bound on a repetition
     processes: int = 1  # how many worker processes share the repetition's workers
+    # this worker process's number (from 0, as faults.worker_kills numbers them): the
+    # same each time its supervisor starts it again
+    process: int = 0
     hold: bool = False  # a plan capture: each job holds its slot until the stop
     explain_options: str | None = None  # a plan capture: libpq options for every connection
 

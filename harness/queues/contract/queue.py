@@ -77,7 +77,7 @@ from harness.queues.programs import Refused as MemberRefused
 from harness.results.document import QueueProvenance
 from harness.scenario.arrivals import Arrivals
 from harness.scenario.inputs import RunInputs
-from harness.scenario.model import WorkerKill
+from harness.scenario.model import MAX_WORKERS, WorkerKill
 from harness.scenario.traits import QueueTraits
 from harness.scenario.workload import BacklogRows
 from harness.server.connections import RUN_TOKEN, connect, session_name, worker_session_name
@@ -109,6 +109,7 @@ class ContractSpec:
     weights: tuple[int, ...] = ()  # each tenant's weight, as `tenants`
     timeout_s: float = 60.0
     processes: int = 1  # the worker processes sharing the repetition's workers
+    process: int = 0  # this worker process's number, from 0
     schedule: jobs.Schedule | None = None
     plans_file: str | None = None  # a plan capture: auto_explain's notices go there
     kills: tuple[WorkerKill, ...] = ()  # this worker process's (faults.worker_kills)
@@ -141,6 +142,7 @@ class ContractSpec:
                 "weights": list(self.weights),
                 "timeout_s": self.timeout_s,
                 "processes": self.processes,
+                "process": self.process,
                 "hold": self.plans_file is not None,
                 "explain_options": captures.explain_options() if self.plans_file else None,
             }
@@ -288,6 +290,7 @@ class _WireSpec(BaseModel):
     weights: tuple[TenantWeight, ...] = ()
     timeout_s: TimeoutS = 60.0
     processes: Concurrency = 1
+    process: Annotated[int, Field(ge=0, le=MAX_WORKERS)] = 0
     schedule: jobs.Schedule | None = None
 
 
@@ -307,6 +310,7 @@ def _send(spec: ContractSpec) -> Wire:
             "weights": spec.weights,
             "timeout_s": spec.timeout_s,
             "processes": spec.processes,
+            "process": spec.process,
             "schedule": spec.schedule,
         }
     )
@@ -331,6 +335,7 @@ def _receive(data: Wire, local: Local) -> ContractSpec:
         weights=wire.weights,
         timeout_s=wire.timeout_s,
         processes=wire.processes,
+        process=wire.process,
         schedule=wire.schedule,
     )
 
@@ -429,6 +434,7 @@ class ContractQueue:
                 replace(
                     spec,
                     concurrency=share,
+                    process=slot,
                     kills=tuple(kill for kill in kills if kill.worker == slot),
                     restart_exited_s=restart_exited_s,
                 ),

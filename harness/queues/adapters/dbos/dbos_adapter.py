@@ -13,6 +13,9 @@ Mappings of tenants onto its knobs (dbos.toml):
   partitioned         partition key = tenant, `partition_worker_concurrency` = the
                       worker's slots: partitioned, no tenant capped below the worker
   partitioned_capped  partition key = tenant, `partition_concurrency` = tenant_cap
+  one_queue_recovered one_queue, each worker process the same executor each time it is
+                      started (the option `executor_id`): DBOS's launch recovers the
+                      workflows that executor left pending
 
 DBOS polls: no notification wakes a queue's worker thread (1 s by default, here the
 scenario's poll). Each poll of a queue without partition limits claims every free slot
@@ -52,7 +55,7 @@ from harness.queues.adapters.python import kit
 if TYPE_CHECKING:
     from dbos._serialization import Serializer
 
-MAPPINGS = ("one_queue", "partitioned", "partitioned_capped")
+MAPPINGS = ("one_queue", "partitioned", "partitioned_capped", "one_queue_recovered")
 APPLICATION = "tenant-queue-bench"
 QUEUE = "harness"
 WORKFLOW = "harness_job"
@@ -208,6 +211,11 @@ def versions(config: kit.Config) -> kit.Said:
             "sys_db_pool_size": POOL_SIZE,
             "workflow": "async, sleeps the job's duration",
             "serializer": "portable JSON (what enqueue_workflow writes); py_pickle refused",
+            "executor_id": (
+                "per worker process, the same when it is started again"
+                if config["options"].get("executor_id") == "per_process"
+                else "per process id: a worker started again is a new executor"
+            ),
         },
         fetch=SWEEP if _sweeps_partitions(config) else None,
     )
@@ -234,7 +242,7 @@ def _enqueue_params(config: kit.Config, jobs: list[kit.Job]) -> dict[str, Any]:
     return {
         "workflow": WORKFLOW,
         "queue": QUEUE,
-        "partitioned": _mapping(config) != "one_queue",
+        "partitioned": _mapping(config) in ("partitioned", "partitioned_capped"),
         "numbers": [number for number, _, _ in jobs],
         "tenants": [tenant for _, tenant, _ in jobs],
         "ms": [ms for _, _, ms in jobs],
@@ -281,6 +289,18 @@ def _work(config: kit.Config, work: kit.Work) -> None:
         DBOS.destroy(destroy_registry=True, workflow_completion_timeout_sec=COMPLETION_WAIT_S)
 
 
+def _executor_id(config: kit.Config) -> str:
+    """ "Must be set to a unique value for each process" without its Conductor (its queue
+    tutorial): a fleet's members each run a worker process. By the pid, so that a worker
+    started again is a new executor; with the option `executor_id` = "per_process", by
+    the worker process's number (and the run's schema), so that it is the same executor
+    again and recovers the workflows it left pending."""
+    host = socket.gethostname()
+    if config["options"].get("executor_id") == "per_process":
+        return f"{APPLICATION}-{host}-{config['schema']}-{config.get('process', 0)}"
+    return f"{APPLICATION}-{host}-{os.getpid()}"
+
+
 def _dbos_config(config: kit.Config, out: kit.Out) -> Any:
     from dbos._serialization import DBOSPortableJSON
 
@@ -288,9 +308,7 @@ def _dbos_config(config: kit.Config, out: kit.Out) -> Any:
         "name": APPLICATION,
         "system_database_engine": _engine(config, out),
         "dbos_system_schema": config["schema"],
-        # "must be set to a unique value for each process" without its Conductor (its
-        # queue tutorial): a fleet's members each run a worker process.
-        "executor_id": f"{APPLICATION}-{socket.gethostname()}-{os.getpid()}",
+        "executor_id": _executor_id(config),
         # Its INFO lines are per launch (executor, version, queues), none per workflow.
         "log_level": "WARNING",
         # The serialization enqueue_workflow writes: a row without one is read as JSON too.
