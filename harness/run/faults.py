@@ -342,7 +342,7 @@ def fault_summary(
         "window_s": window_s,
         **{outcome: len(ids) for outcome, ids in jobs.items()},
         # the jobs a worker kill interrupted (started, not finished), each with its next
-        # start and its outcome; None where no adapter of the run says its starts
+        # start and its outcome: none known where no adapter of the run says its starts
         "starts_said": any(report.starts for report in reports),
         "interrupted": held,
         "started_again": len(waits),

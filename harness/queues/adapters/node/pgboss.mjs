@@ -3,6 +3,8 @@
 //   one_queue          every job in the queue "harness"
 //   group_concurrency  each job's group is its tenant; work() takes groupConcurrency = cap
 //   one_queue_tuned    one_queue at its maintainers' settings: the mapping's options
+//   one_queue_heartbeat  one_queue, its queue created with heartbeatSeconds (the option
+//                      heartbeat_seconds): a job whose worker's heartbeats stop is retried
 // The options of a tuned mapping (pgboss.toml): batch_size (batchSize) and
 // burst_when_batch_full (burstWhenBatchFull), each worker running its batch's jobs one
 // after another.
@@ -75,6 +77,7 @@ export function settings(config) {
     burstWhenReadyExceeds: 1,
     queueCacheIntervalSeconds: 1,
     groupConcurrency: config.mapping === "group_concurrency" ? config.cap : null,
+    heartbeatSeconds: heartbeatSeconds(config),
   };
 }
 
@@ -86,9 +89,17 @@ export function unlike(config) {
   ];
 }
 
+function heartbeatSeconds(config) {
+  return config.options?.heartbeat_seconds ?? null; // null: off, its default
+}
+
 export async function install(config) {
   const boss = await started(config);
-  await boss.createQueue(QUEUE, { notify: true });
+  const heartbeat = heartbeatSeconds(config);
+  await boss.createQueue(QUEUE, {
+    notify: true,
+    ...(heartbeat === null ? {} : { heartbeatSeconds: heartbeat }),
+  });
   await boss.stop({ graceful: true, wait: true });
 }
 
