@@ -363,8 +363,8 @@ _OUTCOME_HEADERS = {
     "connections_held": "conns held",
     "exits": "exits",
     "restarts": "restarts",
-    **{outcome: outcome for outcome in ("ok", "duplicated", "stranded", "abandoned")},
-    **{outcome: outcome for outcome in ("waiting", "lost", *_LISTED)},
+    **{name: name for name in _AS_RECORDED[6:]},  # the outcomes, ok to lost
+    **{name: name for name in _LISTED},
 }
 
 
