@@ -26,6 +26,8 @@ from harness.queues.contract.process import AdapterProcess, run_role
 from harness.queues.contract.protocol import (
     Enqueued,
     Installed,
+    JobDone,
+    JobStarted,
     Ready,
     Stopped,
     command,
@@ -281,8 +283,12 @@ def test_a_delayed_job_handler_rewritten_to_another_class_is_refused_not_run(
     try:
         worker.expect(Ready)
         worker.send(command("start"))
-        done = worker.next_event()
-        assert getattr(done, "job", None) == 2  # the honest one
+        # the honest one, started and done; the rewritten one never started
+        events = [worker.next_event(), worker.next_event()]
+        assert [(type(e), getattr(e, "job", None)) for e in events] == [
+            (JobStarted, 2),
+            (JobDone, 2),
+        ]
         rows = _settled(server, dj_schema)
         worker.send(command("stop"))
         worker.expect(Stopped)
