@@ -142,12 +142,13 @@ def test_a_killed_workers_jobs_given_back_are_started_again_and_timed(
     server: Server, tmp_path: Path
 ) -> None:
     """holds_claim claims, works and finishes each job in one transaction: the jobs its
-    killed worker held (both slots mid-job: 200 ms each, killed at 0.5 s) are waiting
-    again once its sessions end, and its restarted worker starts each again. Each is
-    timed from the kill to that start, and judged against its manifest's promise
-    (retried after 1 s: within 1.5 x 1 + 5 s, as promised)."""
-    kill = "worker_kills: [{at_s: 0.5, restart_after_s: 0.2}]"
-    jobs = 20  # two seconds of work
+    killed worker held (both slots mid-job: 200 ms each, killed at 1 s, with 4 s of work
+    queued however late a busy machine let them begin) are waiting again once its
+    sessions end, and its restarted worker starts each again. Each is timed from the kill
+    to that start, and judged against its manifest's promise (retried after 1 s: within
+    1.5 x 1 + 5 s, as promised)."""
+    kill = "worker_kills: [{at_s: 1.0, restart_after_s: 0.2}]"
+    jobs = 40  # four seconds of work
     entry = faulted_run(server, tmp_path, kill, 20, "holds_claim", jobs=jobs, duration_ms=200)
     kills = entry["library_faults"]
     assert sum(kills[o] for o in OUTCOMES) == jobs and kills["ok"] == jobs, kills
@@ -212,10 +213,10 @@ def test_dbos_recovery_takes_up_its_killed_workers_workflows_at_its_relaunch(
 ) -> None:
     """dbos_recovery's promise (dbos.toml): its worker process, started again with the
     executor id it had, recovers the workflows it left pending at its launch. Both slots
-    mid-job (200 ms each) at the kill, 0.5 s in: each interrupted job started again, and
-    every job done once."""
-    kill = "worker_kills: [{at_s: 0.5, restart_after_s: 0.2}]"
-    jobs = 20
+    mid-job (200 ms each) at the kill, 1.5 s in, with 6 s of work queued: each
+    interrupted job started again, and every job done once."""
+    kill = "worker_kills: [{at_s: 1.5, restart_after_s: 0.2}]"
+    jobs = 60
     entry = faulted_run(server, tmp_path, kill, 30, "dbos_recovery", jobs=jobs, duration_ms=200)
     kills = entry["library_faults"]
     assert sum(kills[o] for o in OUTCOMES) == jobs and kills["ok"] == jobs, kills
