@@ -133,11 +133,14 @@ class WorkerReport:
     task_runs: list[TaskRun] = field(default_factory=list)
     # A library's worker killed by faults.worker_kills: when (s from the start), each time.
     kills: list[float] = field(default_factory=list)
-    # Each kill's moment (time.time(): one clock for every process of a run) and the jobs
-    # its worker held then (its adapter's `started`, no `job` or `requeued` since).
-    kills_holding: list[tuple[float, list[int]]] = field(default_factory=list)
-    # A library's task log's starts, where its adapter says them: job, time.time().
-    starts: list[tuple[int, float]] = field(default_factory=list)
+    # Each kill's moment (time.time(): one clock for every process of a run), the jobs its
+    # worker held then (its adapter's `started`, no `job` or `requeued` since), and the
+    # killed adapter process's pid.
+    kills_holding: list[tuple[float, list[int], int]] = field(default_factory=list)
+    # A library's task log's starts, where its adapter says them: job, time.time() as the
+    # harness read it (a line written before a kill may be read after it), the adapter
+    # process's pid.
+    starts: list[tuple[int, float, int]] = field(default_factory=list)
     # When each run of its task was reported done (time.time()): its throughput over time.
     finishes: list[float] = field(default_factory=list)
     # Under faults.backend_kills: each time it exited or failed on its own (or failed to

@@ -206,7 +206,7 @@ def _books(
     if wrong:
         verdict.fail("books", f"{where}: job(s) reported with another tenant: {wrong[:5]}")
     # `started` is optional; an adapter that says it says it for every job it runs
-    started = {job for job, _ in report.starts}
+    started = {job for job, *_ in report.starts}
     unsaid = sorted(run.job for run in report.task_runs if started and run.job not in started)
     if unsaid:
         verdict.fail("books", f"{where}: job(s) done without their `started`: {unsaid[:5]}")

@@ -352,7 +352,7 @@ def fault_summary(
         # started more than once, though no kill interrupted it: run again unasked
         "rerun": sorted(
             job
-            for job, n in Counter(job for r in reports for job, _ in r.starts).items()
+            for job, n in Counter(job for r in reports for job, *_ in r.starts).items()
             if n > 1 and job not in interrupted_jobs
         ),
         "jobs": {outcome: ids for outcome, ids in jobs.items() if outcome != "ok" and ids},
@@ -367,17 +367,19 @@ def fault_summary(
 
 def interrupted(reports: list[WorkerReport], outcome_of: dict[int, str]) -> list[dict[str, Any]]:
     """Each job a worker kill interrupted (its worker had started it and not finished it),
-    by the kill's moment: when the kill came (s from the start), the time until any
-    worker started it again (None: never, within the window), and its outcome."""
-    starts: dict[int, list[float]] = {}
+    by the kill's moment: when the kill came (s from the start), the time until another
+    adapter process started it again (None: never, within the window), and its outcome.
+    The killed process's own starts are never its recovery: one it said before the kill
+    may be read after it, on a busy machine."""
+    starts: dict[int, list[tuple[float, int]]] = {}
     for report in reports:
-        for job, moment in report.starts:
-            starts.setdefault(job, []).append(moment)
+        for job, moment, pid in report.starts:
+            starts.setdefault(job, []).append((moment, pid))
     rows = []
     for report in reports:
-        for at_s, (moment, held) in zip(report.kills, report.kills_holding, strict=True):
+        for at_s, (moment, held, killed) in zip(report.kills, report.kills_holding, strict=True):
             for job in held:
-                later = [at for at in starts.get(job, []) if at > moment]
+                later = [at for at, pid in starts.get(job, []) if at > moment and pid != killed]
                 rows.append(
                     {
                         "job": job,
@@ -406,7 +408,7 @@ def throughput_dips(reports: list[WorkerReport]) -> list[dict[str, Any]]:
     kills = sorted(
         (at_s, moment)
         for report in reports
-        for at_s, (moment, _) in zip(report.kills, report.kills_holding, strict=True)
+        for at_s, (moment, *_) in zip(report.kills, report.kills_holding, strict=True)
     )
     return [_dip(done, at_s, moment) for at_s, moment in kills]
 

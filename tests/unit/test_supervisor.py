@@ -51,7 +51,7 @@ def test_every_job_of_a_killed_run_is_in_exactly_one_outcome() -> None:
     ledger = Ledger(records, claims=[1, 2, 2])  # job 2's task ran twice
     books = check_books(5, ledger, at_least_once=True, unfinished_measured=True)
     assert books.problems == [] and books.status == "not recovered: 3"
-    killed = WorkerReport(0, kills=[1.25], kills_holding=[(100.0, [])], restarts=1)
+    killed = WorkerReport(0, kills=[1.25], kills_holding=[(100.0, [], 10)], restarts=1)
     summary = fault_summary(books, records, [killed, WorkerReport(1)], window_s=10.0)
     outcomes = [summary[o] for o in ("ok", "duplicated", "stranded", "abandoned", "waiting")]
     assert outcomes == [1, 1, 1, 1, 1] and (summary["lost"], summary["unexpected"]) == (0, [])
@@ -72,7 +72,7 @@ def test_a_job_done_in_its_table_but_never_reported_is_ok_when_its_worker_was_ki
     ledger = Ledger(records, claims=[1])
     books = check_books(2, ledger, at_least_once=True, unfinished_measured=True)
     assert (books.problems, books.unreported, books.status) == ([], [2], "balanced")
-    killed = WorkerReport(0, kills=[0.5], kills_holding=[(100.0, [2])], starts=[(2, 99.9)])
+    killed = WorkerReport(0, kills=[0.5], kills_holding=[(100.0, [2], 10)], starts=[(2, 99.9, 10)])
     summary = fault_summary(books, records, [killed], window_s=5.0)
     assert (summary["ok"], summary["unreported"]) == (2, [2])
     # held at the kill by the worker's word, done by the library's: no job to recover
@@ -97,14 +97,16 @@ FAILED = {"then": "failed", "after_s": 60.0, "says": "the sweep aborts it", "sou
 def test_a_kills_interrupted_jobs_are_timed_to_their_next_start_by_any_worker() -> None:
     """Worker 0, killed at 1 s (the moment 100.0 on the run's clock), held jobs 1 and 2:
     worker 1 started 1 again 2.5 s later, and 2 never; 3, which no kill interrupted, was
-    started twice (a rerun); 1's start before the kill is not its recovery."""
+    started twice (a rerun); 1's start before the kill is not its recovery, nor is 2's,
+    read after the kill from the killed process (a busy machine's reader lags)."""
     records = [_record(1, "done"), _record(2, "not finished (running)"), _record(3, "done")]
     books = check_books(
         3, Ledger(records, claims=[1, 3]), at_least_once=True, unfinished_measured=True
     )
-    killed = WorkerReport(0, kills=[1.0], kills_holding=[(100.0, [1, 2])])
-    killed.starts = [(1, 99.0), (2, 99.5)]
-    other = WorkerReport(1, starts=[(3, 99.2), (1, 102.5), (3, 103.0)])
+    killed = WorkerReport(0, kills=[1.0], kills_holding=[(100.0, [1, 2], 10)])
+    # job 2's start, said before the kill, read after it: its own, never its recovery
+    killed.starts = [(1, 99.0, 10), (2, 100.2, 10)]
+    other = WorkerReport(1, starts=[(3, 99.2, 11), (1, 102.5, 11), (3, 103.0, 11)])
     summary = fault_summary(books, records, [killed, other], window_s=10.0)
     assert summary["interrupted"] == [
         {"job": 1, "worker": 0, "killed_at_s": 1.0, "started_again_after_s": 2.5, "outcome": "ok"},
@@ -292,10 +294,10 @@ def test_a_kills_throughput_dip_is_timed_until_it_is_back_near_its_median() -> N
     after the kill that holds 9 jobs, (4.4, 5.4]: 1.4 s after the kill, 0 at its lowest."""
     before = [round(0.05 + k * 0.1, 2) for k in range(30)]  # 0.05 ... 2.95
     again = [round(4.55 + k * 0.1, 2) for k in range(35)]  # 4.55 ... 7.95
-    killed = WorkerReport(0, kills=[3.0], kills_holding=[(3.0, [])], finishes=before)
+    killed = WorkerReport(0, kills=[3.0], kills_holding=[(3.0, [], 10)], finishes=before)
     other = WorkerReport(1, finishes=again)
     (dip,) = throughput_dips([killed, other])
     assert dip == {"killed_at_s": 3.0, "before_per_s": 10, "lowest_per_s": 0, "back_after_s": 1.4}
     # a kill too soon after the first job has no median to compare with
-    early = WorkerReport(0, kills=[0.5], kills_holding=[(0.5, [])], finishes=before)
+    early = WorkerReport(0, kills=[0.5], kills_holding=[(0.5, [], 10)], finishes=before)
     assert throughput_dips([early])[0]["before_per_s"] is None

@@ -64,7 +64,7 @@ class WorkerEvents(threading.Thread):
 
     def _take(self, event: object) -> None:
         if isinstance(event, JobStarted):
-            self.report.starts.append((event.job, time.time()))
+            self.report.starts.append((event.job, time.time(), self.adapter.process.pid))
             self.holding[event.job] += 1
         elif isinstance(event, JobDone):
             self._let_go(event.job)

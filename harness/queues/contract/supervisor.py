@@ -107,11 +107,11 @@ class _Keeper:
 
     def kill(self, kill: WorkerKill) -> None:
         assert self.adapter is not None and self.events is not None
-        moment = time.time()
+        moment, pid = time.time(), self.adapter.process.pid
         self.adapter.kill()
         self.report.kills.append(round(self.elapsed(), 3))
         self.events.join(timeout=STOP_BOUND_S)  # its reader ends with the process
-        self.report.kills_holding.append((moment, self.events.held()))
+        self.report.kills_holding.append((moment, self.events.held(), pid))
         self.adapter.close(bound_s=0)
         self.adapter, self.events = None, None
         if kill.restart:
