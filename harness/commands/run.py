@@ -13,10 +13,11 @@ from rich.console import Console
 
 from harness.commands.outcome import show_outcome
 from harness.commands.progress import ProgressBars
-from harness.commands.validate import load_all
+from harness.commands.validate import describe_suite, load_all, scenarios_of
 from harness.errors import HarnessError
 from harness.queues.catalog import catalog, require
 from harness.queues.contract.manifest import load_adapters, replacements
+from harness.report.console import show_sections
 from harness.results.folder import check_results_dir
 from harness.run.captures import requests
 from harness.run.crew import LOCAL, Placement
@@ -24,7 +25,8 @@ from harness.run.faults import refuse_restart
 from harness.run.fleet import Fleet, check_fleet_id, faults_refused, open_fleet
 from harness.run.repetition import plan
 from harness.run.scenario_run import RunOptions, Servers, named_queues, run_scenario
-from harness.scenario.loader import LoadedScenario
+from harness.run.suite import SuiteOutcome, run_suite
+from harness.scenario.loader import LoadedScenario, LoadedSuite
 from harness.server.kinds import ProviderChoice, Server
 from harness.server.providers import open_server
 from harness.server.schema import check_schema_name
@@ -41,15 +43,19 @@ def run_command(
     options: RunOptions,
     console: Console,
 ) -> list[Rendered]:
-    """Each scenario in its run folder, on each server of `choice` in turn."""
+    """Each scenario in its run folder, on each server of `choice` in turn; a suite's
+    scenarios each in theirs, and the suite's tables in a folder of its own."""
     entries = catalog(strategies_dir, options.adapters_dir)
-    scenarios = load_all(paths, entries)
+    given = load_all(paths, entries)
+    scenarios = scenarios_of(given)
     for loaded in scenarios:
         _check_selection(loaded, options)
         _check_fleet(loaded, options)
     _check_majors(choice, options)
     check_schema_name(options.schema, options.reuse_schema)
-    check_results_dir(results_dir, [loaded.scenario.name for loaded in scenarios], latest=True)
+    names = [item.suite.name if isinstance(item, LoadedSuite) else "" for item in given]
+    names = [name for name in names if name] + [loaded.scenario.name for loaded in scenarios]
+    check_results_dir(results_dir, names, latest=True)
     for loaded in scenarios:
         refuse_restart(loaded, choice.kind)
     say = partial(console.print, highlight=False, markup=False)
@@ -57,9 +63,11 @@ def run_command(
         say(f"Note: {replaced} (run.json records it)")
     for loaded in scenarios:  # a library or runtime missing: one line, before any server
         require(entries, named_queues(loaded.scenario), str(loaded.path), say)
-    outcomes = []
+    outcomes: list[Rendered] = []
+    suites: list[SuiteOutcome] = []
     with _servers(choice, options, console) as (servers, placement):
-        for loaded in scenarios:
+
+        def run_one(loaded: LoadedScenario) -> Rendered:
             steps = _steps(loaded, options) * len(choice.targets)
             console.rule(f"{loaded.scenario.name}: {steps} steps")
             with ProgressBars(console, steps) as bars:
@@ -68,11 +76,27 @@ def run_command(
                 )
             show_outcome(outcome, console)
             outcomes.append(outcome)
+            return outcome
+
+        for item in given:
+            if isinstance(item, LoadedSuite):
+                console.rule(f"suite {item.suite.name}: {describe_suite(item)}")
+                suites.append(run_suite(item, results_dir, run_one))
+                show_suite(suites[-1], console)
+            else:
+                run_one(item)
     if len(outcomes) > 1:
         console.rule("Reports")
-        for outcome in outcomes:
-            console.print(f"{outcome.report}", highlight=False)
+        for report in [outcome.report for outcome in outcomes] + [s.report for s in suites]:
+            console.print(f"{report}", highlight=False)
     return outcomes
+
+
+def show_suite(outcome: SuiteOutcome, console: Console) -> None:
+    """A suite's tables on the console, and where its folder is."""
+    show_sections(console, outcome.sections)
+    console.print(f"Suite: {outcome.folder.path}", highlight=False)
+    console.print(f"Report: {outcome.report}", highlight=False)
 
 
 def _check_fleet(loaded: LoadedScenario, options: RunOptions) -> None:

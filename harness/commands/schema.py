@@ -9,14 +9,17 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.scenario.model import Scenario
+from pydantic import TypeAdapter
+
+from harness.scenario.model import Scenario, Suite
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 
 def scenario_schema() -> dict[str, Any]:
-    schema = Scenario.model_json_schema()
-    return {"$schema": DIALECT, **schema}
+    """A scenario, or a suite of scenarios (a file with `suite:`)."""
+    schema = TypeAdapter(Scenario | Suite).json_schema()
+    return {"$schema": DIALECT, "title": "Scenario or suite", **schema}
 
 
 def schema_command() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -10,13 +11,25 @@ from harness.queues.base import QueueEntry
 from harness.queues.catalog import catalog, traits
 from harness.run.captures import requests
 from harness.run.repetition import plan
-from harness.scenario.loader import LoadedScenario, load_scenario
+from harness.scenario.loader import LoadedScenario, LoadedSuite, load_any
 from harness.scenario.workload import count_jobs
 
 
-def load_all(paths: list[Path], entries: dict[str, QueueEntry]) -> list[LoadedScenario]:
-    """Every scenario validated before anything runs: a typo in the last file costs nothing."""
-    return [load_scenario(path, traits(entries)) for path in paths]
+def load_all(
+    paths: list[Path], entries: dict[str, QueueEntry]
+) -> list[LoadedScenario | LoadedSuite]:
+    """Every scenario validated before anything runs: a typo in the last file costs
+    nothing. A suite's scenarios are each validated too."""
+    return [load_any(path, traits(entries)) for path in paths]
+
+
+def scenarios_of(loaded: list[LoadedScenario | LoadedSuite]) -> list[LoadedScenario]:
+    """The scenarios to run, a suite's in its order."""
+    return [
+        scenario
+        for item in loaded
+        for scenario in (item.cases if isinstance(item, LoadedSuite) else [item])
+    ]
 
 
 def validate_command(
@@ -25,8 +38,23 @@ def validate_command(
     console: Console,
     adapters_dir: Path | None = None,
 ) -> None:
+    say = partial(console.print, highlight=False, soft_wrap=True, markup=False)
     for loaded in load_all(paths, catalog(strategies_dir, adapters_dir)):
-        console.print(f"{loaded.path}: ok ({describe(loaded)})", highlight=False, soft_wrap=True)
+        if isinstance(loaded, LoadedSuite):
+            say(f"{loaded.path}: ok ({describe_suite(loaded)})")
+            for case, scenario in zip(loaded.suite.suite, loaded.cases, strict=True):
+                say(f"  {case.fault}: {scenario.path}: ok ({describe(scenario)})")
+        else:
+            say(f"{loaded.path}: ok ({describe(loaded)})")
+
+
+def describe_suite(loaded: LoadedSuite) -> str:
+    """A suite's run: how many scenarios, how many repetitions in all."""
+    repetitions = sum(len(plan(case.scenario)) for case in loaded.cases if case.scenario.timed)
+    return (
+        f"a suite of {len(loaded.cases)} scenarios, {repetitions} repetitions in all: "
+        + ", ".join(case.fault for case in loaded.suite.suite)
+    )
 
 
 def describe(loaded: LoadedScenario) -> str:

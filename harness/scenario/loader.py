@@ -13,7 +13,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from harness.errors import HarnessError
-from harness.scenario.model import Model, Scenario
+from harness.scenario.model import Model, Scenario, Suite
 from harness.scenario.parse import Parsed, ParseRefused, parse, read_limited
 from harness.scenario.traits import QueueTraits
 from harness.shipped import scenario_file
@@ -40,7 +40,32 @@ class LoadedScenario(Model):
 def load_scenario(path: Path, queues: Mapping[str, QueueTraits]) -> LoadedScenario:
     """Read, parse and validate a scenario file (or the shipped scenario of that name)
     against the queues it may name (what each cannot take, and why); HarnessError with
-    file:line otherwise."""
+    file:line otherwise. A suite is refused here: only `run` and `validate` take one."""
+    loaded = load_any(path, queues)
+    if isinstance(loaded, LoadedSuite):
+        line = _line_of(parse(loaded.text).node, ("suite",))
+        raise HarnessError(
+            f"{loaded.path}:{line}: suite: a suite of {len(loaded.cases)} scenarios runs with "
+            "`harness run` or `harness validate`; here, name one of its scenarios"
+        )
+    return loaded
+
+
+class LoadedSuite(Model):
+    """A validated suite with where it came from, and each of its scenarios loaded."""
+
+    suite: Suite
+    path: str
+    text: str
+    cases: list[LoadedScenario]  # the suite's, in its order
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+def load_any(path: Path, queues: Mapping[str, QueueTraits]) -> LoadedScenario | LoadedSuite:
+    """A scenario, or a suite of them (a file with `suite:`), each scenario validated."""
     path = scenario_file(path)
     parsed = _parsed(path)
     if not isinstance(parsed.data, dict):
@@ -48,6 +73,8 @@ def load_scenario(path: Path, queues: Mapping[str, QueueTraits]) -> LoadedScenar
             f"{path}:1: a scenario is a mapping of fields (name, workers, "
             "strategies, tenant_groups, ...)"
         )
+    if "suite" in parsed.data:
+        return _load_suite(path, parsed, queues)
     try:
         # Strict: `tenants: true` or `tenants: "3"` is a mistake, not a 1 or a 3.
         scenario = Scenario.model_validate(parsed.data, strict=True)
@@ -56,6 +83,38 @@ def load_scenario(path: Path, queues: Mapping[str, QueueTraits]) -> LoadedScenar
     _refuse_unknown_queues(path, parsed.node, scenario, queues)
     _refuse_what_queues_cannot_take(path, parsed.node, scenario, queues)
     return LoadedScenario(scenario=scenario, path=str(path), text=parsed.text)
+
+
+def _load_suite(path: Path, parsed: Parsed, queues: Mapping[str, QueueTraits]) -> LoadedSuite:
+    """Each case's scenario file, named from the suite's folder, loaded as a scenario of
+    its own: its problems are said on its own file's lines."""
+    try:
+        suite = Suite.model_validate(parsed.data, strict=True)
+    except ValidationError as error:
+        raise HarnessError(_first_error(path, parsed.node, error, Suite)) from error
+    cases: list[LoadedScenario] = []
+    for index, case in enumerate(suite.suite):
+        field = f"suite[{index}].scenario"
+        where = f"{path}:{_line_of(parsed.node, _parts(field))}: {field}"
+        member = path.parent / case.scenario
+        if not member.is_file():
+            raise HarnessError(
+                f"{where}: no such file {str(member)!r} (named from the suite's folder)"
+            )
+        inner = _parsed(member).data  # a suite of suites (or of itself) stops here
+        if isinstance(inner, dict) and "suite" in inner:
+            raise HarnessError(
+                f"{where}: {str(member)!r} is a suite; a suite's cases are scenarios"
+            )
+        loaded = load_scenario(member, queues)
+        names = [done.scenario.name for done in cases]
+        name = loaded.scenario.name
+        if name in names:
+            raise HarnessError(
+                f"{where}: scenario {name!r} is suite[{names.index(name)}]'s too; each runs once"
+            )
+        cases.append(loaded)
+    return LoadedSuite(suite=suite, path=str(path), text=parsed.text, cases=cases)
 
 
 def _parsed(path: Path) -> Parsed:
@@ -143,13 +202,15 @@ def _yaml_error_line(error: yaml.YAMLError, text: str) -> int:
     return text[:position].count("\n") + 1 if isinstance(position, int) else 1
 
 
-def _first_error(path: Path, node: yaml.Node | None, error: ValidationError) -> str:
+def _first_error(
+    path: Path, node: yaml.Node | None, error: ValidationError, model: type[BaseModel] = Scenario
+) -> str:
     first = error.errors()[0]
     location = _location(first["loc"])
     line = _line_of(node, first["loc"])
     message = first["msg"].removeprefix("Value error, ")
     if first["type"] == "extra_forbidden":
-        message = "unknown field; allowed: " + ", ".join(_allowed_fields(first["loc"]))
+        message = "unknown field; allowed: " + ", ".join(_allowed_fields(first["loc"], model))
     elif first["type"] == "missing":
         message = "required field is missing"
     got = "" if first["type"] in ("missing", "extra_forbidden") else _got(first.get("input"))
@@ -194,8 +255,7 @@ def _location(loc: tuple[int | str, ...]) -> str:
     return text
 
 
-def _allowed_fields(loc: tuple[int | str, ...]) -> list[str]:
-    model: type[BaseModel] = Scenario
+def _allowed_fields(loc: tuple[int | str, ...], model: type[BaseModel]) -> list[str]:
     for part in loc[:-1]:
         field = model.model_fields.get(str(part))
         if field is None:

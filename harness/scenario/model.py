@@ -810,3 +810,35 @@ def _no_duplicates(what: str, values: list[str]) -> None:
     seen = {value for value in values if values.count(value) > 1}
     if seen:
         raise ValueError(f"{what} must be unique; repeated: {sorted(seen)}")
+
+
+MAX_SUITE_CASES = 32
+
+
+class SuiteCase(Model):
+    """One scenario of a suite, and what it is in the suite's table: the fault it runs
+    (its column), so that several scenarios read as one library-by-fault matrix."""
+
+    fault: Annotated[str, Field(min_length=1, max_length=40, pattern=r"^[A-Za-z0-9][\w ,.()-]*$")]
+    scenario: Annotated[str, Field(min_length=1, max_length=255)]  # its file, from the suite's
+
+
+class Suite(Model):
+    """Scenarios run one after the other on one server and read together: a file with
+    `suite:` in place of a scenario's fields (scenarios/real-queues-faults.yaml)."""
+
+    name: Name
+    description: str = ""
+    suite: list[SuiteCase] = Field(min_length=1, max_length=MAX_SUITE_CASES)
+
+    @model_validator(mode="after")
+    def _each_fault_once(self) -> Suite:
+        seen: dict[str, int] = {}
+        for index, case in enumerate(self.suite):
+            first = seen.setdefault(case.fault.casefold(), index)
+            if first != index:
+                raise ValueError(
+                    f"suite[{index}].fault: {case.fault!r} is suite[{first}]'s too; "
+                    "each case is one column of the suite's table: name each once"
+                )
+        return self

@@ -15,7 +15,8 @@ from pydantic import BaseModel
 
 from harness.queues.contract.manifest import load_adapters
 from harness.results.contract import OTHER_FOLDERS, RUN_FILES, matching
-from harness.scenario.model import Scenario
+from harness.results.suite import SUITE_FILES
+from harness.scenario.model import Scenario, Suite
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -51,9 +52,9 @@ def models_of(annotation: Any) -> list[type[BaseModel]]:
 
 
 def scenario_models() -> list[type[BaseModel]]:
-    """Scenario and every model reachable from its fields' annotations."""
+    """Scenario, Suite and every model reachable from their fields' annotations."""
     found: list[type[BaseModel]] = []
-    pending: list[type[BaseModel]] = [Scenario]
+    pending: list[type[BaseModel]] = [Suite, Scenario]
     while pending:
         model = pending.pop()
         if model not in found:
@@ -265,6 +266,11 @@ def test_the_results_page_lists_the_other_folders_as_the_contract_does() -> None
         for folder, entries in OTHER_FOLDERS.items()
         for entry in entries
     }
+
+
+def test_the_results_page_lists_a_suites_files_as_its_module_does() -> None:
+    listed = table_rows(sections((DOCS / "results-format.md").read_text())["Suite"])
+    assert {name: row[0] for name, row in listed.items()} == SUITE_FILES
 
 
 def test_the_faults_page_lists_each_recovery_mapping_as_its_manifest_says() -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from harness.errors import HarnessError
-from harness.scenario.loader import load_scenario
+from harness.scenario.loader import LoadedSuite, load_any, load_scenario
 from harness.scenario.traits import ANY
 from tests.conftest import SCENARIOS, SHORT_NOISY, builtin_traits
 
@@ -14,8 +14,9 @@ STRATEGIES = dict.fromkeys(["fifo", "round_robin"], ANY)
 
 @pytest.mark.parametrize("path", sorted(SCENARIOS.glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_scenarios_are_valid(path: Path) -> None:
-    loaded = load_scenario(path, builtin_traits())
-    assert loaded.scenario.name == path.stem
+    loaded = load_any(path, builtin_traits())
+    name = loaded.suite.name if isinstance(loaded, LoadedSuite) else loaded.scenario.name
+    assert name == path.stem
     assert len(loaded.sha256) == 64
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 from typer.testing import CliRunner
 
@@ -425,6 +426,8 @@ def test_one_group_of_a_million_idle_tenants_is_past_its_fields_bound(write_yaml
 def test_the_tenants_of_the_shipped_scenarios_are_within_the_cap_with_room() -> None:
     most = 0
     for path in SCENARIOS.glob("*.yaml"):
+        if "suite" in yaml.safe_load(path.read_text()):
+            continue  # its cases are shipped scenarios of their own
         scenario = load_scenario(path, builtin_traits()).scenario
         timed = sum(group.tenants for group in scenario.tenant_groups)
         backlogs = [scenario.backlog] if scenario.backlog else []
