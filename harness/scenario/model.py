@@ -342,13 +342,17 @@ class WorkerKill(Model):
     """SIGKILL a queue library's worker process and everything it started (its process
     group), at `at_s` and, with `every_s`, again each `every_s` after; as a process
     supervisor would, start it again `restart_after_s` later, or never (`restart: false`).
-    The library's own recovery decides what becomes of the jobs it held."""
+    The library's own recovery decides what becomes of the jobs it held. With
+    `holding`, each kill waits from its moment for the first poll (every 50 ms) at which
+    the worker holds a job it said it started and has not finished (its adapter's
+    `started` events); one that never comes is a kill that never happens, and is said."""
 
     worker: int = Field(default=0, ge=0, le=255)  # its worker process, from 0
     at_s: float = Field(ge=0, le=86_400)
     every_s: float | None = Field(default=None, gt=0, le=86_400)
     restart: bool = True
     restart_after_s: float = Field(default=1.0, ge=0, le=3600)
+    holding: bool = False
 
 
 class BackendKill(Model):

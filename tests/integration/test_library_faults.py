@@ -163,6 +163,34 @@ def test_a_killed_workers_jobs_given_back_are_started_again_and_timed(
     assert verdict["verdict"] == ("as promised" if max(again) <= 6.5 else "worse"), verdict
 
 
+def test_a_kill_that_waits_for_a_held_job_interrupts_one(server: Server, tmp_path: Path) -> None:
+    """`holding`: from 0 s the kill waits for the first poll at which the worker holds a
+    job it said it started: holds_claim's jobs last 0.6 s, so at that poll one or two
+    are held, and the kill interrupts them (a job finishing in the same millisecond is
+    the only way out, and then the other slot's is still held); holds_claim gives them
+    back and its restarted worker does them: every job done once."""
+    kill = "worker_kills: [{at_s: 0, restart_after_s: 0.2, holding: true}]"
+    entry = faulted_run(server, tmp_path, kill, 20, "holds_claim", jobs=4, duration_ms=600)
+    kills = entry["library_faults"]
+    assert kills["kills"] == 1 and 1 <= len(kills["interrupted"]) <= 2, kills
+    assert kills["ok"] == 4 and kills["started_again"] == len(kills["interrupted"]), kills
+
+
+@pytest.mark.thorough  # a kill that never comes: a variant of the one above
+def test_a_kill_waiting_for_a_held_job_never_comes_if_starts_are_never_said(
+    server: Server, tmp_path: Path
+) -> None:
+    """An adapter that says no starts never holds a job by its events: the kill never
+    happens, the run ends when its jobs are done, and the report says the kill missed."""
+    kill = "worker_kills: [{at_s: 0, holding: true}]"
+    entry = faulted_run(server, tmp_path, kill, 20, "says_no_starts", jobs=10)
+    kills = entry["library_faults"]
+    assert (kills["kills"], kills["ok"]) == (0, 10), kills
+    report = (tmp_path / "results" / "latest" / "report.html").read_text()
+    assert "0 of 1 worker kills never happened" not in report
+    assert "1 of 1 worker kills never happened" in report
+
+
 @pytest.mark.thorough  # make test kills and restarts; a worker left dead is the matrix's
 def test_a_killed_worker_left_dead_leaves_its_queue_to_the_window(
     server: Server, tmp_path: Path

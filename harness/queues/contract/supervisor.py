@@ -73,10 +73,12 @@ def supervise(
                 break  # it failed on its own: events.stop() raises why
             if not due or keeper.elapsed() < due[0].at_s:
                 continue
-            kill = due.pop(0).kill
             if keeper.adapter is None:
-                continue  # left dead by an earlier kill, or down after an exit
-            keeper.kill(kill)
+                due.pop(0)  # left dead by an earlier kill, or down after an exit
+                continue
+            if due[0].kill.holding and not keeper.holds_a_job():
+                continue  # the kill waits for a moment the worker holds a job
+            keeper.kill(due.pop(0).kill)
         keeper.stop()
     finally:
         if keeper.adapter is not None:
@@ -116,6 +118,10 @@ class _Keeper:
         self.adapter, self.events = None, None
         if kill.restart:
             self.down = self.elapsed() + kill.restart_after_s
+
+    def holds_a_job(self) -> bool:
+        """A job it said it started and has not finished, by its events read so far."""
+        return self.events is not None and bool(self.events.held())
 
     def exited(self) -> bool:
         """Its reader ended before the stop: counted and put down for a restart, if the
