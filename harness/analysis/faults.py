@@ -29,6 +29,9 @@ FAULT_COLUMNS = [
     "held_at_restart",
     "in_doubt_claims",
     "reconnects",
+    "backend_kills",
+    "sessions_terminated",
+    "server_crashes",
 ]
 
 
@@ -59,7 +62,10 @@ FAULTS_NOTE = (
     "with a lease); stuck = jobs left running by a killed worker (no lease); recovery = "
     "from the kill to the job's new start, in seconds; held at restart = jobs being "
     "worked on when the server restarted; in-doubt claims = claims whose commit the "
-    "restart cut (resolved from the claim log)."
+    "restart cut (resolved from the claim log); backend kills = moments the workers' "
+    "sessions were terminated (faults.backend_kills), sessions cut = how many in all; "
+    "server crashes = immediate shutdowns (faults.server_crash), after which the workers "
+    "reconnect as after a restart."
 )
 
 
@@ -81,13 +87,24 @@ def fault_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         "in-doubt claims",
         "reconnects",
     ]
+    # the sessions' faults, where a repetition had them (a run before them never did)
+    cut = [c for c in _CUTS if table[c].fillna(0).astype(bool).any()]
+    headers += [_CUTS[c] for c in cut]
     rows = [
         [str(r["strategy"]), *(count(r[c]) for c in list(r)[1:9])]
         + [number(r["recovery_max_s"]), number(r["recovery_p50_s"])]
-        + [count(r[c]) for c in list(r)[11:]]
+        + [count(r[c]) for c in FAULT_COLUMNS[11:15]]
+        + [count(r[c]) for c in cut]
         for r in table.to_dict("records")
     ]
     return headers, rows
+
+
+_CUTS = {
+    "backend_kills": "backend kills",
+    "sessions_terminated": "sessions cut",
+    "server_crashes": "server crashes",
+}
 
 
 def faults_section(table: pd.DataFrame, warnings: list[str]) -> Section:

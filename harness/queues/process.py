@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 
 from harness.queues.base import Signals, Site, WorkerReport
-from harness.server.connections import connect
+from harness.server.connections import connect, session_name
 from harness.server.processes import signal_on_parent_death
 
 Body = Callable[[WorkerReport], None]
@@ -42,12 +42,16 @@ def run_program(index: int, signals: Signals, body: Body) -> None:
     signals.reports.put(report)
 
 
-def run_connected(index: int, site: Site, signals: Signals, body: Connected) -> None:
+def run_connected(
+    index: int, site: Site, signals: Signals, body: Connected, application_name: str | None = None
+) -> None:
     """`run_program` of a body that works on one connection to the site's schema, opened
-    here: the slot is ready once it is."""
+    here (named `application_name`, else the run's sessions' name): the slot is ready
+    once it is."""
+    name = application_name or session_name()
 
     def connected(report: WorkerReport) -> None:
-        with connect(site.dsn, schema=site.schema) as conn:
+        with connect(site.dsn, schema=site.schema, application_name=name) as conn:
             signals.ready[index] = 1
             body(conn, index, signals, report)
 

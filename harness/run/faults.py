@@ -205,6 +205,54 @@ _EXHAUSTION_JOIN_S = 60
 
 
 @dataclass
+class SessionCuts:
+    """faults.backend_kills: at each moment of their windows, every session of the run's
+    workers terminated (by the application_name the harness gives them; never its own
+    sessions nor the enqueuers'), on the driver's connection; what each moment cut."""
+
+    kills: tuple[BackendKill, ...] = ()
+    workers: str = field(default_factory=worker_session_name)  # their application_name
+    terminations: list[tuple[float, int]] = field(default_factory=list)  # s, sessions
+    moments: list[float] = field(default_factory=list)  # those still to come
+
+    def __post_init__(self) -> None:
+        self.moments = sorted(at for kill in self.kills for at in kill.moments())
+
+    def tick(self, conn: psycopg.Connection[Any], elapsed: float) -> None:
+        if not self.moments or self.moments[0] > elapsed:
+            return
+        while self.moments and self.moments[0] <= elapsed:  # a late tick kills once
+            self.moments.pop(0)
+        row = conn.execute(
+            SQL["terminate_workers"].sql,  # type: ignore[arg-type]
+            {"application_name": self.workers},
+        ).fetchone()
+        self.terminations.append((round(elapsed, 3), int(row[0]) if row else 0))
+
+
+@dataclass
+class Crasher:
+    """faults.server_crash, once, at its moment: the server down and up again (the tick
+    that calls it waits for it); `record` its at_s and back_at_s."""
+
+    plan: ServerCrash | None = None
+    crash: Callable[[float], None] | None = None  # the server's (embedded only)
+    record: dict[str, float] = field(default_factory=dict)
+
+    def due(self, elapsed: float) -> bool:
+        """Whether it crashed the server at this tick: every connection is gone."""
+        plan = self.plan
+        if plan is None or self.record or elapsed < plan.at_s:
+            return False
+        assert self.crash is not None, "refused before the run: refuse_restart"
+        began = time.monotonic() - elapsed
+        self.record["at_s"] = round(elapsed, 3)
+        self.crash(plan.down_s)
+        self.record["back_at_s"] = round(time.monotonic() - began, 3)
+        return True
+
+
+@dataclass
 class LibraryFaultDriver:
     """faults.worker_kills, backend_kills and server_crash, for a queue behind the
     adapter contract. Each worker's supervisor kills and restarts it (and, under backend
@@ -216,52 +264,24 @@ class LibraryFaultDriver:
 
     conn: psycopg.Connection[Any]
     window_s: float
-    backend_kills: tuple[BackendKill, ...] = ()
-    workers: str = field(default_factory=worker_session_name)  # their application_name
-    crash_plan: ServerCrash | None = None  # faults.server_crash
-    crash: Callable[[float], None] | None = None  # the server's (embedded only)
+    cuts: SessionCuts = field(default_factory=SessionCuts)
+    crasher: Crasher = field(default_factory=Crasher)
     site: Site | None = None  # where to connect again after the crash
-    crash_record: dict[str, float] = field(default_factory=dict)  # at_s, back_at_s
     own: psycopg.Connection[Any] | None = None  # the driver's connection after the crash
     held: frozenset[int] = frozenset()
     at_least_once: bool = True  # a job the library hands on after a kill may finish twice
     elapsed: float = 0.0
-    terminations: list[tuple[float, int]] = field(default_factory=list)  # s, sessions
-    moments: list[float] = field(default_factory=list)  # the backend kills still to come
     exhaustion: Exhaustion | None = None  # faults.connection_exhaustion
-
-    def __post_init__(self) -> None:
-        self.moments = sorted(at for kill in self.backend_kills for at in kill.moments())
 
     def tick(self, crew: CrewControl, elapsed: float) -> None:
         self.elapsed = elapsed
-        self._crash_due(elapsed)
+        if self.crasher.due(elapsed):  # the runner's connection went with the server
+            assert self.site is not None, "a crash needs the site to connect again"
+            self.own = connect(self.site.dsn, schema=self.site.schema, utc=True)
+            self.conn = self.own
         if self.exhaustion is not None:
             self.exhaustion.tick(elapsed)
-        if not self.moments or self.moments[0] > elapsed:
-            return
-        while self.moments and self.moments[0] <= elapsed:  # a late tick kills once
-            self.moments.pop(0)
-        row = self.conn.execute(
-            SQL["terminate_workers"].sql,  # type: ignore[arg-type]
-            {"application_name": self.workers},
-        ).fetchone()
-        self.terminations.append((round(elapsed, 3), int(row[0]) if row else 0))
-
-    def _crash_due(self, elapsed: float) -> None:
-        """The crash, once, at its moment: the server down and up again (this tick waits
-        for it), then a connection of the driver's own (the runner's went with the
-        server)."""
-        plan = self.crash_plan
-        if plan is None or self.crash_record or elapsed < plan.at_s:
-            return
-        assert self.crash is not None and self.site is not None, "refused: refuse_restart"
-        began = time.monotonic() - elapsed
-        self.crash_record["at_s"] = round(elapsed, 3)
-        self.crash(plan.down_s)
-        self.crash_record["back_at_s"] = round(time.monotonic() - began, 3)
-        self.own = connect(self.site.dsn, schema=self.site.schema, utc=True)
-        self.conn = self.own
+        self.cuts.tick(self.conn, elapsed)
 
     def finished(self, crew: CrewControl, total: int) -> bool:
         return crew.done() >= total or self.elapsed >= self.window_s
@@ -455,6 +475,8 @@ class FaultDriver:
     site: Site
     conn: psycopg.Connection[Any]
     restart: Callable[[], None] | None = None
+    cuts: SessionCuts = field(default_factory=SessionCuts)  # faults.backend_kills
+    crasher: Crasher = field(default_factory=Crasher)  # faults.server_crash
     crashes: list[CrashRecord] = field(default_factory=list)
     requeued: int = 0  # retries queued again after their backoff
     reaped: int = 0  # jobs put back by an expired lease
@@ -477,6 +499,9 @@ class FaultDriver:
     def tick(self, crew: CrewControl, elapsed: float) -> None:
         self._crash_due(crew, elapsed)
         self._restart_due(crew, elapsed)
+        if self.crasher.due(elapsed):  # the workers reconnect as after a restart
+            self._connect_again()
+        self.cuts.tick(self.conn, elapsed)
         if self.plan.lease_s is not None:
             self.reaped += self.recovery.reap_expired(self.conn)
         self.requeued += self.recovery.requeue_due(self.conn)
@@ -517,6 +542,10 @@ class FaultDriver:
             "took_s": round(time.monotonic() - began, 4),
             "held_at_restart": held,
         }
+        self._connect_again()
+
+    def _connect_again(self) -> None:
+        """The driver's own connection, gone with the server, opened again."""
         with contextlib.suppress(Exception):
             self.conn.close()
         self.conn = connect(self.site.dsn, schema=self.site.schema, utc=True)
@@ -547,6 +576,11 @@ class FaultDriver:
             "recovery_p50_s": statistics.median(recovery) if recovery else None,
             "server_restarts": 1 if self.restart_record else 0,
             **{f"restart_{k}": v for k, v in self.restart_record.items()},
+            "backend_kills": len(self.cuts.terminations),
+            "sessions_terminated": sum(count for _, count in self.cuts.terminations),
+            "terminated_at_s": [[at, count] for at, count in self.cuts.terminations],
+            "server_crashes": 1 if self.crasher.record else 0,
+            **{f"crash_{k}": v for k, v in self.crasher.record.items()},
             "reconnects": sum(r.reconnects for r in reports),
             "in_doubt_claims": sum(r.in_doubt for r in reports),
             "leases_lost": sum(r.leases_lost for r in reports),

@@ -24,11 +24,13 @@ from harness.queues.base import JobRecord, Queue, Site, WorkerReport
 from harness.run.books import FINISHED, Books, check_books
 from harness.run.crew import LOCAL, Crew, Placement
 from harness.run.faults import (
+    Crasher,
     Driver,
     Exhaustion,
     FaultDriver,
     LibraryFaultDriver,
     NullDriver,
+    SessionCuts,
     fault_summary,
     tenant_class,
 )
@@ -127,8 +129,8 @@ def run_repetition(
     with connect(site.dsn, schema=site.schema, utc=True) as conn:  # the server may have restarted
         finished_at = _now(conn)
         ledger = queue.ledger(conn, measured.reports)
-    killed = inputs.library_faults
     library = driver if isinstance(driver, LibraryFaultDriver) else None
+    killed = library is not None
     books = check_books(inputs.total_jobs, ledger, driver.held, driver.at_least_once, killed)
     if books.problems:
         problems = "; ".join(books.problems)
@@ -151,8 +153,8 @@ def run_repetition(
                 ledger.records,
                 measured.reports,
                 inputs.scenario.timeout_s,
-                library.terminations if library else None,
-                library.crash_record if library else None,
+                library.cuts.terminations if library else None,
+                library.crasher.record if library else None,
                 library.exhaustion.record if library and library.exhaustion else None,
             )
             if killed
@@ -217,13 +219,13 @@ def _driver(
     restart: Callable[[], None] | None,
     crash: Callable[[float], None] | None,
 ) -> Driver:
-    if inputs.library_faults:
+    cuts, crasher = SessionCuts(inputs.backend_kills), Crasher(inputs.server_crash, crash)
+    if inputs.library_faults and queue.provenance().kind == "adapter":
         return LibraryFaultDriver(
             conn,
             inputs.scenario.timeout_s,
-            inputs.backend_kills,
-            crash_plan=inputs.server_crash,
-            crash=crash,
+            cuts,
+            crasher,
             site=site,
             exhaustion=(
                 Exhaustion(inputs.connection_exhaustion, site.dsn)
@@ -237,7 +239,7 @@ def _driver(
     if recovery is None:  # validation refuses it before anything runs (the queue's traits)
         raise HarnessError(f"{queue.name} cannot take faults: {queue.traits.faults}")
     own = connect(site.dsn, schema=site.schema, utc=True)
-    return FaultDriver(inputs.faults, recovery, site, own, restart)
+    return FaultDriver(inputs.faults, recovery, site, own, restart, cuts, crasher)
 
 
 def _holder(queue: Queue, inputs: RunInputs, crew: Crew) -> AbstractContextManager[Holder | None]:

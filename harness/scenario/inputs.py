@@ -110,7 +110,7 @@ class RunInputs:
             params=statement_params(scenario),
             schedules=enqueuer_schedules(scenario),
             backlog=backlog_rows(scenario, scenario.backlog) if scenario.backlog else None,
-            faults=fault_plan(scenario) if scenario.uses_faults else None,
+            faults=fault_plan(scenario) if _harness_plan(scenario) else None,
             long_transaction=scenario.long_transaction,
             kills=tuple(scenario.worker_kills),
             backend_kills=tuple(scenario.backend_kills),
@@ -128,6 +128,13 @@ def enqueuer_schedules(scenario: Scenario) -> list[Arrivals]:
     """The batches dealt round-robin to the scenario's enqueuers, each by offset."""
     batches = build_batches(scenario)
     return batches.dealt(min(scenario.enqueuers, max(len(batches), 1)))
+
+
+def _harness_plan(scenario: Scenario) -> bool:
+    """The fault features for the harness's own strategies: its own faults or failing
+    jobs, or the faults it shares with a library's queue that cut its workers' sessions
+    (a library's queue takes those its own way and has no use for the plan)."""
+    return scenario.uses_faults or bool(scenario.backend_kills or scenario.server_crash)
 
 
 def fault_plan(scenario: Scenario) -> FaultPlan:

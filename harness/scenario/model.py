@@ -383,6 +383,7 @@ class ServerCrash(Model):
 
 # The faults of the queues behind the adapter contract, in the order they are named.
 LIBRARY_FAULTS = ("worker_kills", "backend_kills", "server_crash", "connection_exhaustion")
+LIBRARY_ONLY = ("worker_kills", "connection_exhaustion")  # the harness's workers take the rest
 
 
 class ConnectionExhaustion(Model):
@@ -667,11 +668,18 @@ class Scenario(Model):
             self._check_crash(faults.server_crash)
         if faults.connection_exhaustion is not None:
             self._check_exhaustion(faults.connection_exhaustion, faults.server_crash)
-        if faults.library_faults and (faults.crashes or faults.lease or faults.server_restart):
-            kind = next(name for name in LIBRARY_FAULTS if getattr(faults, name))
+        # backend_kills and server_crash cut the sessions of any queue's workers; the
+        # others are a library's alone, or the harness's alone
+        library_only = [name for name in LIBRARY_ONLY if getattr(faults, name)]
+        if library_only and (faults.crashes or faults.lease or faults.server_restart):
             raise ValueError(
-                f"faults: {kind} (a library's workers) and crashes, lease or "
+                f"faults: {library_only[0]} (a library's workers) and crashes, lease or "
                 "server_restart (the harness's own) cannot be in one scenario"
+            )
+        if faults.server_crash is not None and faults.server_restart is not None:
+            raise ValueError(
+                "faults.server_crash and server_restart cannot be in one scenario: the "
+                "server goes down once"
             )
 
     def _check_crash(self, crash: ServerCrash) -> None:

@@ -120,6 +120,35 @@ def test_a_server_restart_mid_run_completes_with_balanced_books(
     assert len(load_jobs(outcome.folder.path)) == TOTAL
 
 
+def test_backend_kills_cut_the_harnesss_own_workers_who_reconnect(
+    server: Server, tmp_path: Path
+) -> None:
+    """Every worker session of fifo terminated at 0.3 s and 0.8 s (the three workers'
+    sessions each time, the runner's and the enqueuer's spared): each worker reconnects,
+    takes up its cut claim or completion from the claim log, and every job is done once."""
+    cuts = "faults:\n  backend_kills: [{from_s: 0.3, for_s: 0.6, per_s: 2}]\n"
+    entry = only_repetition(run_yaml(server, tmp_path, BASE + cuts))
+    faults = entry["faults"]
+    assert (entry["books"], faults["lost"], faults["duplicates"]) == ("balanced", 0, 0)
+    assert faults["backend_kills"] == 2 and faults["sessions_terminated"] >= 3, faults
+    assert faults["terminated_at_s"][0][1] == 3, faults
+    assert faults["reconnects"] >= 3 and entry["jobs"] == TOTAL, faults
+
+
+def test_a_server_crash_under_the_harnesss_own_workers_completes_with_balanced_books(
+    server: Server, tmp_path: Path
+) -> None:
+    """An immediate shutdown (no checkpoint; its start replays the WAL) mid-run: what a
+    worker committed survives, what it had not is rolled back and claimed again, and the
+    books balance as after a fast restart."""
+    crash = "faults:\n  server_crash: {at_s: 0.8, down_s: 0.3}\n"
+    entry = only_repetition(run_yaml(server, tmp_path, BASE + crash))
+    faults = entry["faults"]
+    assert (entry["books"], faults["lost"], faults["server_crashes"]) == ("balanced", 0, 1)
+    assert faults["crash_back_at_s"] >= faults["crash_at_s"] + 0.3, faults
+    assert faults["reconnects"] >= 1 and entry["jobs"] == TOTAL, faults
+
+
 LEASED = """\
 name: lease-lost
 workers: 1

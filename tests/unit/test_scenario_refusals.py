@@ -502,20 +502,35 @@ def test_a_backend_kill_that_cannot_happen_is_one_line(
     assert expected in refusal(write_yaml(KILLS + f"faults:\n  backend_kills: {cuts}\n"))
 
 
-def test_backend_kills_and_the_harnesss_own_faults_are_not_mixed(write_yaml) -> None:
-    text = KILLS + "faults:\n  backend_kills: [{from_s: 1, for_s: 1}]\n  lease: {seconds: 1}\n"
-    assert "backend_kills (a library's workers) and crashes" in refusal(write_yaml(text))
+def test_backend_kills_beside_a_lease_are_the_harnesss_strategies_not_a_librarys(
+    write_yaml,
+) -> None:
+    """Backend kills cut any queue's workers' sessions; a lease is the harness's own: a
+    library refuses it on its line, fifo takes both."""
+    faults = "faults:\n  backend_kills: [{from_s: 1, for_s: 1}]\n  lease: {seconds: 1}\n"
+    assert refusal(write_yaml(KILLS + faults)).startswith("3: strategies[0]: cannot take faults:")
+    load_scenario(write_yaml(BASE + faults), builtin_traits())
 
 
-def test_a_strategy_of_the_harness_is_refused_backend_kills_on_its_line(write_yaml) -> None:
-    """Its workers reconnect only after a server restart: a terminated session would end
-    them, and fail the run, rather than measure anything."""
-    text = BASE.replace("strategies: [fifo]", "strategies: [procrastinate, fifo]")
-    text += "faults:\n  backend_kills: [{from_s: 1, for_s: 1}]\n"
-    reason = load_strategies()["fifo"].traits.backend_kills
-    assert reason is not None and "adapter contract" in reason
-    expected = f"3: strategies[1]: cannot take faults.backend_kills: {reason}"
-    assert refusal(write_yaml(text)) == expected
+def test_the_harnesss_own_strategies_take_backend_kills_and_a_crash_but_not_all(
+    write_yaml,
+) -> None:
+    """Its workers reconnect and look their cut claim up in the claim log, as after a
+    server restart: fifo takes both. A strategy that keeps job state beyond the jobs row
+    (capped) takes no fault at all, and says so on its line."""
+    strategies = load_strategies()
+    assert strategies["fifo"].traits.backend_kills is None
+    assert strategies["fifo"].traits.server_crash is None
+    for faults in ("backend_kills: [{from_s: 1, for_s: 1}]", "server_crash: {at_s: 1}"):
+        load_scenario(write_yaml(BASE + f"faults:\n  {faults}\n"), builtin_traits())
+        capped = BASE.replace("strategies: [fifo]", "strategies: [fifo, capped]")
+        said = refusal(write_yaml(capped + f"faults:\n  {faults}\n"))
+        assert said.startswith("3: strategies[1]: cannot take faults.") and "capped" in said
+
+
+def test_a_server_crash_and_a_server_restart_are_not_mixed(write_yaml) -> None:
+    text = BASE + "faults:\n  server_crash: {at_s: 1}\n  server_restart: {at_s: 1.5}\n"
+    assert "faults.server_crash and server_restart cannot be in one" in refusal(write_yaml(text))
 
 
 @pytest.mark.parametrize(
@@ -535,15 +550,6 @@ def test_a_server_crash_that_cannot_be_counted_is_one_line(
 def test_a_server_crash_and_a_long_transaction_are_not_mixed(write_yaml) -> None:
     text = KILLS + "faults:\n  server_crash: {at_s: 1}\nlong_transaction: {from_s: 1, for_s: 1}\n"
     assert "faults.server_crash and long_transaction cannot be" in refusal(write_yaml(text))
-
-
-def test_a_strategy_of_the_harness_is_refused_a_server_crash_on_its_line(write_yaml) -> None:
-    text = BASE + "faults:\n  server_crash: {at_s: 1}\n"
-    reason = load_strategies()["fifo"].traits.server_crash
-    assert reason is not None and "faults.server_restart" in reason
-    assert (
-        refusal(write_yaml(text)) == f"3: strategies[0]: cannot take faults.server_crash: {reason}"
-    )
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,7 @@ from harness.scenario.distributions import MAX_DURATION_MS, Duration
 from harness.scenario.inputs import RunInputs
 from harness.scenario.traits import QueueTraits
 from harness.scenario.workload import BacklogRows
+from harness.server.connections import worker_session_name
 
 BACKLOG_BLOCKS = ("backlog_tenants", "backlog_jobs", "after_load")
 
@@ -99,6 +100,7 @@ class SqlQueue:
             durations=self.inputs.durations,
             params=self.inputs.params,
             recovery=self._recovery(),
+            application_name=worker_session_name(),
         )
 
     def _recovery(self) -> RecoverySpec | None:

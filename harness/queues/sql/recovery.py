@@ -31,7 +31,7 @@ from harness.queues.sql.claim import Claimed, claim, complete, rollback
 from harness.queues.sql.session import BEGIN, COMMIT, Plain, Step
 from harness.queues.sql.specs import RecoverySpec, WorkerSpec
 from harness.scenario.distributions import Failures, attempt_fails, job_duration_ms
-from harness.server.connections import connect
+from harness.server.connections import connect, session_name
 from harness.sqlfiles import builtin_blocks
 
 RECONNECT_FIRST_S = 0.05
@@ -182,10 +182,12 @@ class Recovering:
         with contextlib.suppress(Exception):
             self.conn.close()
         delay, deadline = RECONNECT_FIRST_S, time.monotonic() + RECONNECT_GIVE_UP_S
+        name = self.spec.application_name or session_name()
         while True:
             time.sleep(delay)
             try:
-                self.conn = connect(self.spec.site.dsn, schema=self.spec.site.schema)
+                site = self.spec.site
+                self.conn = connect(site.dsn, schema=site.schema, application_name=name)
             except psycopg.OperationalError:
                 if time.monotonic() > deadline or self.signals.stop.is_set():
                     raise

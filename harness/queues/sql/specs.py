@@ -33,6 +33,9 @@ class WorkerSpec:
     durations: dict[int, Duration]  # tenant id -> its jobs' duration distribution
     params: dict[str, Any] = field(default_factory=dict)  # the scenario's, for every statement
     recovery: RecoverySpec | None = None  # the fault features: claim log, lease, retries
+    # Its sessions' name, given by the run (harness/server/connections.py
+    # worker_session_name): what faults.backend_kills terminates. None: a fleet member's.
+    application_name: str | None = None
 
 
 @dataclass(frozen=True)

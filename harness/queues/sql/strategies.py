@@ -56,20 +56,12 @@ _STRATEGY_FILE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}\.sql$")
 # A strategy's workers are the harness's own processes: faults.crashes kills one mid-job,
 # with its lease and retries; worker_kills is for a library's worker.
 OWN_KILLS = "its workers are the harness's own: faults.crashes kills them mid-job"
-# Nor do they reconnect after their session is terminated (only after a server restart,
-# faults.server_restart): backend_kills is for a library's workers, for now.
-OWN_BACKENDS = (
-    "its workers are the harness's own, which reconnect only after faults.server_restart; "
-    "backend_kills is for the queues behind the adapter contract"
-)
+# They connect before the clock starts, and again only once their session is gone (a
+# restart, a crash, a terminated session): an exhaustion alone would refuse them nothing.
 OWN_EXHAUSTION = (
-    "its workers are the harness's own, connected before the clock starts and never "
-    "again but after faults.server_restart: no connection it refuses would reach them; "
+    "its workers are the harness's own, connected before the clock starts and again only "
+    "after their session is lost: no connection it refuses would reach them; "
     "connection_exhaustion is for the queues behind the adapter contract"
-)
-OWN_CRASH = (
-    "its workers are the harness's own: faults.server_restart restarts the server under "
-    "them; server_crash is for the queues behind the adapter contract"
 )
 
 
@@ -110,16 +102,13 @@ class Strategy:
                 "start, complete or retire, or a held lock); faults run with fifo, "
                 "round_robin and other strategies that use the shared start and complete",
                 worker_kills=OWN_KILLS,
-                backend_kills=OWN_BACKENDS,
-                server_crash=OWN_CRASH,
+                backend_kills=f"strategy '{self.name}' cannot take faults",
+                server_crash=f"strategy '{self.name}' cannot take faults",
                 connection_exhaustion=OWN_EXHAUSTION,
             )
-        return QueueTraits(
-            worker_kills=OWN_KILLS,
-            backend_kills=OWN_BACKENDS,
-            server_crash=OWN_CRASH,
-            connection_exhaustion=OWN_EXHAUSTION,
-        )
+        # backend_kills and server_crash: its workers reconnect (recovery.py) and look
+        # their cut claim up in the claim log, as after faults.server_restart
+        return QueueTraits(worker_kills=OWN_KILLS, connection_exhaustion=OWN_EXHAUSTION)
 
     def shown(self) -> str:
         """Every block in the order a claim uses them, exactly as the workers run them."""

@@ -66,7 +66,7 @@ class Direct:
 
 def worker_main(index: int, spec: WorkerSpec, signals: Signals) -> None:
     """Entry point of a worker process."""
-    run_connected(index, spec.site, signals, partial(_worker_body, spec))
+    run_connected(index, spec.site, signals, partial(_worker_body, spec), spec.application_name)
 
 
 def _worker_body(
