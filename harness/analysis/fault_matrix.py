@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis.faults import dip_words
-from harness.report.cells import count, missing, number
+from harness.report.cells import count, missing, number, whole
 from harness.report.sections import Section, Table
 from harness.results.document import RunDocument
 
@@ -155,11 +155,7 @@ def _held_effect(r: Mapping[Hashable, Any]) -> str:
         if not missing(before) and not missing(during)
         else ""
     )
-    return f"{whole_or_dash(r['jobs_dead_versions_peak'])} dead versions at the peak{moved}"
-
-
-def whole_or_dash(value: Any) -> str:
-    return "-" if missing(value) else f"{int(value):,}"
+    return f"{whole(r['jobs_dead_versions_peak'])} dead versions at the peak{moved}"
 
 
 # ---- the sections: the cross table a team reads, then every row

@@ -19,8 +19,10 @@ from harness.analysis.fault_matrix import Case, fault_matrix, matrix_sections, u
 from harness.errors import RunFailed, Terminated
 from harness.report.html import plain_html
 from harness.report.sections import Section, markdown
+from harness.results.document import RunDocument
 from harness.results.folder import RunFolder
 from harness.results.suite import SuiteDocument, SuiteRun
+from harness.results.versioned import UnreadableDocument
 from harness.scenario.loader import LoadedScenario, LoadedSuite
 from harness.scenario.workload import count_jobs
 from harness.server.dsn import scrub
@@ -109,16 +111,17 @@ def _ran(run: SuiteRun, outcome: Rendered, root: Path) -> SuiteRun:
 
 def _started_and_cut(run: SuiteRun, root: Path) -> SuiteRun:
     """The run a failure or interrupt cut short, found by results/latest (pointed at each
-    run as its folder is made), if it was made: its run.json says how it ended."""
+    run as its folder is made), if it was made, with the status its run.json ended in."""
     latest = root / "latest"
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, UnreadableDocument):
         target = (root / latest.readlink()).resolve()
         if target.parent.name == run.scenario:
+            status = RunDocument.read(target / RunDocument.NAME).status
             return run.model_copy(
                 update={
                     "run_id": target.name,
                     "folder": str(target.relative_to(root.resolve())),
-                    "status": "failed",
+                    "status": status,
                 }
             )
     return run
