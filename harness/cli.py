@@ -625,7 +625,10 @@ def overhead(
 @app.command()
 def report(
     run: Annotated[
-        Path, typer.Argument(metavar="RUN_DIR", help="A run folder.", show_default=False)
+        Path,
+        typer.Argument(
+            metavar="RUN_DIR", help="A run folder, or a suite's folder.", show_default=False
+        ),
     ],
     plots: Annotated[
         bool,
@@ -636,7 +639,8 @@ def report(
         ),
     ] = True,
 ) -> None:
-    """Rebuild a run's tables, plots and report.html from its raw files."""
+    """Rebuild a run's tables, plots and report.html from its raw files (a suite's tables
+    from its runs')."""
     from harness.commands.report import report_command
 
     _guarded(lambda: report_command(run, console, plots=plots))

@@ -226,8 +226,8 @@ def _cell(rows: pd.DataFrame) -> str:
     if rows.empty:
         return "-"
     sums = {name: int(rows[name].sum()) for name in [*OUTCOMES, "unrecorded"]}
-    said = [f"{sums['ok']} ok"] + [
-        f"{sums[name]} {name}" for name in [*OUTCOMES[:-1], "unrecorded"] if sums[name]
+    said = [f"{sums['ok']:,} ok"] + [
+        f"{sums[name]:,} {name}" for name in [*OUTCOMES[:-1], "unrecorded"] if sums[name]
     ]
     verdicts = [str(v) for v in rows["verdict"] if not missing(v)]
     worst = _worst(verdicts)

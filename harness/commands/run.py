@@ -11,13 +11,12 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from harness.commands.outcome import show_outcome
+from harness.commands.outcome import show_outcome, show_suite
 from harness.commands.progress import ProgressBars
 from harness.commands.validate import describe_suite, load_all, scenarios_of
 from harness.errors import HarnessError
 from harness.queues.catalog import catalog, require
 from harness.queues.contract.manifest import load_adapters, replacements
-from harness.report.console import show_sections
 from harness.results.folder import check_results_dir
 from harness.run.captures import requests
 from harness.run.crew import LOCAL, Placement
@@ -90,13 +89,6 @@ def run_command(
         for report in [outcome.report for outcome in outcomes] + [s.report for s in suites]:
             console.print(f"{report}", highlight=False)
     return outcomes
-
-
-def show_suite(outcome: SuiteOutcome, console: Console) -> None:
-    """A suite's tables on the console, and where its folder is."""
-    show_sections(console, outcome.sections)
-    console.print(f"Suite: {outcome.folder.path}", highlight=False)
-    console.print(f"Report: {outcome.report}", highlight=False)
 
 
 def _check_fleet(loaded: LoadedScenario, options: RunOptions) -> None:

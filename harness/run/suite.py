@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
+import yaml
 
 from harness.analysis.fault_matrix import Case, fault_matrix, matrix_sections, unaccounted
 from harness.errors import RunFailed, Terminated
@@ -24,6 +25,7 @@ from harness.results.folder import RunFolder
 from harness.results.suite import SuiteDocument, SuiteRun
 from harness.results.versioned import UnreadableDocument
 from harness.scenario.loader import LoadedScenario, LoadedSuite
+from harness.scenario.model import Scenario
 from harness.scenario.workload import count_jobs
 from harness.server.dsn import scrub
 from harness.server.provenance import collect_local
@@ -82,11 +84,43 @@ def run_suite(
         interrupted = isinstance(error, KeyboardInterrupt | Terminated)
         document.status = "interrupted" if interrupted else "failed"
         document.error = scrub(str(error) or type(error).__name__)
+        document.finished_at = _utc_now()
         with contextlib.suppress(Exception):  # what was measured is kept; the error goes on
             _write_tables(folder, document, cases)
         raise
+    document.finished_at = _utc_now()
     sections = _write_tables(folder, document, cases)
     return SuiteOutcome(folder, document, sections, rendered)
+
+
+def render_suite(path: Path) -> SuiteOutcome:
+    """A suite folder's tables made again from its runs' folders (`harness report`): the
+    runs it names that finished, read from their run.json and derived tables, their
+    jobs enqueued from the scenario each kept."""
+    folder = RunFolder(path=path, run_id=path.name)
+    document = SuiteDocument.read(path / SuiteDocument.NAME)
+    root = path.parent.parent  # results/<suite>/<id>: the runs are results/<scenario>/<id>
+    cases = [
+        _read_case(run.fault, root / run.folder)
+        for run in document.runs
+        if run.folder is not None and run.status == "complete"
+    ]
+    return SuiteOutcome(folder, document, _write_tables(folder, document, cases), [])
+
+
+def _read_case(fault: str, run: Path) -> Case:
+    tables = {
+        name: pd.read_csv(run / name) if (run / name).is_file() else None
+        for name in ("library-faults.csv", "bloat-summary.csv")
+    }
+    scenario = Scenario.model_validate(yaml.safe_load((run / "scenario.yaml").read_text()))
+    return Case(
+        fault=fault,
+        document=RunDocument.read(run / RunDocument.NAME),
+        enqueued=count_jobs(scenario),
+        library_faults=tables["library-faults.csv"],
+        bloat=tables["bloat-summary.csv"],
+    )
 
 
 def _case(fault: str, scenario: LoadedScenario, outcome: Rendered) -> Case:
@@ -131,7 +165,6 @@ def _write_tables(folder: RunFolder, document: SuiteDocument, cases: list[Case])
     """fault-matrix.csv, summary.md and report.html from the finished cases; then the
     document, final. A job the matrix cannot place in one outcome fails the suite: the
     harness lost track of it (each run's own books should have said so first)."""
-    document.finished_at = _utc_now()
     sections: list[Section] = []
     lost: list[str] = []
     if cases:
@@ -162,7 +195,7 @@ def _write_tables(folder: RunFolder, document: SuiteDocument, cases: list[Case])
 def _status_words(document: SuiteDocument) -> str:
     done = sum(run.status == "complete" for run in document.runs)
     return f"{done} of {len(document.runs)} scenarios run" + (
-        "" if document.status == "running" else f" ({document.status})"
+        "" if document.status in ("running", "complete") else f" ({document.status})"
     )
 
 

@@ -101,7 +101,7 @@ def test_harness_report_refuses_a_folder_that_is_no_run(tmp_path: Path) -> None:
     done = harness_cli("report", str(tmp_path))
     assert (done.returncode, done.stderr.strip()) == (
         2,
-        f"error: {tmp_path}: not a run folder (no run.json)",
+        f"error: {tmp_path}: not a run folder (no run.json) nor a suite's (no suite.json)",
     )
 
 

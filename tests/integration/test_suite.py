@@ -97,6 +97,12 @@ def test_a_suite_runs_each_scenario_and_reads_them_as_one_matrix(
     assert f"{by.loc['twice', 'duplicated']} duplicated" in summary
     assert f"{by.loc['drops_a_job', 'lost']} lost" in summary
     assert "Library by fault" in said and f"Suite: {folder}" in said
+    # the suite's tables are made from its runs' folders alone: harness report makes them again
+    made = (folder / "fault-matrix.csv").read_text(), summary
+    (folder / "fault-matrix.csv").unlink()
+    done = harness_cli("report", str(folder), "--no-plots", timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert ((folder / "fault-matrix.csv").read_text(), (folder / "summary.md").read_text()) == made
 
 
 @pytest.mark.thorough  # make test runs a whole suite; one cut short is the matrix's
