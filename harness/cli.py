@@ -639,8 +639,9 @@ def report(
         ),
     ] = True,
 ) -> None:
-    """Rebuild a run's tables, plots and report.html from its raw files (a suite's tables
-    from its runs')."""
+    """Rebuild a run's tables, plots and report.html from its raw files.
+
+    A suite's folder: its tables again, from its runs' folders."""
     from harness.commands.report import report_command
 
     _guarded(lambda: report_command(run, console, plots=plots))

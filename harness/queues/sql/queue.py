@@ -268,6 +268,8 @@ class WorkerWire:
     seed: int
     durations: Durations
     params: Params
+    # the run's worker session name: a member's sessions are the run's too (no secret)
+    application_name: Annotated[str, Field(max_length=63)] | None = None
 
 
 @dataclass(frozen=True)
@@ -301,6 +303,7 @@ def _send_worker(spec: WorkerSpec) -> Wire:
         spec.seed,
         spec.durations,
         spec.params,
+        spec.application_name,
     )
     return _WORKER.dump_python(wire, mode="json")  # type: ignore[no-any-return]
 
@@ -317,6 +320,7 @@ def _receive_worker(data: Wire, local: Local) -> WorkerSpec:
         seed=wire.seed,
         durations=wire.durations,
         params=wire.params,
+        application_name=wire.application_name,
     )
 
 

@@ -34,7 +34,7 @@ class WorkerSpec:
     params: dict[str, Any] = field(default_factory=dict)  # the scenario's, for every statement
     recovery: RecoverySpec | None = None  # the fault features: claim log, lease, retries
     # Its sessions' name, given by the run (harness/server/connections.py
-    # worker_session_name): what faults.backend_kills terminates. None: a fleet member's.
+    # worker_session_name): what faults.backend_kills terminates; a fleet member's too.
     application_name: str | None = None
 
 
