@@ -239,6 +239,12 @@ class Crasher:
     crash: Callable[[float], None] | None = None  # the server's (embedded only)
     record: dict[str, float] = field(default_factory=dict)
 
+    def checkpoint(self, conn: psycopg.Connection[Any]) -> None:
+        """Before the clock starts, with a crash planned: its recovery then replays the
+        run's WAL alone (faults.sql `checkpoint`)."""
+        if self.plan is not None:
+            conn.execute(SQL["checkpoint"].sql)  # type: ignore[arg-type]
+
     def due(self, elapsed: float) -> bool:
         """Whether it crashed the server at this tick: every connection is gone."""
         plan = self.plan

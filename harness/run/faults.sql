@@ -21,3 +21,10 @@ where application_name = %(application_name)s
 select current_setting('max_connections')::int as max_connections,
        (select count(*) from pg_stat_activity where backend_type = 'client backend')::int
          as in_use;
+
+-- name: checkpoint
+-- faults.server_crash: before the clock starts, so that the crash's recovery replays
+-- the run's own WAL, not the harness's set-up (the schema, a library's migrations) that
+-- a server in production would long since have checkpointed. The crash is only ever of
+-- a server the harness started, whose superuser it is.
+checkpoint;

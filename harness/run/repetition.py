@@ -220,6 +220,7 @@ def _driver(
     crash: Callable[[float], None] | None,
 ) -> Driver:
     cuts, crasher = SessionCuts(inputs.backend_kills), Crasher(inputs.server_crash, crash)
+    crasher.checkpoint(conn)  # the queue is installed: what is left to replay is the run's
     if inputs.library_faults and queue.provenance().kind == "adapter":
         return LibraryFaultDriver(
             conn,
