@@ -340,7 +340,7 @@ def fault_summary(
         else:
             jobs["duplicated" if record.job_id in duplicated else "ok"].append(record.job_id)
     outcome_of = {job: outcome for outcome, ids in jobs.items() for job in ids}
-    held = interrupted(reports, outcome_of)
+    held = interrupted(reports, outcome_of, set(books.unreported))
     waits = sorted(
         row["started_again_after_s"] for row in held if row["started_again_after_s"] is not None
     )
@@ -391,12 +391,17 @@ def fault_summary(
     }
 
 
-def interrupted(reports: list[WorkerReport], outcome_of: dict[int, str]) -> list[dict[str, Any]]:
+def interrupted(
+    reports: list[WorkerReport], outcome_of: dict[int, str], unreported: set[int] | None = None
+) -> list[dict[str, Any]]:
     """Each job a worker kill interrupted (its worker had started it and not finished it),
     by the kill's moment: when the kill came (s from the start), the time until another
     adapter process started it again (None: never, within the window), and its outcome.
     The killed process's own starts are never its recovery: one it said before the kill
-    may be read after it, on a busy machine."""
+    may be read after it, on a busy machine. A job its library's table has done and no
+    worker reported (`unreported`), never started again, was finished before the kill:
+    its report went with the worker, and the kill interrupted nothing of it."""
+    unreported = unreported or set()
     starts: dict[int, list[tuple[float, int]]] = {}
     for report in reports:
         for job, moment, pid in report.starts:
@@ -406,6 +411,8 @@ def interrupted(reports: list[WorkerReport], outcome_of: dict[int, str]) -> list
         for at_s, (moment, held, killed) in zip(report.kills, report.kills_holding, strict=True):
             for job in held:
                 later = [at for at, pid in starts.get(job, []) if at > moment and pid != killed]
+                if job in unreported and not later:
+                    continue  # done in its table before the kill; its report died with it
                 rows.append(
                     {
                         "job": job,

@@ -142,24 +142,33 @@ def test_a_killed_workers_jobs_given_back_are_started_again_and_timed(
     server: Server, tmp_path: Path
 ) -> None:
     """holds_claim claims, works and finishes each job in one transaction: the jobs its
-    killed worker held (both slots mid-job: 200 ms each, killed at 1 s, with 4 s of work
-    queued however late a busy machine let them begin) are waiting again once its
-    sessions end, and its restarted worker starts each again. Each is timed from the kill
-    to that start, and judged against its manifest's promise (retried after 1 s: within
-    1.5 x 1 + 5 s, as promised)."""
-    kill = "worker_kills: [{at_s: 1.0, restart_after_s: 0.2}]"
+    killed worker held (killed at the first moment from 1 s that it holds one: 200 ms
+    each, with 4 s of work queued however late a busy machine let them begin) are waiting
+    again once its sessions end, and its restarted worker starts each again. Each is timed
+    from the kill to that start, and judged against its manifest's promise (retried after
+    1 s: within 1.5 x 1 + 5 s, as promised). A job it had committed, but whose report the
+    kill cut off, was finished before the kill: `unreported`, not interrupted (fcU,
+    2026-12-05: job 9 so, job 10 interrupted)."""
+    kill = "worker_kills: [{at_s: 1.0, restart_after_s: 0.2, holding: true}]"
     jobs = 40  # four seconds of work
     entry = faulted_run(server, tmp_path, kill, 20, "holds_claim", jobs=jobs, duration_ms=200)
     kills = entry["library_faults"]
     assert sum(kills[o] for o in OUTCOMES) == jobs and kills["ok"] == jobs, kills
     interrupted = kills["interrupted"]
-    assert 1 <= len(interrupted) <= 2, kills  # a slot between two jobs holds none
+    # the kill came when its events said it held one or two: each was cut mid-work, or
+    # had committed a moment before the kill (its report lost with the worker)
+    finished_first = {row["job"] for row in interrupted} & set(kills["unreported"])
+    assert not finished_first, kills
+    assert 1 <= len(interrupted) + len(kills["unreported"]) <= 2, kills
     again = [row["started_again_after_s"] for row in interrupted]
     assert all(after is not None and after > 0 for after in again), interrupted
     assert kills["started_again"] == len(interrupted)
-    assert kills["recovery_max_s"] == max(again)
     (verdict,) = kill_verdicts(tmp_path)
     assert verdict["promise"] == "retried after 1 s"
+    if not interrupted:  # both had committed (a race of a few ms on each slot)
+        assert verdict["verdict"] == "no job held", verdict
+        return
+    assert kills["recovery_max_s"] == max(again)
     assert verdict["verdict"] == ("as promised" if max(again) <= 6.5 else "worse"), verdict
 
 
