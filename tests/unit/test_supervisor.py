@@ -75,10 +75,9 @@ def test_a_job_done_in_its_table_but_never_reported_is_ok_when_its_worker_was_ki
     killed = WorkerReport(0, kills=[0.5], kills_holding=[(100.0, [2], 10)], starts=[(2, 99.9, 10)])
     summary = fault_summary(books, records, [killed], window_s=5.0)
     assert (summary["ok"], summary["unreported"]) == (2, [2])
-    # held at the kill by the worker's word, done by the library's: no job to recover
-    assert summary["interrupted"] == [
-        {"job": 2, "worker": 0, "killed_at_s": 0.5, "started_again_after_s": None, "outcome": "ok"}
-    ]
+    # held at the kill by the worker's word, done by the library's, never started again:
+    # finished before the kill, which interrupted nothing of it
+    assert summary["interrupted"] == []
     assert kill_verdict(summary, LEFT) == (
         "no job held",
         "no killed worker held a job it had not finished",
