@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis.faults import dip_words
+from harness.analysis.faults import KILL_FIGURES, dip_words
 from harness.report.cells import count, missing, number, whole
 from harness.report.sections import Section, Table
 from harness.results.document import RunDocument
@@ -36,11 +36,7 @@ MATRIX_COLUMNS = [
     *OUTCOMES,
     *NOTED,
     "effect",
-    "recovery_p50_s",
-    "recovery_max_s",
-    "throughput_before_per_s",
-    "throughput_lowest_per_s",
-    "throughput_back_s",
+    *KILL_FIGURES,
     "promise",
     "verdict",
     "verdict_why",
@@ -110,16 +106,7 @@ def _fault_outcomes(r: Mapping[Hashable, Any]) -> dict[str, Any]:
     return {
         **{name: int(r[name]) for name in [*OUTCOMES, *NOTED]},
         "effect": _fault_effect(r),
-        **{
-            name: r[name]
-            for name in (
-                "recovery_p50_s",
-                "recovery_max_s",
-                "throughput_before_per_s",
-                "throughput_lowest_per_s",
-                "throughput_back_s",
-            )
-        },
+        **{name: r[name] for name in KILL_FIGURES},
         **{name: _text(r[name]) for name in ("promise", "verdict", "verdict_why")},
     }
 

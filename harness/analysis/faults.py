@@ -139,6 +139,8 @@ _KILLED = ["interrupted", "started_again", "recovery_p50_s", "recovery_max_s"]
 # the kills' throughput dip (run.json's `dips`): the median before the first, the lowest
 # after any, the longest until back (none if one never was)
 _DIP = ["throughput_before_per_s", "throughput_lowest_per_s", "throughput_back_s"]
+# a kill's figures as library-faults.csv has them: the recovery, then the dip
+KILL_FIGURES = [*_KILLED[2:], *_DIP]
 LIBRARY_FAULT_COLUMNS = [
     "strategy",
     "workers",

@@ -52,9 +52,8 @@ def run_command(
         _check_fleet(loaded, options)
     _check_majors(choice, options)
     check_schema_name(options.schema, options.reuse_schema)
-    names = [item.suite.name if isinstance(item, LoadedSuite) else "" for item in given]
-    names = [name for name in names if name] + [loaded.scenario.name for loaded in scenarios]
-    check_results_dir(results_dir, names, latest=True)
+    suites = [item.suite.name for item in given if isinstance(item, LoadedSuite)]
+    check_results_dir(results_dir, suites + [s.scenario.name for s in scenarios], latest=True)
     for loaded in scenarios:
         refuse_restart(loaded, choice.kind)
     say = partial(console.print, highlight=False, markup=False)
@@ -63,7 +62,7 @@ def run_command(
     for loaded in scenarios:  # a library or runtime missing: one line, before any server
         require(entries, named_queues(loaded.scenario), str(loaded.path), say)
     outcomes: list[Rendered] = []
-    suites: list[SuiteOutcome] = []
+    ran: list[SuiteOutcome] = []
     with _servers(choice, options, console) as (servers, placement):
 
         def run_one(loaded: LoadedScenario) -> Rendered:
@@ -80,13 +79,13 @@ def run_command(
         for item in given:
             if isinstance(item, LoadedSuite):
                 console.rule(f"suite {item.suite.name}: {describe_suite(item)}")
-                suites.append(run_suite(item, results_dir, run_one))
-                show_suite(suites[-1], console)
+                ran.append(run_suite(item, results_dir, run_one))
+                show_suite(ran[-1], console)
             else:
                 run_one(item)
     if len(outcomes) > 1:
         console.rule("Reports")
-        for report in [outcome.report for outcome in outcomes] + [s.report for s in suites]:
+        for report in [outcome.report for outcome in outcomes] + [suite.report for suite in ran]:
             console.print(f"{report}", highlight=False)
     return outcomes
 

@@ -39,7 +39,6 @@ class SuiteOutcome:
     folder: RunFolder
     document: SuiteDocument
     sections: list[Section]
-    runs: list[Rendered]
 
     @property
     def report(self) -> Path:
@@ -68,7 +67,6 @@ def run_suite(
     )
     _write_document(folder, document)
     cases: list[Case] = []
-    rendered: list[Rendered] = []
     try:
         for index, scenario in enumerate(loaded.cases):
             try:
@@ -76,7 +74,6 @@ def run_suite(
             except BaseException:
                 document.runs[index] = _started_and_cut(document.runs[index], root)
                 raise
-            rendered.append(outcome)
             document.runs[index] = _ran(document.runs[index], outcome, root)
             cases.append(_case(document.runs[index].fault, scenario, outcome))
             _write_document(folder, document)
@@ -90,7 +87,7 @@ def run_suite(
         raise
     document.finished_at = _utc_now()
     sections = _write_tables(folder, document, cases)
-    return SuiteOutcome(folder, document, sections, rendered)
+    return SuiteOutcome(folder, document, sections)
 
 
 def render_suite(path: Path) -> SuiteOutcome:
@@ -105,7 +102,7 @@ def render_suite(path: Path) -> SuiteOutcome:
         for run in document.runs
         if run.folder is not None and run.status == "complete"
     ]
-    return SuiteOutcome(folder, document, _write_tables(folder, document, cases), [])
+    return SuiteOutcome(folder, document, _write_tables(folder, document, cases))
 
 
 def _read_case(fault: str, run: Path) -> Case:

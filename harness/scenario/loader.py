@@ -19,16 +19,21 @@ from harness.scenario.traits import QueueTraits
 from harness.shipped import scenario_file
 
 
-class LoadedScenario(Model):
-    """A validated scenario with where it came from: its path, text and hash."""
+class _Read(Model):
+    """A file the loader read: its path, its text as read, and the text's hash."""
 
-    scenario: Scenario
     path: str
     text: str
 
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
+
+
+class LoadedScenario(_Read):
+    """A validated scenario with where it came from: its path, text and hash."""
+
+    scenario: Scenario
 
     def refusal(self, field: str, message: str) -> HarnessError:
         """A problem known only once the run's options are (the provider, say), as one
@@ -40,41 +45,49 @@ class LoadedScenario(Model):
 def load_scenario(path: Path, queues: Mapping[str, QueueTraits]) -> LoadedScenario:
     """Read, parse and validate a scenario file (or the shipped scenario of that name)
     against the queues it may name (what each cannot take, and why); HarnessError with
-    file:line otherwise. A suite is refused here: only `run` and `validate` take one."""
-    loaded = load_any(path, queues)
-    if isinstance(loaded, LoadedSuite):
-        line = _line_of(parse(loaded.text).node, ("suite",))
+    file:line otherwise. A suite is refused here, before its scenarios are read: only
+    `run` and `validate` take one."""
+    path = scenario_file(path)
+    parsed = _mapping(path)
+    if "suite" in parsed.data:
+        line = _line_of(parsed.node, ("suite",))
+        cases = parsed.data["suite"]
+        count = f" of {len(cases)} scenarios" if isinstance(cases, list) else ""
         raise HarnessError(
-            f"{loaded.path}:{line}: suite: a suite of {len(loaded.cases)} scenarios runs with "
-            "`harness run` or `harness validate`; here, name one of its scenarios"
+            f"{path}:{line}: suite: a suite{count} runs with `harness run` or `harness "
+            "validate`; here, name one of its scenarios"
         )
-    return loaded
+    return _scenario(path, parsed, queues)
 
 
-class LoadedSuite(Model):
+class LoadedSuite(_Read):
     """A validated suite with where it came from, and each of its scenarios loaded."""
 
     suite: Suite
-    path: str
-    text: str
     cases: list[LoadedScenario]  # the suite's, in its order
-
-    @property
-    def sha256(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
 
 def load_any(path: Path, queues: Mapping[str, QueueTraits]) -> LoadedScenario | LoadedSuite:
     """A scenario, or a suite of them (a file with `suite:`), each scenario validated."""
     path = scenario_file(path)
+    parsed = _mapping(path)
+    if "suite" in parsed.data:
+        return _load_suite(path, parsed, queues)
+    return _scenario(path, parsed, queues)
+
+
+def _mapping(path: Path) -> Parsed:
+    """The file parsed, refused unless it is a mapping of fields."""
     parsed = _parsed(path)
     if not isinstance(parsed.data, dict):
         raise HarnessError(
             f"{path}:1: a scenario is a mapping of fields (name, workers, "
             "strategies, tenant_groups, ...)"
         )
-    if "suite" in parsed.data:
-        return _load_suite(path, parsed, queues)
+    return parsed
+
+
+def _scenario(path: Path, parsed: Parsed, queues: Mapping[str, QueueTraits]) -> LoadedScenario:
     try:
         # Strict: `tenants: true` or `tenants: "3"` is a mistake, not a 1 or a 3.
         scenario = Scenario.model_validate(parsed.data, strict=True)
@@ -101,12 +114,12 @@ def _load_suite(path: Path, parsed: Parsed, queues: Mapping[str, QueueTraits]) -
             raise HarnessError(
                 f"{where}: no such file {str(member)!r} (named from the suite's folder)"
             )
-        inner = _parsed(member).data  # a suite of suites (or of itself) stops here
-        if isinstance(inner, dict) and "suite" in inner:
+        inner = _mapping(member)
+        if "suite" in inner.data:  # a suite of suites (or of itself) stops here
             raise HarnessError(
                 f"{where}: {str(member)!r} is a suite; a suite's cases are scenarios"
             )
-        loaded = load_scenario(member, queues)
+        loaded = _scenario(member, inner, queues)
         names = [done.scenario.name for done in cases]
         name = loaded.scenario.name
         if name in names:
