@@ -251,12 +251,22 @@ def test_dbos_recovery_takes_up_its_killed_workers_workflows_at_its_relaunch(
     """dbos_recovery's promise (dbos.toml): its worker process, started again with the
     executor id it had, recovers the workflows it left pending at its launch. Both slots
     mid-job (200 ms each) at the kill, 1.5 s in, with 6 s of work queued: each
-    interrupted job started again, and every job done once."""
+    interrupted job started again, and every job done. Done once, but for a workflow
+    whose body had returned and whose outcome DBOS had not yet written at the kill (a
+    run in CI had 59 of 60 ok; docs/faults.md): DBOS restarts a pending workflow from
+    the beginning and skips only the steps it recorded ("How Workflows Work"), and
+    this one has no step, so it runs again. Such a job is duplicated without the kill
+    having interrupted it (`rerun`), one per slot at most."""
     kill = "worker_kills: [{at_s: 1.5, restart_after_s: 0.2}]"
     jobs = 60
     entry = faulted_run(server, tmp_path, kill, 30, "dbos_recovery", jobs=jobs, duration_ms=200)
     kills = entry["library_faults"]
-    assert sum(kills[o] for o in OUTCOMES) == jobs and kills["ok"] == jobs, kills
+    duplicated = kills["jobs"].get("duplicated", [])
+    # a string, which pytest prints whole (a dict's repr it cuts at 240 characters)
+    seen = f"not ok: {kills['jobs']}; rerun: {kills['rerun']}; held: {kills['interrupted']}"
+    assert sum(kills[o] for o in OUTCOMES) == jobs, seen
+    assert kills["ok"] + len(duplicated) == jobs, seen
+    assert len(duplicated) <= 2 and set(duplicated) <= set(kills["rerun"]), seen
     interrupted = kills["interrupted"]
     assert interrupted and kills["started_again"] == len(interrupted), kills
     (row,) = kill_verdicts(tmp_path)
