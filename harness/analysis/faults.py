@@ -32,6 +32,8 @@ FAULT_COLUMNS = [
     "backend_kills",
     "sessions_terminated",
     "server_crashes",
+    "connections_held",
+    "reconnects_refused",
 ]
 
 
@@ -65,7 +67,9 @@ FAULTS_NOTE = (
     "restart cut (resolved from the claim log); backend kills = moments the workers' "
     "sessions were terminated (faults.backend_kills), sessions cut = how many in all; "
     "server crashes = immediate shutdowns (faults.server_crash), after which the workers "
-    "reconnect as after a restart."
+    "reconnect as after a restart; connections held = the most idle connections the "
+    "harness held to fill the server (faults.connection_exhaustion); reconnects refused "
+    "= the workers' attempts to connect again that the server refused (down, or full)."
 )
 
 
@@ -88,7 +92,7 @@ def fault_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         "reconnects",
     ]
     # the sessions' faults, where a repetition had them (a run before them never did)
-    cut = [c for c in _CUTS if table[c].fillna(0).astype(bool).any()]
+    cut = [c for c in _CUTS if any(bool(value) for value in table[c].dropna())]
     headers += [_CUTS[c] for c in cut]
     rows = [
         [str(r["strategy"]), *(count(r[c]) for c in list(r)[1:9])]
@@ -104,6 +108,8 @@ _CUTS = {
     "backend_kills": "backend kills",
     "sessions_terminated": "sessions cut",
     "server_crashes": "server crashes",
+    "connections_held": "connections held",
+    "reconnects_refused": "reconnects refused",
 }
 
 

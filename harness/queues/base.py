@@ -125,6 +125,7 @@ class WorkerReport:
     lost_races: int = 0
     error: str | None = None
     reconnects: int = 0  # connections re-opened after the server went away
+    reconnects_refused: int = 0  # attempts the server refused meanwhile (down, or full)
     in_doubt: int = 0  # claims whose commit was cut by a disconnect (resolved on reconnect)
     failed_attempts: int = 0
     leases_lost: int = 0  # jobs finished after their lease ran out: someone else ran them

@@ -21,6 +21,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -177,14 +178,20 @@ class Exhaustion:
             assert row is not None
             most, in_use = int(row[0]), int(row[1]) - (0 if self._held else 1)
             self.record["max_connections"] = most
-        for _ in range(most - in_use - self.plan.margin):
-            try:
-                self._held.append(connect(self.dsn))
-            except psycopg.OperationalError as error:  # full before the count said so
-                self.record.setdefault("refused", one_line(str(error)))
-                break
+        wanted = most - in_use - self.plan.margin
+        if wanted > 0:  # as a storm of clients would: many at once (one takes ~10 ms)
+            with ThreadPoolExecutor(min(wanted, _FILL_THREADS)) as pool:
+                opened = list(pool.map(self._open, range(wanted)))
+            self._held.extend(conn for conn in opened if conn is not None)
         most_held = max(self.record.get("connections_held", 0), len(self._held))
         self.record["connections_held"] = most_held
+
+    def _open(self, _: int) -> psycopg.Connection[Any] | None:
+        try:
+            return connect(self.dsn)
+        except psycopg.OperationalError as error:  # full before the count said so
+            self.record.setdefault("refused", one_line(str(error)))
+            return None
 
     def close(self) -> None:
         self._release.set()
@@ -193,6 +200,7 @@ class Exhaustion:
 
 
 _TOP_UP_S = 0.02
+_FILL_THREADS = 8
 EXHAUSTION_FIGURES = (
     "connections_held",
     "max_connections",
@@ -202,6 +210,14 @@ EXHAUSTION_FIGURES = (
     "refused",
 )
 _EXHAUSTION_JOIN_S = 60
+
+
+def exhaustion_figures(record: dict[str, Any]) -> dict[str, Any]:
+    """A connection exhaustion's figures as run.json keeps them: the most connections the
+    harness held, of max_connections, and how many of them were slots others freed in the
+    window; from when the server was first full to when they were closed; the refusal
+    that stopped a fill short, if one did."""
+    return {key: record.get(key) for key in EXHAUSTION_FIGURES}
 
 
 @dataclass
@@ -357,10 +373,7 @@ def fault_summary(
         "crashed_at_s": crash.get("at_s") if crash else None,
         "back_at_s": crash.get("back_at_s") if crash else None,
         "connection_exhaustions": 1 if exhaustion else 0,
-        # the most connections the harness held, of max_connections, and how many of them
-        # were slots others freed in the window; from when the server was first full to
-        # when they were closed; the refusal that stopped a fill short, if one did
-        **({key: exhaustion.get(key) for key in EXHAUSTION_FIGURES} if exhaustion else {}),
+        **(exhaustion_figures(exhaustion) if exhaustion else {}),
     }
     interrupted_jobs = {row["job"] for row in held}
     return {
@@ -490,6 +503,7 @@ class FaultDriver:
     restart: Callable[[], None] | None = None
     cuts: SessionCuts = field(default_factory=SessionCuts)  # faults.backend_kills
     crasher: Crasher = field(default_factory=Crasher)  # faults.server_crash
+    exhaustion: Exhaustion | None = None  # faults.connection_exhaustion
     crashes: list[CrashRecord] = field(default_factory=list)
     requeued: int = 0  # retries queued again after their backoff
     reaped: int = 0  # jobs put back by an expired lease
@@ -514,6 +528,8 @@ class FaultDriver:
         self._restart_due(crew, elapsed)
         if self.crasher.due(elapsed):  # the workers reconnect as after a restart
             self._connect_again()
+        if self.exhaustion is not None:
+            self.exhaustion.tick(elapsed)
         self.cuts.tick(self.conn, elapsed)
         if self.plan.lease_s is not None:
             self.reaped += self.recovery.reap_expired(self.conn)
@@ -526,6 +542,8 @@ class FaultDriver:
         return finished + still_held >= total
 
     def close(self) -> None:
+        if self.exhaustion is not None:
+            self.exhaustion.close()
         for conn in self._opened:
             with contextlib.suppress(Exception):
                 conn.close()
@@ -594,7 +612,10 @@ class FaultDriver:
             "terminated_at_s": [[at, count] for at, count in self.cuts.terminations],
             "server_crashes": 1 if self.crasher.record else 0,
             **{f"crash_{k}": v for k, v in self.crasher.record.items()},
+            "connection_exhaustions": 1 if self.exhaustion is not None else 0,
+            **(exhaustion_figures(self.exhaustion.record) if self.exhaustion else {}),
             "reconnects": sum(r.reconnects for r in reports),
+            "reconnects_refused": sum(r.reconnects_refused for r in reports),
             "in_doubt_claims": sum(r.in_doubt for r in reports),
             "leases_lost": sum(r.leases_lost for r in reports),
         }

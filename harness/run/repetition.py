@@ -221,18 +221,11 @@ def _driver(
 ) -> Driver:
     cuts, crasher = SessionCuts(inputs.backend_kills), Crasher(inputs.server_crash, crash)
     crasher.checkpoint(conn)  # the queue is installed: what is left to replay is the run's
+    exhaustion = inputs.connection_exhaustion
+    full = Exhaustion(exhaustion, site.dsn) if exhaustion is not None else None
     if inputs.library_faults and queue.provenance().kind == "adapter":
         return LibraryFaultDriver(
-            conn,
-            inputs.scenario.timeout_s,
-            cuts,
-            crasher,
-            site=site,
-            exhaustion=(
-                Exhaustion(inputs.connection_exhaustion, site.dsn)
-                if inputs.connection_exhaustion is not None
-                else None
-            ),
+            conn, inputs.scenario.timeout_s, cuts, crasher, site=site, exhaustion=full
         )
     if inputs.faults is None:
         return NullDriver(conn)
@@ -240,7 +233,7 @@ def _driver(
     if recovery is None:  # validation refuses it before anything runs (the queue's traits)
         raise HarnessError(f"{queue.name} cannot take faults: {queue.traits.faults}")
     own = connect(site.dsn, schema=site.schema, utc=True)
-    return FaultDriver(inputs.faults, recovery, site, own, restart, cuts, crasher)
+    return FaultDriver(inputs.faults, recovery, site, own, restart, cuts, crasher, full)
 
 
 def _holder(queue: Queue, inputs: RunInputs, crew: Crew) -> AbstractContextManager[Holder | None]:

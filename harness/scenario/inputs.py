@@ -38,6 +38,9 @@ from harness.scenario.workload import (
 )
 
 NO_CAP = 2**31 - 1  # a cap no tenant reaches: strategies without one see this
+# A harness worker whose session is gone tries to connect again for this long, then fails
+# the run (the server is not coming back); longer under a connection exhaustion.
+RECONNECT_GIVE_UP_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,9 @@ class FaultPlan:
     lease_s: float | None = None  # None: no lease, a killed worker's job stays running
     restart_at_s: float | None = None  # a server restart (embedded only)
     failures: dict[int, Failures] = field(default_factory=dict)  # tenant -> how it fails
+    # how long a worker whose session is gone tries to connect again before it fails the
+    # run: past a connection exhaustion's end, which refuses it meanwhile
+    reconnect_give_up_s: float = RECONNECT_GIVE_UP_S
 
     @property
     def at_least_once(self) -> bool:
@@ -133,8 +139,10 @@ def enqueuer_schedules(scenario: Scenario) -> list[Arrivals]:
 def _harness_plan(scenario: Scenario) -> bool:
     """The fault features for the harness's own strategies: its own faults or failing
     jobs, or the faults it shares with a library's queue that cut its workers' sessions
-    (a library's queue takes those its own way and has no use for the plan)."""
-    return scenario.uses_faults or bool(scenario.backend_kills or scenario.server_crash)
+    or refuse them new ones (a library's queue takes those its own way and has no use
+    for the plan)."""
+    cut = scenario.backend_kills or scenario.server_crash or scenario.connection_exhaustion
+    return scenario.uses_faults or bool(cut)
 
 
 def fault_plan(scenario: Scenario) -> FaultPlan:
@@ -145,7 +153,17 @@ def fault_plan(scenario: Scenario) -> FaultPlan:
         lease_s=faults.lease.seconds if faults.lease else None,
         restart_at_s=faults.server_restart.at_s if faults.server_restart else None,
         failures=_failures(scenario),
+        reconnect_give_up_s=_reconnect_give_up_s(faults),
     )
+
+
+def _reconnect_give_up_s(faults: Faults) -> float:
+    """RECONNECT_GIVE_UP_S, or longer: until a connection exhaustion has ended, and as
+    long again after it (RECONNECT_GIVE_UP_S at most)."""
+    exhaustion = faults.connection_exhaustion
+    if exhaustion is None:
+        return RECONNECT_GIVE_UP_S
+    return max(RECONNECT_GIVE_UP_S, exhaustion.from_s + exhaustion.for_s + RECONNECT_GIVE_UP_S)
 
 
 def _failures(scenario: Scenario) -> dict[int, Failures]:

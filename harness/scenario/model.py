@@ -383,7 +383,7 @@ class ServerCrash(Model):
 
 # The faults of the queues behind the adapter contract, in the order they are named.
 LIBRARY_FAULTS = ("worker_kills", "backend_kills", "server_crash", "connection_exhaustion")
-LIBRARY_ONLY = ("worker_kills", "connection_exhaustion")  # the harness's workers take the rest
+LIBRARY_ONLY = ("worker_kills",)  # the harness's workers take the rest
 
 
 class ConnectionExhaustion(Model):
@@ -391,8 +391,10 @@ class ConnectionExhaustion(Model):
     until the server has `margin` of its max_connections left (or refuses one sooner: a
     role that is not a superuser stops short of the reserved slots). Connections a
     library already holds go on; a new one (a worker started again, a pool that grows,
-    a reconnect) is refused meanwhile. A worker that exits over it is started again
-    (faults.restart_exited_after_s)."""
+    a reconnect) is refused meanwhile. A library worker that exits over it is started
+    again (faults.restart_exited_after_s). The harness's own workers (SQL strategies)
+    hold one connection each from before the clock: it refuses them only a reconnect
+    (after backend_kills in its window), which they retry with backoff until it ends."""
 
     from_s: float = Field(ge=0, le=86_400)
     for_s: float = Field(gt=0, le=86_400)
@@ -675,6 +677,12 @@ class Scenario(Model):
             raise ValueError(
                 f"faults: {library_only[0]} (a library's workers) and crashes, lease or "
                 "server_restart (the harness's own) cannot be in one scenario"
+            )
+        if faults.connection_exhaustion is not None and (faults.crashes or faults.server_restart):
+            raise ValueError(
+                "faults.connection_exhaustion and crashes or server_restart cannot be in one "
+                "scenario: a restarted server ends the connections it holds, and a crashed "
+                "worker's replacement would be refused its first connection"
             )
         if faults.server_crash is not None and faults.server_restart is not None:
             raise ValueError(

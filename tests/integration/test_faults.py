@@ -4,9 +4,12 @@ and a server restart. Counts only; times only as lower bounds the configuration 
 from __future__ import annotations
 
 import json
+import threading
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+
+import psycopg
 
 from harness.queues.base import WorkerReport
 from harness.queues.sql.recovery import Recovering
@@ -133,6 +136,61 @@ def test_backend_kills_cut_the_harnesss_own_workers_who_reconnect(
     assert faults["backend_kills"] == 2 and faults["sessions_terminated"] >= 3, faults
     assert faults["terminated_at_s"][0][1] == 3, faults
     assert faults["reconnects"] >= 3 and entry["jobs"] == TOTAL, faults
+
+
+def test_a_connection_exhaustion_under_the_harnesss_cut_workers_balances_its_books(
+    server: Server, tmp_path: Path
+) -> None:
+    """The server filled from 0.1 s to 2.1 s, and fifo's three worker sessions cut at
+    0.8 s: they reconnect (refused while the harness holds every slot it can take; how
+    often is a figure of the run, not a promise) and every job is done once; faults.csv
+    says how many connections the harness held."""
+    faults = (
+        "faults:\n  connection_exhaustion: {from_s: 0.1, for_s: 2.0}\n"
+        "  backend_kills: [{from_s: 0.8, for_s: 0.5, per_s: 2}]\n"
+    )
+    outcome = run_yaml(server, tmp_path, BASE + faults)
+    entry = only_repetition(outcome)
+    done = entry["faults"]
+    assert (entry["books"], done["lost"], done["duplicates"]) == ("balanced", 0, 0)
+    assert (done["connection_exhaustions"], done["backend_kills"]) == (1, 1), done
+    assert done["sessions_terminated"] == 3 and done["reconnects"] >= 3, done
+    assert 0 < done["connections_held"] < done["max_connections"], done
+    assert entry["jobs"] == TOTAL
+    header, row = (outcome.folder.path / "faults.csv").read_text().splitlines()
+    figures = dict(zip(header.split(","), row.split(","), strict=True))
+    assert figures["connections_held"] == str(done["connections_held"])
+    assert figures["reconnects_refused"] == str(done["reconnects_refused"])
+
+
+def test_a_full_server_refuses_a_workers_reconnect_until_a_slot_is_free(
+    server: Server, strategies
+) -> None:
+    """Recovering.reconnect against a server the test fills itself (no race with another
+    client: this test's server is its own): it keeps trying, each refusal counted, and
+    connects once a slot is freed."""
+    _, worker = leased_worker(server, strategies)
+    worker.conn.close()  # its session gone, as a backend kill leaves it
+    held = []
+    try:
+        while True:
+            try:
+                held.append(connect(server.dsn))
+            except psycopg.OperationalError:
+                break
+        assert held
+        thread = threading.Thread(target=worker.reconnect)
+        thread.start()
+        thread.join(0.5)
+        assert thread.is_alive() and worker.report.reconnects_refused >= 2
+        held.pop().close()
+        thread.join(10)
+        assert not thread.is_alive() and worker.report.reconnects == 1
+        assert worker.conn.execute("select 1").fetchone() == (1,)
+    finally:
+        for conn in held:
+            conn.close()
+        worker.close()
 
 
 def test_a_server_crash_under_the_harnesss_own_workers_completes_with_balanced_books(

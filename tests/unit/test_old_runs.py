@@ -44,7 +44,13 @@ def raw_copy(name: str, target: Path) -> Path:
 # Tables that have gained columns since: the old columns are as they were.
 ADDED_COLUMNS = {
     "plans.csv": ["rows_read"],
-    "faults.csv": ["backend_kills", "sessions_terminated", "server_crashes"],
+    "faults.csv": [
+        "backend_kills",
+        "sessions_terminated",
+        "server_crashes",
+        "connections_held",
+        "reconnects_refused",
+    ],
 }
 
 

@@ -575,16 +575,24 @@ def test_a_connection_exhaustion_that_cannot_be_held_is_one_line(
     assert expected in refusal(write_yaml(text))
 
 
-def test_a_strategy_of_the_harness_is_refused_a_connection_exhaustion_on_its_line(
+def test_the_harnesss_own_strategies_take_a_connection_exhaustion_but_not_with_crashes(
     write_yaml,
 ) -> None:
-    """Its workers connect before the clock starts and never again: no refused
-    connection would reach them."""
-    text = BASE + "faults:\n  connection_exhaustion: {from_s: 1, for_s: 1}\n"
-    reason = load_strategies()["fifo"].traits.connection_exhaustion
-    assert reason is not None and "adapter contract" in reason
-    assert refusal(write_yaml(text)) == (
+    """fifo takes one (it refuses its workers a reconnect after backend kills); a
+    strategy that keeps job state beyond the jobs row takes no fault, this one neither;
+    and a worker crash cannot share a scenario with it (its replacement's first
+    connection would be refused)."""
+    exhaustion = "faults:\n  connection_exhaustion: {from_s: 1, for_s: 1}\n"
+    loaded = load_scenario(write_yaml(BASE + exhaustion), builtin_traits())
+    assert loaded.scenario.connection_exhaustion is not None
+    capped = BASE.replace("[fifo]", "[capped]") + "tenant_cap: 1\n" + exhaustion
+    reason = load_strategies()["capped"].traits.connection_exhaustion
+    assert refusal(write_yaml(capped)) == (
         f"3: strategies[0]: cannot take faults.connection_exhaustion: {reason}"
+    )
+    crashes = exhaustion + "  crashes: [{worker: 0, at_s: 0.5}]\n"
+    assert "faults.connection_exhaustion and crashes or server_restart cannot be" in refusal(
+        write_yaml(BASE + crashes)
     )
 
 

@@ -107,7 +107,11 @@ class SqlQueue:
         faults = self.inputs.faults
         if faults is None:
             return None
-        return RecoverySpec(lease_s=faults.lease_s, failures=faults.failures)
+        return RecoverySpec(
+            lease_s=faults.lease_s,
+            failures=faults.failures,
+            reconnect_give_up_s=faults.reconnect_give_up_s,
+        )
 
     def workers(self, count: int) -> list[Program]:
         spec = self.worker_spec()

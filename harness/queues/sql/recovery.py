@@ -10,8 +10,9 @@ harness/queues/sql/worker.py's `Direct`).
 - A failing attempt (drawn from the seed, the job and the attempt number) does not
   complete the job: it is counted in `job_attempts` and the job waits as 'retrying'
   until the runner queues it again after the backoff, or it is dead-lettered.
-- A lost connection (the server restarting) makes the worker reconnect with capped
-  exponential backoff and take up what it was doing: a claim whose COMMIT was cut is
+- A lost connection (the server restarting, a terminated session) makes the worker
+  reconnect with capped exponential backoff (refused meanwhile under a connection
+  exhaustion) and take up what it was doing: a claim whose COMMIT was cut is
   looked up in `job_claims` (committed: work it; not: the server rolled it back and
   the job is still queued); a cut completion is retried unless it had gone through.
 """
@@ -36,7 +37,6 @@ from harness.sqlfiles import builtin_blocks
 
 RECONNECT_FIRST_S = 0.05
 RECONNECT_CAP_S = 1.0
-RECONNECT_GIVE_UP_S = 60.0
 NEVER_FAILS = Failures(probability=0.0, max_attempts=1, backoff_s=0.0)
 
 
@@ -178,10 +178,12 @@ class Recovering:
         return str(row[0]) if row else None
 
     def reconnect(self) -> None:
-        """Capped exponential backoff until the server answers again."""
+        """Capped exponential backoff until the server answers again (and has a
+        connection to give: a connection exhaustion refuses one until it ends)."""
         with contextlib.suppress(Exception):
             self.conn.close()
-        delay, deadline = RECONNECT_FIRST_S, time.monotonic() + RECONNECT_GIVE_UP_S
+        delay = RECONNECT_FIRST_S
+        deadline = time.monotonic() + self.recovery.reconnect_give_up_s
         name = self.spec.application_name or session_name()
         while True:
             time.sleep(delay)
@@ -189,6 +191,7 @@ class Recovering:
                 site = self.spec.site
                 self.conn = connect(site.dsn, schema=site.schema, application_name=name)
             except psycopg.OperationalError:
+                self.report.reconnects_refused += 1
                 if time.monotonic() > deadline or self.signals.stop.is_set():
                     raise
                 delay = min(delay * 2, RECONNECT_CAP_S)

@@ -20,6 +20,7 @@ class RecoverySpec:
 
     lease_s: float | None  # None: no lease, a killed worker's job stays running
     failures: dict[int, Failures]  # tenant -> how its jobs fail
+    reconnect_give_up_s: float  # a lost session tried again for this long, then the run fails
 
 
 @dataclass(frozen=True)

@@ -56,13 +56,6 @@ _STRATEGY_FILE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}\.sql$")
 # A strategy's workers are the harness's own processes: faults.crashes kills one mid-job,
 # with its lease and retries; worker_kills is for a library's worker.
 OWN_KILLS = "its workers are the harness's own: faults.crashes kills them mid-job"
-# They connect before the clock starts, and again only once their session is gone (a
-# restart, a crash, a terminated session): an exhaustion alone would refuse them nothing.
-OWN_EXHAUSTION = (
-    "its workers are the harness's own, connected before the clock starts and again only "
-    "after their session is lost: no connection it refuses would reach them; "
-    "connection_exhaustion is for the queues behind the adapter contract"
-)
 
 
 @dataclass(frozen=True)
@@ -104,11 +97,12 @@ class Strategy:
                 worker_kills=OWN_KILLS,
                 backend_kills=f"strategy '{self.name}' cannot take faults",
                 server_crash=f"strategy '{self.name}' cannot take faults",
-                connection_exhaustion=OWN_EXHAUSTION,
+                connection_exhaustion=f"strategy '{self.name}' cannot take faults",
             )
         # backend_kills and server_crash: its workers reconnect (recovery.py) and look
-        # their cut claim up in the claim log, as after faults.server_restart
-        return QueueTraits(worker_kills=OWN_KILLS, connection_exhaustion=OWN_EXHAUSTION)
+        # their cut claim up in the claim log, as after faults.server_restart; they connect
+        # before the clock starts, so a connection exhaustion refuses them only that
+        return QueueTraits(worker_kills=OWN_KILLS)
 
     def shown(self) -> str:
         """Every block in the order a claim uses them, exactly as the workers run them."""
