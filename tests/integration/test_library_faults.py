@@ -36,9 +36,10 @@ def faulted_run(
     strategy: str = "pyqueue",
     jobs: int = JOBS,
     duration_ms: float = 30,
+    extra: str = "",
 ) -> dict:
     """The one repetition's entry of `faulted_runs`."""
-    (entry,) = faulted_runs(server, tmp_path, faults, timeout_s, strategy, jobs, duration_ms)
+    (entry,) = faulted_runs(server, tmp_path, faults, timeout_s, strategy, jobs, duration_ms, extra)
     return entry
 
 
@@ -50,6 +51,7 @@ def faulted_runs(
     strategy: str = "pyqueue",
     jobs: int = JOBS,
     duration_ms: float = 30,
+    extra: str = "",
 ) -> list[dict]:
     """`harness run` of a repetition (of the fixture adapter, by default) with `faults`
     (a line of YAML in the faults mapping): run.json's repetition entry. Through the
@@ -57,7 +59,8 @@ def faulted_runs(
     the PATH of every process the run starts (a fork server started earlier has the
     suite's PATH). Without `server`, on an embedded server of its own (a crash needs one
     the harness started). `strategy` may be several, comma-separated: an entry each;
-    `jobs` of `duration_ms` each, two at a time."""
+    `jobs` of `duration_ms` each, two at a time; `extra`, lines of YAML at the top level
+    (a long_transaction)."""
     path = tmp_path / "kills.yaml"
     path.write_text(
         f"""\
@@ -69,7 +72,7 @@ poll_interval_ms: 50
 timeout_s: {timeout_s}
 faults:
   {faults}
-tenant_groups:
+{extra}tenant_groups:
   - {{name: large, tenants: 1, jobs_per_tenant: {jobs}, duration_ms: {duration_ms}}}
 """
     )
