@@ -196,6 +196,115 @@ def library_fault_table(document: RunDocument) -> pd.DataFrame | None:
     return pd.DataFrame(rows, columns=LIBRARY_FAULT_COLUMNS) if rows else None
 
 
+RECOVERY_WAIT_COLUMNS = [
+    "strategy",
+    "workers",
+    "repetition",
+    "killed_at_s",
+    "recovery_s",
+    "tenant_class",
+    "jobs_before",
+    "wait_p50_before_s",
+    "jobs_during",
+    "wait_p50_during_s",
+]
+
+
+def recovery_waits(document: RunDocument, jobs: pd.DataFrame | None) -> pd.DataFrame | None:
+    """recovery-waits.csv: per worker kill and tenant class, the median wait (enqueue to
+    start) of the jobs that started before the kill, and of those that started during
+    its recovery: from the kill until its throughput was back (its dip's back_after_s),
+    or, never back, until the repetition's last start. From jobs.csv (the jobs with
+    moments of their own) and each kill's `killed_at` on the server's clock (run.json's
+    dips; a run from before they had one has no rows)."""
+    if jobs is None or not len(jobs):
+        return None
+    rows = []
+    for entry in document.repetitions:
+        dips = (entry.library_faults or {}).get("dips") or []
+        mine = jobs[
+            (jobs["strategy"] == entry.strategy)
+            & (jobs["workers"] == entry.workers)
+            & (jobs["repetition"] == entry.repetition)
+        ]
+        for dip in dips:
+            if dip.get("killed_at") is None or not len(mine):
+                continue
+            rows.extend(_waits_around(entry, dip, mine))
+    return pd.DataFrame(rows, columns=RECOVERY_WAIT_COLUMNS) if rows else None
+
+
+def _waits_around(entry: Any, dip: dict[str, Any], jobs: pd.DataFrame) -> list[dict[str, Any]]:
+    killed = pd.Timestamp(dip["killed_at"])
+    back = dip.get("back_after_s")
+    until = killed + pd.Timedelta(seconds=back) if back is not None else jobs["started_at"].max()
+    waits = (jobs["started_at"] - jobs["enqueued_at"]).dt.total_seconds()
+    before = jobs["started_at"] < killed
+    during = (jobs["started_at"] >= killed) & (jobs["started_at"] <= until)
+    rows = []
+    for tenant_class in dict.fromkeys(jobs["tenant_class"]):
+        mine = jobs["tenant_class"] == tenant_class
+        rows.append(
+            {
+                "strategy": entry.strategy,
+                "workers": entry.workers,
+                "repetition": entry.repetition,
+                "killed_at_s": dip["killed_at_s"],
+                "recovery_s": round((until - killed).total_seconds(), 3),
+                "tenant_class": tenant_class,
+                "jobs_before": int((mine & before).sum()),
+                "wait_p50_before_s": _median(waits[mine & before]),
+                "jobs_during": int((mine & during).sum()),
+                "wait_p50_during_s": _median(waits[mine & during]),
+            }
+        )
+    return rows
+
+
+def _median(values: pd.Series) -> float | None:
+    return round(float(values.median()), 3) if len(values) else None
+
+
+RECOVERY_WAITS_NOTE = (
+    "Per worker kill and tenant class (recovery-waits.csv): the median wait, enqueue to "
+    "start, of the jobs that started before the kill, and of those that started during "
+    "its recovery, from the kill until its throughput was back at 90 % (or, never back, "
+    "until the last start). A class's jobs that arrived during the recovery wait for the "
+    "library to come back: what a small tenant feels of a fault."
+)
+
+
+def recovery_wait_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    headers = [
+        "strategy",
+        "workers",
+        "rep",
+        "killed at (s)",
+        "recovery (s)",
+        "tenants",
+        "jobs before",
+        "p50 wait before (s)",
+        "jobs during",
+        "p50 wait during (s)",
+    ]
+    rows = [
+        [
+            str(r["strategy"]),
+            count(r["workers"]),
+            count(r["repetition"]),
+            number(r["killed_at_s"]),
+            number(r["recovery_s"]),
+            str(r["tenant_class"]),
+            count(r["jobs_before"]),
+            number(r["wait_p50_before_s"]),
+            count(r["jobs_during"]),
+            number(r["wait_p50_during_s"]),
+        ]
+        for r in table.to_dict("records")
+    ]
+    return headers, rows
+
+
 def dip_figures(dips: list[dict[str, Any]]) -> dict[str, float | None]:
     """A repetition's kills' throughput dips in three figures (_DIP)."""
     measured = [dip for dip in dips if dip.get("before_per_s") is not None]
@@ -359,7 +468,9 @@ def missed_library_faults(document: RunDocument, scenario: Scenario) -> list[str
     return warnings
 
 
-def library_faults_section(table: pd.DataFrame, warnings: list[str] | None = None) -> Section:
+def library_faults_section(
+    table: pd.DataFrame, warnings: list[str] | None = None, waits: pd.DataFrame | None = None
+) -> Section:
     shown = [
         Table.of(_outcome_rows(table), "A library's faults: every job's outcome, per repetition")
     ]
@@ -367,10 +478,13 @@ def library_faults_section(table: pd.DataFrame, warnings: list[str] | None = Non
     if len(killed):
         title = "Worker kills: the jobs they interrupted, beside the library's promise"
         shown.append(Table.of(_kill_rows(killed), title))
+    if waits is not None:
+        title = "Worker kills: each tenant class's median wait before and during the recovery"
+        shown.append(Table.of(recovery_wait_rows(waits), title))
     return Section(
         "library_faults",
         "A library's faults",
-        LIBRARY_FAULTS_NOTE,
+        LIBRARY_FAULTS_NOTE + (" " + RECOVERY_WAITS_NOTE if waits is not None else ""),
         tables=shown,
         console=shown,
         warnings=warnings or [],

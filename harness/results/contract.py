@@ -184,6 +184,13 @@ RUN_FILES: tuple[RunFile, ...] = (
         "max, the throughput dip, the library's promise and the verdict beside it",
     ),
     RunFile(
+        "recovery-waits.csv",
+        "derived",
+        _RENDER + ", with `faults.worker_kills`",
+        "per worker kill and tenant class: the median wait of the jobs started before the "
+        "kill and of those started during its recovery (until its throughput was back)",
+    ),
+    RunFile(
         "bloat-summary.csv",
         "derived",
         _RENDER + ", with `long_transaction`",

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import psycopg
@@ -336,6 +336,7 @@ def fault_summary(
     terminations: list[tuple[float, int]] | None = None,
     crash: dict[str, float] | None = None,
     exhaustion: dict[str, Any] | None = None,
+    clock_offset_s: float = 0.0,
 ) -> dict[str, Any]:
     """run.json's `library_faults` of a repetition: what was done to its workers (kills
     and restarts, sessions terminated, exits), and every job in exactly one outcome:
@@ -387,7 +388,7 @@ def fault_summary(
         "started_again": len(waits),
         "recovery_p50_s": round(statistics.median(waits), 3) if waits else None,
         "recovery_max_s": waits[-1] if waits else None,
-        "dips": throughput_dips(reports),
+        "dips": throughput_dips(reports, clock_offset_s),
         # started more than once, though no kill interrupted it: run again unasked
         "rerun": sorted(
             job
@@ -443,20 +444,30 @@ DIP_STEP_S = 0.1  # read every this often
 DIP_BACK = 0.9  # back: at 90 % of the median before the kill
 
 
-def throughput_dips(reports: list[WorkerReport]) -> list[dict[str, Any]]:
+def throughput_dips(reports: list[WorkerReport], offset_s: float = 0.0) -> list[dict[str, Any]]:
     """Each worker kill's dip in throughput, jobs reported done per second over windows
     of DIP_WINDOW_S read every DIP_STEP_S: the median before the kill (windows from the
     first job's to the kill), the lowest of the windows wholly after it until it is back,
     and when it was back: the start of the first such window at DIP_BACK of the median or
     more (0: no dip a window shows; None: not back within the window, or the jobs ran out
-    first). A kill less than two windows after the first job done has no median."""
+    first). A kill less than two windows after the first job done has no median. Each
+    with the kill's moment on the server's clock (`killed_at`; `offset_s`: the server's
+    clock less the harness's), as jobs.csv's times are: what a tenant's jobs waited
+    around it is read from there (harness/analysis/faults.py recovery_waits)."""
     done = sorted(at for report in reports for at in report.finishes)
     kills = sorted(
         (at_s, moment)
         for report in reports
         for at_s, (moment, *_) in zip(report.kills, report.kills_holding, strict=True)
     )
-    return [_dip(done, at_s, moment) for at_s, moment in kills]
+    return [
+        {**_dip(done, at_s, moment), "killed_at": _server_time(moment + offset_s)}
+        for at_s, moment in kills
+    ]
+
+
+def _server_time(epoch_s: float) -> str:
+    return datetime.fromtimestamp(epoch_s, tz=UTC).isoformat()
 
 
 def _dip(done: list[float], at_s: float, moment: float) -> dict[str, Any]:

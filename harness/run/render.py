@@ -42,6 +42,7 @@ from harness.analysis.faults import (
     library_faults_section,
     missed_faults,
     missed_library_faults,
+    recovery_waits,
 )
 from harness.analysis.headline import run_headline
 from harness.analysis.ideal import ideal_section, ideal_summary, run_calibration, versus_ideal
@@ -163,6 +164,7 @@ class RunTables:
     properties: pd.DataFrame | None = None  # worst repetition per check
     faults: pd.DataFrame | None = None  # faults.csv
     library_faults: pd.DataFrame | None = None  # library-faults.csv
+    recovery_waits: pd.DataFrame | None = None  # recovery-waits.csv: waits around each kill
     bloat: pd.DataFrame | None = None  # bloat-summary.csv
     calibration: Calibration | None = None  # calibration.json: the costs of ideal.csv's costed
 
@@ -178,6 +180,7 @@ class RunTables:
             ("properties", "properties.csv", self.property_runs),
             ("faults", "faults.csv", self.faults),
             ("library_faults", "library-faults.csv", self.library_faults),
+            ("recovery_waits", "recovery-waits.csv", self.recovery_waits),
             ("bloat_summary", "bloat-summary.csv", self.bloat),
         ]
 
@@ -351,6 +354,7 @@ def derive(raw: RawRun) -> RunTables:
         properties=property_summary(property_runs) if property_runs is not None else None,
         faults=fault_table(raw.document),
         library_faults=library_fault_table(raw.document),
+        recovery_waits=recovery_waits(raw.document, jobs),
         bloat=_bloat_summary(raw, jobs),
         calibration=calibration,
     )
@@ -419,7 +423,9 @@ def feature_sections(raw: RawRun, tables: RunTables) -> list[Section]:
         sections.append(faults_section(tables.faults, missed_faults(raw.document, raw.scenario)))
     if tables.library_faults is not None:
         missed = missed_library_faults(raw.document, raw.scenario)
-        sections.append(library_faults_section(tables.library_faults, missed))
+        sections.append(
+            library_faults_section(tables.library_faults, missed, tables.recovery_waits)
+        )
     if tables.bloat is not None:
         sections.append(bloat_section(tables.bloat))
     return sections

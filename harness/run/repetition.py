@@ -120,7 +120,11 @@ def run_repetition(
         recreate(conn, site.schema, queue.outside_schemas())
         queue.install(conn, inputs.backlog)
         observer.repetition_started(repetition, inputs.total_jobs)
+        before = time.time()
         started_at = _now(conn)
+        # the server's clock less the harness's (0 on this host but for the round trip):
+        # a kill's moment (the harness's) on the clock of jobs.csv's times
+        clock_offset_s = started_at.timestamp() - (before + time.time()) / 2
         driver = _driver(queue, inputs, site, conn, restart, crash)
         try:
             measured = _measure(queue, inputs, repetition, driver, observer, placement)
@@ -156,6 +160,7 @@ def run_repetition(
                 library.cuts.terminations if library else None,
                 library.crasher.record if library else None,
                 library.exhaustion.record if library and library.exhaustion else None,
+                clock_offset_s,
             )
             if killed
             else None

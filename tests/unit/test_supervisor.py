@@ -1,11 +1,12 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pandas as pd
 import pytest
 
-from harness.analysis.faults import kill_verdict, missed_library_faults
+from harness.analysis.faults import kill_verdict, missed_library_faults, recovery_waits
 from harness.errors import RunFailed
 from harness.queues.base import JobRecord, Ledger, TaskRun, WorkerReport
 from harness.queues.contract.jobs import ledger_of
@@ -295,8 +296,60 @@ def test_a_kills_throughput_dip_is_timed_until_it_is_back_near_its_median() -> N
     again = [round(4.55 + k * 0.1, 2) for k in range(35)]  # 4.55 ... 7.95
     killed = WorkerReport(0, kills=[3.0], kills_holding=[(3.0, [], 10)], finishes=before)
     other = WorkerReport(1, finishes=again)
-    (dip,) = throughput_dips([killed, other])
-    assert dip == {"killed_at_s": 3.0, "before_per_s": 10, "lowest_per_s": 0, "back_after_s": 1.4}
+    (dip,) = throughput_dips([killed, other], offset_s=0.25)
+    assert dip == {
+        "killed_at_s": 3.0,
+        "killed_at": "1970-01-01T00:00:03.250000+00:00",  # the moment on the server's clock
+        "before_per_s": 10,
+        "lowest_per_s": 0,
+        "back_after_s": 1.4,
+    }
     # a kill too soon after the first job has no median to compare with
     early = WorkerReport(0, kills=[0.5], kills_holding=[(0.5, [], 10)], finishes=before)
     assert throughput_dips([early])[0]["before_per_s"] is None
+
+
+def test_each_classs_wait_before_a_kill_and_during_its_recovery() -> None:
+    """Killed at T+3 s, throughput back 1 s later: the jobs started before T+3 s are
+    `before`, those started in [T+3 s, T+4 s] `during`, a later one neither; per class."""
+
+    def job(tenant_class: str, enqueued_s: float, started_s: float) -> dict[str, Any]:
+        at = lambda s: T + timedelta(seconds=s)  # noqa: E731
+        return {
+            "strategy": "procrastinate",
+            "workers": 2,
+            "repetition": 1,
+            "tenant_class": tenant_class,
+            "enqueued_at": at(enqueued_s),
+            "started_at": at(started_s),
+        }
+
+    jobs = pd.DataFrame(
+        [
+            job("large", 0.0, 0.5),
+            job("large", 0.0, 2.5),
+            job("small", 2.0, 2.1),
+            job("large", 0.0, 3.5),
+            job("small", 2.9, 3.9),
+            job("small", 3.1, 3.7),
+            job("small", 3.2, 6.0),  # after the recovery
+        ]
+    )
+    dip = {"killed_at_s": 3.0, "killed_at": (T + timedelta(seconds=3)).isoformat()}
+    kill = {"worker_kills": [{"at_s": 3}]}
+    document, _ = _faulted(kill, {"dips": [{**dip, "back_after_s": 1.0}]})
+    table = recovery_waits(document, jobs)
+    assert table is not None
+    rows = {row["tenant_class"]: row for row in table.to_dict("records")}
+    assert rows["large"]["jobs_before"] == 2 and rows["large"]["wait_p50_before_s"] == 1.5
+    assert (rows["large"]["jobs_during"], rows["large"]["wait_p50_during_s"]) == (1, 3.5)
+    assert (rows["small"]["jobs_before"], rows["small"]["wait_p50_before_s"]) == (1, 0.1)
+    assert (rows["small"]["jobs_during"], rows["small"]["wait_p50_during_s"]) == (2, 0.8)
+    assert rows["small"]["recovery_s"] == 1.0
+    # never back: the recovery runs to the last start; a dip without killed_at (a run
+    # from before it was recorded) gives no rows
+    document, _ = _faulted(kill, {"dips": [{**dip, "back_after_s": None}]})
+    table = recovery_waits(document, jobs)
+    assert table is not None and set(table["recovery_s"]) == {3.0}
+    old, _ = _faulted(kill, {"dips": [{"killed_at_s": 3.0}]})
+    assert recovery_waits(old, jobs) is None
