@@ -37,6 +37,7 @@ MATRIX_COLUMNS = [
     *NOTED,
     "effect",
     *KILL_FIGURES,
+    "recovery_waits",
     "promise",
     "verdict",
     "verdict_why",
@@ -52,6 +53,7 @@ class Case:
     enqueued: int  # per repetition, from the scenario (count_jobs)
     library_faults: pd.DataFrame | None = None  # library-faults.csv
     bloat: pd.DataFrame | None = None  # bloat-summary.csv
+    recovery_waits: pd.DataFrame | None = None  # recovery-waits.csv
 
 
 def fault_matrix(cases: list[Case]) -> pd.DataFrame:
@@ -79,6 +81,7 @@ def _case_rows(case: Case) -> list[dict[str, Any]]:
         if frame is not None
         for r in frame.to_dict("records")
     }
+    waits = _waits_said(case.recovery_waits)
     rows = []
     for entry in case.document.repetitions:
         queue = case.document.queues.get(entry.strategy)
@@ -95,11 +98,23 @@ def _case_rows(case: Case) -> list[dict[str, Any]]:
         }
         if entry.library_faults is not None and found is not None:
             row |= _fault_outcomes(found)
+            row["recovery_waits"] = waits.get((entry.strategy, entry.workers, entry.repetition))
         else:  # no library fault: a run whose books balance did every job once
             row |= {name: 0 for name in [*OUTCOMES, *NOTED]} | {"ok": entry.jobs}
             row["effect"] = _held_effect(found) if found is not None else ""
         rows.append(row)
     return rows
+
+
+def _waits_said(table: pd.DataFrame | None) -> dict[tuple[str, int, int], str]:
+    """Per repetition, each tenant class's median wait before its kills and during their
+    recovery: "small 0.77 -> 2.29 s" (recovery-waits.csv), each kill's joined by "; "."""
+    said: dict[tuple[str, int, int], list[str]] = {}
+    for r in table.to_dict("records") if table is not None else []:
+        key = (str(r["strategy"]), int(r["workers"]), int(r["repetition"]))
+        before, during = number(r["wait_p50_before_s"]), number(r["wait_p50_during_s"])
+        said.setdefault(key, []).append(f"{r['tenant_class']} {before} -> {during} s")
+    return {key: "; ".join(parts) for key, parts in said.items()}
 
 
 def _fault_outcomes(r: Mapping[Hashable, Any]) -> dict[str, Any]:
@@ -192,7 +207,8 @@ MATRIX_NOTE = (
 )
 KILLS_NOTE = (
     "The jobs each kill interrupted (its adapter's `started` events), the time until a "
-    "worker started them again, the throughput around the kill, and the library's "
+    "worker started them again, the throughput around the kill, each tenant class's "
+    "median wait before the kill and during its recovery (recovery-waits.csv), and the library's "
     "documented promise for such a job (its manifest's `recovery`, with its source in "
     "docs/faults.md)."
 )
@@ -246,6 +262,7 @@ def _kill_rows(matrix: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
         "rep",
         "recovery p50 / max (s)",
         "throughput",
+        "p50 wait before -> during the recovery",
         "promise",
         "verdict",
     ]
@@ -256,6 +273,7 @@ def _kill_rows(matrix: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             count(r["repetition"]),
             f"{number(r['recovery_p50_s'])} / {number(r['recovery_max_s'])}",
             dip_words(r),
+            _text(r["recovery_waits"]) or "-",
             str(r["promise"] or "-"),
             str(r["verdict"]),
         ]

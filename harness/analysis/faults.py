@@ -212,11 +212,12 @@ RECOVERY_WAIT_COLUMNS = [
 
 def recovery_waits(document: RunDocument, jobs: pd.DataFrame | None) -> pd.DataFrame | None:
     """recovery-waits.csv: per worker kill and tenant class, the median wait (enqueue to
-    start) of the jobs that started before the kill, and of those that started during
-    its recovery: from the kill until its throughput was back (its dip's back_after_s),
-    or, never back, until the repetition's last start. From jobs.csv (the jobs with
-    moments of their own) and each kill's `killed_at` on the server's clock (run.json's
-    dips; a run from before they had one has no rows)."""
+    start) of the jobs that started before the kill, and of those queued during its
+    recovery: enqueued before it ended, started after the kill. The recovery runs from
+    the kill until its throughput was back (its dip's back_after_s), or, never back,
+    until the repetition's last start. From jobs.csv (the jobs with moments of their own)
+    and each kill's `killed_at` on the server's clock (run.json's dips; a run from before
+    they had one has no rows)."""
     if jobs is None or not len(jobs):
         return None
     rows = []
@@ -240,7 +241,7 @@ def _waits_around(entry: Any, dip: dict[str, Any], jobs: pd.DataFrame) -> list[d
     until = killed + pd.Timedelta(seconds=back) if back is not None else jobs["started_at"].max()
     waits = (jobs["started_at"] - jobs["enqueued_at"]).dt.total_seconds()
     before = jobs["started_at"] < killed
-    during = (jobs["started_at"] >= killed) & (jobs["started_at"] <= until)
+    during = (jobs["started_at"] >= killed) & (jobs["enqueued_at"] < until)
     rows = []
     for tenant_class in dict.fromkeys(jobs["tenant_class"]):
         mine = jobs["tenant_class"] == tenant_class
@@ -267,10 +268,11 @@ def _median(values: pd.Series) -> float | None:
 
 RECOVERY_WAITS_NOTE = (
     "Per worker kill and tenant class (recovery-waits.csv): the median wait, enqueue to "
-    "start, of the jobs that started before the kill, and of those that started during "
-    "its recovery, from the kill until its throughput was back at 90 % (or, never back, "
-    "until the last start). A class's jobs that arrived during the recovery wait for the "
-    "library to come back: what a small tenant feels of a fault."
+    "start, of the jobs that started before the kill, and of those queued during its "
+    "recovery (enqueued before it ended, started after the kill); the recovery runs from "
+    "the kill until its throughput was back at 90 % (or, never back, until the last "
+    "start). What a small tenant feels of a fault: its jobs wait for the library to come "
+    "back."
 )
 
 

@@ -188,7 +188,7 @@ RUN_FILES: tuple[RunFile, ...] = (
         "derived",
         _RENDER + ", with `faults.worker_kills`",
         "per worker kill and tenant class: the median wait of the jobs started before the "
-        "kill and of those started during its recovery (until its throughput was back)",
+        "kill and of those queued during its recovery (until its throughput was back)",
     ),
     RunFile(
         "bloat-summary.csv",

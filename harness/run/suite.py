@@ -108,7 +108,7 @@ def render_suite(path: Path) -> SuiteOutcome:
 def _read_case(fault: str, run: Path) -> Case:
     tables = {
         name: pd.read_csv(run / name) if (run / name).is_file() else None
-        for name in ("library-faults.csv", "bloat-summary.csv")
+        for name in ("library-faults.csv", "bloat-summary.csv", "recovery-waits.csv")
     }
     scenario = Scenario.model_validate(yaml.safe_load((run / "scenario.yaml").read_text()))
     return Case(
@@ -117,6 +117,7 @@ def _read_case(fault: str, run: Path) -> Case:
         enqueued=count_jobs(scenario),
         library_faults=tables["library-faults.csv"],
         bloat=tables["bloat-summary.csv"],
+        recovery_waits=tables["recovery-waits.csv"],
     )
 
 
@@ -127,6 +128,7 @@ def _case(fault: str, scenario: LoadedScenario, outcome: Rendered) -> Case:
         enqueued=count_jobs(scenario.scenario),
         library_faults=outcome.tables.library_faults,
         bloat=outcome.tables.bloat,
+        recovery_waits=outcome.tables.recovery_waits,
     )
 
 
