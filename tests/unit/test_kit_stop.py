@@ -68,3 +68,33 @@ def test_the_harness_reads_a_running_adapters_last_line_without_moving_its_write
         stderr.write(b"later\n")
         stderr.seek(0)
         assert stderr.read().endswith(b"connect s3cret\nlater\n")
+
+
+def test_a_library_worker_that_ends_before_the_stop_ends_its_process() -> None:
+    """`stopped(running)`: a task of the library's worker that raises (procrastinate's
+    Worker.run when a side task fails) or returns before the stop is LibraryStopped,
+    naming why, so that the adapter's process exits as the library's own would; a stop
+    that comes first returns, whatever the tasks do after it."""
+
+    async def scenario(body: Any, stop_first: bool) -> None:
+        work = kit.Work(kit.Out(io.StringIO()), {})
+        if stop_first:
+            work.stop.set()
+        running = [asyncio.create_task(body()), asyncio.create_task(asyncio.sleep(60))]
+        try:
+            await work.stopped(running)
+        finally:
+            for task in running:
+                task.cancel()
+
+    async def fails() -> None:
+        raise ConnectionError("side task deferrer failed")
+
+    async def returns() -> None:
+        return None
+
+    with pytest.raises(kit.LibraryStopped, match=r"ConnectionError: side task deferrer failed"):
+        asyncio.run(scenario(fails, stop_first=False))
+    with pytest.raises(kit.LibraryStopped, match=r"\(it returned\)"):
+        asyncio.run(scenario(returns, stop_first=False))
+    asyncio.run(scenario(fails, stop_first=True))

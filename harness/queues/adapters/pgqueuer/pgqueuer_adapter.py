@@ -273,7 +273,7 @@ async def worker(config: kit.Config, work: kit.Work) -> None:
             asyncio.create_task(manager.run(**_run_options(setup, cap)))
             for (_, manager), cap in zip(managers, setup.manager_caps, strict=True)
         ]
-        await work.stopped()
+        await work.stopped(running)
         for _, manager in managers:
             manager.shutdown.set()
         await asyncio.gather(*running)

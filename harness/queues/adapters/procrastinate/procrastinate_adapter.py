@@ -137,7 +137,7 @@ async def worker(config: kit.Config, work: kit.Work) -> None:
         await work.started()
         running_worker = Worker(app, **_worker_options(config))
         running = asyncio.create_task(running_worker.run())
-        await work.stopped()
+        await work.stopped([running])  # its Worker stops itself when a side task fails
         running_worker.stop()
         await running
 

@@ -30,7 +30,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -103,6 +103,10 @@ class Said:
     fetch: dict[str, Any] | None = None
 
 
+class LibraryStopped(Exception):
+    """The library's worker ended before the harness's stop (Work.stopped)."""
+
+
 class Work:
     """A worker's side of the harness's commands: ready, start, stop; its jobs reported;
     in a plan capture (`hold`), each job held until the stop and the fetches in turn."""
@@ -124,9 +128,20 @@ class Work:
         """Until `start` (or a stop that comes first)."""
         await until(lambda: self.start.is_set() or self.stop.is_set())
 
-    async def stopped(self) -> None:
-        """Until `stop` (or a closed stdin)."""
-        await until(self.stop.is_set)
+    async def stopped(self, running: Sequence[asyncio.Task[Any]] = ()) -> None:
+        """Until `stop` (or a closed stdin); or, `running` being the library's own worker
+        tasks, until one of them ends first, which raises LibraryStopped: a library whose
+        worker stops on its own (procrastinate's, when a side task of its fails) ends its
+        process under its own command line, and so does the adapter's. Its supervisor then
+        starts it again under faults that cut sessions (any other exit fails the run),
+        rather than a live process that does nothing being measured as the library."""
+        await until(lambda: self.stop.is_set() or any(task.done() for task in running))
+        if self.stop.is_set():
+            return
+        ended = next(task for task in running if task.done())
+        error = None if ended.cancelled() else ended.exception()
+        why = f"{type(error).__name__}: {error}" if error is not None else "it returned"
+        raise LibraryStopped(f"the library's worker stopped on its own before the stop ({why})")
 
     def begin(self, n: int, t: int, library_id: str) -> None:
         """A run of its task begins, before its work: a worker killed before the run's

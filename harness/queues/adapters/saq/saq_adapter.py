@@ -166,7 +166,7 @@ async def worker(config: kit.Config, work: kit.Work) -> None:
         work.ready()
         await work.started()
         running = [asyncio.create_task(_run(slot, w, work)) for slot, w in enumerate(workers)]
-        await work.stopped()
+        await work.stopped(running)
         for each in workers:
             await stop_bounded(each)
         await asyncio.gather(*running)
