@@ -135,6 +135,13 @@ function doneReporter(pgPool, schema, emit) {
   };
 }
 
+function stoppedOnItsOwn(emit, stopped, why) {
+  if (stopped) return;
+  const message = `the library's worker stopped on its own before the stop (${why})`;
+  emit({ event: "error", message: message.slice(0, 3900) });
+  process.exit(1);
+}
+
 export async function worker(config, emit) {
   const pgPool = pool(config, config.explain_options ? emit : null);
   await pgPool.query("select 1"); // `ready` means connected: its pool connects lazily
@@ -146,6 +153,7 @@ export async function worker(config, emit) {
     done.ran(helpers.job.id, payload);
   };
   let runner = null;
+  let stopped = false;
   return {
     start: async () => {
       done = doneReporter(pgPool, config.schema, emit);
@@ -159,8 +167,16 @@ export async function worker(config, emit) {
         logger: quiet(),
         preset: batching(config),
       });
+      // Its runner's promise settles when the runner ends: before the stop, on its own
+      // (a fatal error), the process ends as graphile-worker's own command line would,
+      // and its supervisor starts it again (Work.stopped in the Python kit, alike).
+      runner.promise.then(
+        () => stoppedOnItsOwn(emit, stopped, "it returned"),
+        (error) => stoppedOnItsOwn(emit, stopped, String(error)),
+      );
     },
     stop: async () => {
+      stopped = true;
       stopping.resolve();
       if (runner) await runner.stop();
       if (done) await done.drain();
