@@ -10,8 +10,8 @@ import pandas as pd
 
 from harness.report.cells import count, number
 from harness.report.sections import Section, Table
-from harness.results.document import RunDocument
-from harness.scenario.model import Crash, Scenario
+from harness.results.document import RepetitionEntry, RunDocument
+from harness.scenario.model import Crash, Faults, Scenario
 
 FAULT_COLUMNS = [
     "strategy",
@@ -235,7 +235,9 @@ def recovery_waits(document: RunDocument, jobs: pd.DataFrame | None) -> pd.DataF
     return pd.DataFrame(rows, columns=RECOVERY_WAIT_COLUMNS) if rows else None
 
 
-def _waits_around(entry: Any, dip: dict[str, Any], jobs: pd.DataFrame) -> list[dict[str, Any]]:
+def _waits_around(
+    entry: RepetitionEntry, dip: dict[str, Any], jobs: pd.DataFrame
+) -> list[dict[str, Any]]:
     killed = pd.Timestamp(dip["killed_at"])
     back = dip.get("back_after_s")
     until = killed + pd.Timedelta(seconds=back) if back is not None else jobs["started_at"].max()
@@ -435,6 +437,22 @@ LIBRARY_FAULTS_NOTE = (
 )
 
 
+def missed_session_faults(planned: Faults, done: dict[str, Any]) -> list[str]:
+    """Of the faults every queue takes (a server crash, a connection exhaustion, backend
+    kills), those planned that a repetition's record (run.json's `faults` or
+    `library_faults`) says never came."""
+    missed = []
+    if planned.server_crash is not None and not done.get("server_crashes"):
+        missed.append(f"the server crash at {planned.server_crash.at_s:g} s")
+    exhaustion = planned.connection_exhaustion
+    if exhaustion is not None and not done.get("connection_exhaustions"):
+        missed.append(f"the connection exhaustion from {exhaustion.from_s:g} s")
+    cuts = sum(len(kill.moments()) for kill in planned.backend_kills)
+    if done.get("backend_kills", 0) < cuts:
+        missed.append(f"{cuts - done.get('backend_kills', 0)} of {cuts} backend kills")
+    return missed
+
+
 def missed_library_faults(document: RunDocument, scenario: Scenario) -> list[str]:
     """The planned library faults that never happened, one sentence per repetition that
     missed some: a server crash, backend kills, worker kills or a connection exhaustion
@@ -443,20 +461,12 @@ def missed_library_faults(document: RunDocument, scenario: Scenario) -> list[str
     planned = scenario.faults
     if planned is None:
         return []
-    cuts = sum(len(kill.moments()) for kill in planned.backend_kills)
     warnings = []
     for entry in document.repetitions:
         done = entry.library_faults
         if done is None:
             continue
-        missed = []
-        if planned.server_crash is not None and not done.get("server_crashes"):
-            missed.append(f"the server crash at {planned.server_crash.at_s:g} s")
-        exhaustion = planned.connection_exhaustion
-        if exhaustion is not None and not done.get("connection_exhaustions"):
-            missed.append(f"the connection exhaustion from {exhaustion.from_s:g} s")
-        if done.get("backend_kills", 0) < cuts:
-            missed.append(f"{cuts - done.get('backend_kills', 0)} of {cuts} backend kills")
+        missed = missed_session_faults(planned, done)
         if done.get("kills", 0) < len(planned.worker_kills):  # each at least at its at_s
             kills = len(planned.worker_kills)
             missed.append(f"{kills - done.get('kills', 0)} of {kills} worker kills")
@@ -562,6 +572,7 @@ def missed_faults(document: RunDocument, scenario: Scenario) -> list[str]:
         if entry.faults is None:
             continue
         missed = _missed_crashes(planned.crashes, entry.faults["crashes"])
+        missed += missed_session_faults(planned, entry.faults)
         restart = planned.server_restart
         if restart is not None and not entry.faults.get("server_restarts"):
             missed.append(f"the server restart at {restart.at_s:g} s")

@@ -623,7 +623,7 @@ class FaultDriver:
             "terminated_at_s": [[at, count] for at, count in self.cuts.terminations],
             "server_crashes": 1 if self.crasher.record else 0,
             **{f"crash_{k}": v for k, v in self.crasher.record.items()},
-            "connection_exhaustions": 1 if self.exhaustion is not None else 0,
+            "connection_exhaustions": 1 if self.exhaustion and self.exhaustion.record else 0,
             **(exhaustion_figures(self.exhaustion.record) if self.exhaustion else {}),
             "reconnects": sum(r.reconnects for r in reports),
             "reconnects_refused": sum(r.reconnects_refused for r in reports),

@@ -6,7 +6,12 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from harness.analysis.faults import kill_verdict, missed_library_faults, recovery_waits
+from harness.analysis.faults import (
+    kill_verdict,
+    missed_faults,
+    missed_library_faults,
+    recovery_waits,
+)
 from harness.errors import RunFailed
 from harness.queues.base import JobRecord, Ledger, TaskRun, WorkerReport
 from harness.queues.contract.jobs import ledger_of
@@ -242,6 +247,21 @@ def test_a_connection_exhaustion_that_never_came_is_said() -> None:
     assert warning.startswith(
         "procrastinate x2 #1: the connection exhaustion from 3 s never happened"
     )
+
+
+def test_a_connection_exhaustion_on_the_harnesss_strategy_that_never_came_is_said() -> None:
+    """The same for fifo's record (run.json's `faults`): every job done before 3 s."""
+    planned = {"connection_exhaustion": {"from_s": 3, "for_s": 1}}
+    document, scenario = _faulted(planned, {})
+    never = {"crashes": [], "connection_exhaustions": 0}
+    document.repetitions[0] = document.repetitions[0].model_copy(
+        update={"strategy": "fifo", "library_faults": None, "faults": never}
+    )
+    (warning,) = missed_faults(document, scenario)
+    assert warning.startswith("fifo x2 #1: the connection exhaustion from 3 s never happened")
+    came = {"crashes": [], "connection_exhaustions": 1}
+    document.repetitions[0] = document.repetitions[0].model_copy(update={"faults": came})
+    assert missed_faults(document, scenario) == []
 
 
 def test_a_worker_kill_planned_after_the_run_ended_is_said() -> None:
