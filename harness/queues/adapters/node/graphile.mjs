@@ -114,10 +114,20 @@ function doneReporter(pgPool, schema, emit) {
       });
     }
   };
+  // A read that fails (the server crashed, or has no connection to give) is tried again
+  // at the next: a rejection left unawaited would end the process, which then no fault
+  // of graphile-worker's would have ended.
+  const reportOrWait = async () => {
+    try {
+      await report();
+    } catch (error) {
+      process.stderr.write(`graphile adapter: reading the jobs done failed, again soon: ${error}\n`);
+    }
+  };
   let running = true;
   const loop = (async () => {
     while (running) {
-      await report();
+      await reportOrWait();
       await sleep(READ_EVERY_MS);
     }
   })();
@@ -128,7 +138,7 @@ function doneReporter(pgPool, schema, emit) {
       running = false;
       await loop;
       const until = Date.now() + STOP_BOUND_MS;
-      for (await report(); waiting.size && Date.now() < until; await report()) {
+      for (await reportOrWait(); waiting.size && Date.now() < until; await reportOrWait()) {
         await sleep(READ_EVERY_MS);
       }
     },
@@ -139,7 +149,8 @@ function stoppedOnItsOwn(emit, stopped, why) {
   if (stopped) return;
   const message = `the library's worker stopped on its own before the stop (${why})`;
   emit({ event: "error", message: message.slice(0, 3900) });
-  process.exit(1);
+  // stdout is a pipe, written asynchronously: exit once the line is out
+  process.stdout.write("", () => process.exit(1));
 }
 
 export async function worker(config, emit) {
@@ -205,7 +216,10 @@ export async function enqueuer(config) {
   };
 }
 
-// graphile-worker deletes a job when its task succeeds: what is left is unfinished.
+// graphile-worker deletes a job when its task succeeds: what is left is unfinished, and
+// what it deleted is done (harness_graphile_done, graphile.sql), with its moments. So a
+// job whose worker ended before it said so (its process gone between the deletion and
+// the report) is done by the library's own account, not gone without a run.
 export async function ledger(config, emit) {
   const pgPool = pool(config);
   const { rows } = await pgPool.query({
@@ -216,8 +230,18 @@ export async function ledger(config, emit) {
     rowMode: "array",
   });
   for (const row of rows) emit(record(row));
+  const done = await pgPool.query({
+    text:
+      "select id::text, payload ->> 'n', payload ->> 't', created_at::text, " +
+      `locked_at::text, finished_at::text from "${config.schema}".harness_graphile_done`,
+    rowMode: "array",
+  });
+  for (const [id, n, t, enqueuedAt, startedAt, finishedAt] of done.rows) {
+    const [job, tenant] = [Number(n), Number(t)];
+    emit({ event: "record", id, job, tenant, state: "done", enqueued_at: enqueuedAt, started_at: startedAt, finished_at: finishedAt });
+  }
   await pgPool.end();
-  return rows.length;
+  return rows.length + done.rows.length;
 }
 
 // graphile-worker logs each job at info; only warnings and errors reach stderr.
