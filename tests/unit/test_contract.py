@@ -383,4 +383,9 @@ def test_an_adapters_last_word_on_stderr_is_its_error_not_nodes_footer() -> None
     crashed = f"/a/b.js:10\n  throw e;\n  ^\n\n{error}\n    at x (x.js:1:2)\n\nNode.js v22.23.3\n"
     assert last_line(crashed) == error
     assert last_line("Error: boom\nNode.js v22.23.3") == "Error: boom"
+    # an error with fields of its own: Node prints them in braces after the last frame
+    fields = "  errno: -32,\n  code: 'EPIPE',\n  syscall: 'write'\n}"
+    frames = "    at a (a.js:1:2)\n    at b (b.js:3:4) {"
+    epipe = f"Error: write EPIPE\n{frames}\n{fields}\n\nNode.js v22.23.3"
+    assert last_line(epipe) == "Error: write EPIPE"
     assert last_line("\n\n") is None and last_line("x" * 400) == "x" * 300

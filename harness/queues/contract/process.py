@@ -153,11 +153,21 @@ _AFTER_THE_ERROR = re.compile(r"^(\s*Node\.js v\d+\.\d+\.\d+|\s+at .*|\s*)$")
 
 def last_line(text: str) -> str | None:
     """What a program's stderr said last, at most 300 characters: its last line, but
-    for the stack frames and version Node prints after an uncaught error."""
+    for the stack frames, the error's own fields (`... { errno: -32, code: 'EPIPE' }`)
+    and the version Node prints after an uncaught error."""
     lines = text.strip().splitlines()
-    while len(lines) > 1 and _AFTER_THE_ERROR.match(lines[-1]):
-        lines.pop()
-    return lines[-1][:300] if lines else None
+    while True:
+        while len(lines) > 1 and _AFTER_THE_ERROR.match(lines[-1]):
+            lines.pop()
+        opening = _fields_opened(lines) if lines and lines[-1].strip() == "}" else None
+        if opening is None:
+            return lines[-1][:300] if lines else None
+        lines = [*lines[:opening], lines[opening].rstrip()[:-1].rstrip()]
+
+
+def _fields_opened(lines: list[str]) -> int | None:
+    """The line whose trailing `{` opens the block of fields a closing `}` ends."""
+    return next((i for i in range(len(lines) - 2, -1, -1) if lines[i].rstrip().endswith("{")), None)
 
 
 def _kill_group(group: int) -> None:

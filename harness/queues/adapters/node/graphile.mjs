@@ -33,6 +33,11 @@ const STOP_BOUND_MS = 20000; // how long a stopping worker waits for its jobs' d
 function pool(config, emit) {
   const created = new pg.Pool(pgConfig(config, config.concurrency + 4));
   created.on("error", (error) => process.stderr.write(`graphile-worker pool: ${error}\n`));
+  // graphile-worker asks for a handler on each client too (err.red/wpeh): without one, a
+  // client's error as the server goes away is raised where no one catches it
+  created.on("connect", (client) => {
+    client.on("error", (error) => process.stderr.write(`graphile-worker client: ${error}\n`));
+  });
   if (emit) forwardPlans(created, emit);
   return created;
 }
