@@ -79,7 +79,9 @@ faults:
     results = tmp_path / "results"
     on = ["--dsn", server.dsn] if server is not None else []
     options = ["--adapters-dir", str(FIXTURES), *on, "--results-dir", str(results)]
-    done = harness_cli("run", str(path), *options, "--no-plots", timeout=180, env=ON_PATH)
+    # each strategy's window and its library's start-up (seconds each), on a busy machine
+    bound = 180 + len(strategy.split(",")) * (timeout_s + 15)
+    done = harness_cli("run", str(path), *options, "--no-plots", timeout=bound, env=ON_PATH)
     assert done.returncode == 0, done.stdout + done.stderr
     folder = (results / "latest").resolve()  # --no-plots: every table, no figure
     document = json.loads((folder / "run.json").read_text())
