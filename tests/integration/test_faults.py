@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -181,7 +182,9 @@ def test_a_full_server_refuses_a_workers_reconnect_until_a_slot_is_free(
         assert held
         thread = threading.Thread(target=worker.reconnect)
         thread.start()
-        thread.join(0.5)
+        deadline = time.monotonic() + 20  # two refusals (50 ms and 100 ms apart), however busy
+        while worker.report.reconnects_refused < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert thread.is_alive() and worker.report.reconnects_refused >= 2
         held.pop().close()
         thread.join(10)
