@@ -14,17 +14,14 @@ window, database clock). Definitions:
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
-from typing import Any
-
 import numpy as np
 import pandas as pd
 
+from harness.analysis.frames import REPETITION, repetition_rows, wait_seconds
 from harness.report.cells import span
 from harness.report.sections import Section, Table
 from harness.results.document import RunDocument
 
-REPETITION = ["strategy", "workers", "repetition"]
 PHASES = ["before", "during", "after"]
 WINDOW_COLUMNS = [*REPETITION, "began_at", "ended_at", "cut_short", "vacuumed"]
 
@@ -100,19 +97,11 @@ def bloat_summary(jobs: pd.DataFrame, samples: pd.DataFrame, windows: pd.DataFra
         rows.append(
             {key: window[key] for key in REPETITION}
             | {"hold_s": (window["ended_at"] - window["began_at"]).total_seconds()}
-            | _claims_by_phase(_of(phased, window))
-            | _bloat_figures(_of(samples, window))
+            | _claims_by_phase(repetition_rows(phased, window))
+            | _bloat_figures(repetition_rows(samples, window))
             | {"cut_short": window["cut_short"], "vacuumed": window["vacuumed"]}
         )
     return pd.DataFrame(rows)
-
-
-def _of(frame: pd.DataFrame, window: Mapping[Hashable, Any]) -> pd.DataFrame:
-    """The rows of one repetition."""
-    chosen = np.ones(len(frame), dtype=bool)
-    for key in REPETITION:
-        chosen &= (frame[key] == window[key]).to_numpy()
-    return frame[chosen]
 
 
 def _claims_by_phase(jobs: pd.DataFrame) -> dict[str, float]:
@@ -121,9 +110,7 @@ def _claims_by_phase(jobs: pd.DataFrame) -> dict[str, float]:
         claims = jobs.loc[jobs["phase"] == phase, "claim_ms"]
         figures[f"claim_p50_{phase}_ms"] = float(claims.median()) if len(claims) else np.nan
         figures[f"claim_p95_{phase}_ms"] = float(claims.quantile(0.95)) if len(claims) else np.nan
-        waits = (jobs["started_at"] - jobs["enqueued_at"]).dt.total_seconds()[
-            jobs["phase"] == phase
-        ]
+        waits = wait_seconds(jobs)[jobs["phase"] == phase]
         figures[f"wait_p50_{phase}_s"] = float(waits.median()) if len(waits) else np.nan
         figures[f"wait_p95_{phase}_s"] = float(waits.quantile(0.95)) if len(waits) else np.nan
     for quantile in ("p50", "p95"):
@@ -131,10 +118,6 @@ def _claims_by_phase(jobs: pd.DataFrame) -> dict[str, float]:
             figures[f"claim_{quantile}_during_ms"] / figures[f"claim_{quantile}_before_ms"]
         )
     return figures
-
-
-def _waits(jobs: pd.DataFrame) -> pd.Series:
-    return (jobs["started_at"] - jobs["enqueued_at"]).dt.total_seconds()
 
 
 def _bloat_figures(samples: pd.DataFrame) -> dict[str, float]:

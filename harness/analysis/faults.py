@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis.frames import REPETITION, repetition_rows, wait_seconds
 from harness.report.cells import count, number
 from harness.report.sections import Section, Table
 from harness.results.document import RepetitionEntry, RunDocument
@@ -223,11 +224,7 @@ def recovery_waits(document: RunDocument, jobs: pd.DataFrame | None) -> pd.DataF
     rows = []
     for entry in document.repetitions:
         dips = (entry.library_faults or {}).get("dips") or []
-        mine = jobs[
-            (jobs["strategy"] == entry.strategy)
-            & (jobs["workers"] == entry.workers)
-            & (jobs["repetition"] == entry.repetition)
-        ]
+        mine = repetition_rows(jobs, {key: getattr(entry, key) for key in REPETITION})
         for dip in dips:
             if dip.get("killed_at") is None or not len(mine):
                 continue
@@ -241,7 +238,7 @@ def _waits_around(
     killed = pd.Timestamp(dip["killed_at"])
     back = dip.get("back_after_s")
     until = killed + pd.Timedelta(seconds=back) if back is not None else jobs["started_at"].max()
-    waits = (jobs["started_at"] - jobs["enqueued_at"]).dt.total_seconds()
+    waits = wait_seconds(jobs)
     before = jobs["started_at"] < killed
     during = (jobs["started_at"] >= killed) & (jobs["enqueued_at"] < until)
     rows = []

@@ -17,7 +17,7 @@ import math
 import pandas as pd
 
 from harness.analysis.fairness import class_fairness, tenant_table
-from harness.analysis.frames import ALL_TENANTS, REPETITION_KEYS, ranges
+from harness.analysis.frames import ALL_TENANTS, REPETITION_KEYS, ranges, wait_seconds
 from harness.analysis.settings import SETTING_HEADER, any_tuned, grouped, setting_of, tuned_bullets
 from harness.report.cells import span
 from harness.report.sections import Section, Table
@@ -30,7 +30,7 @@ def with_waits(jobs: pd.DataFrame) -> pd.DataFrame:
     """jobs plus wait_s and, per repetition, t0 and the job's enqueue, start and finish
     offsets from it."""
     jobs = jobs.copy()
-    jobs["wait_s"] = (jobs["started_at"] - jobs["enqueued_at"]).dt.total_seconds()
+    jobs["wait_s"] = wait_seconds(jobs)
     t0 = jobs.groupby(REPETITION_KEYS)["enqueued_at"].transform("min")
     jobs["enqueue_s"] = (jobs["enqueued_at"] - t0).dt.total_seconds()
     jobs["start_s"] = (jobs["started_at"] - t0).dt.total_seconds()
