@@ -5,6 +5,7 @@ config make of its queues, poll, pool and queue ring."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 from pathlib import Path
 from typing import Any
@@ -15,12 +16,12 @@ import yaml
 
 from harness.queues.adapters.awa import awa_adapter as adapter
 from harness.queues.adapters.awa import notice_relay
-from harness.queues.adapters.awa.awa_adapter import Setup
+from harness.queues.adapters.awa.awa_adapter import Setup, queue_of
 from harness.queues.base import Site
 from harness.queues.contract.manifest import load_adapters
 from harness.queues.contract.process import run_role
 from harness.queues.contract.protocol import Connection, Installed, Refused
-from harness.queues.contract.queue import ContractSpec
+from harness.queues.contract.queue import ContractSpec, connection_of
 from harness.run.scenario_run import RunOptions
 from harness.server.connections import connect
 from harness.server.kinds import Server
@@ -167,3 +168,45 @@ def test_tuned_it_polls_at_its_own_200_ms_and_says_so() -> None:
     default = Setup.of(config("one_queue", tenants=11))
     assert (default.poll_ms, default.pool, adapter.departures(default, 10.0)) == (10, 10, [])
     assert Setup.of(config("weighted_queues", tenants=11)).pool == 64
+
+
+@NO_AWA
+def test_the_ledger_reads_a_job_in_an_open_claim_as_running(server: Server) -> None:
+    """awa 0.6's `awa.jobs` view does not show a job claimed and not yet closed as
+    running (awa#422): the ledger reads the claim tables beside it. Three jobs enqueued
+    through awa, each tenant's on its own queue; two claimed by awa's own claim function
+    as its dispatcher calls it (one with a deadline: a row of lease_claims; one without:
+    an item of a compact lease_claim_batches row), neither completed, as a killed worker
+    leaves them: running, with their numbers and tenants; the third still waiting."""
+    schema = "tqb_test_awa_claims"
+    spec = ContractSpec(
+        AWA, "weighted_queues", Site(server.dsn, schema), 30.0, tenants=(1, 2, 3), weights=(1, 1, 1)
+    )
+    config = spec.config("worker", connection_of(server.dsn)).model_dump(by_alias=True)
+    with own_schema(server.dsn, schema, outside=("awa",)):
+        assert adapter.install(config) is None
+        asyncio.run(_enqueued_and_resumed(config, [(1, 1, 5.0), (2, 2, 5.0), (3, 3, 5.0)]))
+        claimed = [_claimed(server, queue_of(1), 30.0), _claimed(server, queue_of(2), 0.0)]
+        with connect(server.dsn) as conn:
+            row_local = conn.execute("select count(*) from awa.lease_claims").fetchone()
+            compact = conn.execute("select count(*) from awa.lease_claim_batches").fetchone()
+        ledger = sorted((r.job, r.tenant, r.state) for r in adapter.ledger(config))
+    assert [len(rows) for rows in claimed] == [1, 1]
+    assert (row_local, compact) == ((1,), (1,))
+    assert ledger == [(1, 1, "running"), (2, 2, "running"), (3, 3, "waiting")]
+
+
+def _claimed(server: Server, queue: str, deadline_s: float) -> list[tuple[int]]:
+    """A job of `queue` claimed by awa's claim function, as its dispatcher calls it."""
+    with connect(server.dsn) as conn:
+        return conn.execute(
+            "select job_id from awa.claim_ready_runtime(%s, 1, %s, 0)", (queue, deadline_s)
+        ).fetchall()
+
+
+async def _enqueued_and_resumed(config: dict[str, Any], jobs: list[tuple[int, int, float]]) -> None:
+    async with adapter.enqueuer(config) as enqueue:
+        await enqueue(jobs)
+    async with adapter._client(config) as client:
+        for queue in Setup.of(config).queues:  # paused at install, resumed at the start
+            await client.resume_queue(queue)

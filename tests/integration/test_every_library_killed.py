@@ -35,10 +35,9 @@ def test_every_library_killed_mid_job_has_every_job_counted(server: Server, tmp_
     """Each library's worker killed at the first moment from 1 s that it holds a job,
     started again 0.2 s later, a 10 s window: whatever its recovery did in it, every job
     is in one outcome, and its verdict beside its promise is never `worse` (a retry
-    promised within the window and not made, or a job lost). But awa's: the jobs its
-    killed worker held stay in open lease claims until its 90 s rescue, which awa 0.6's
-    `awa.jobs` view (what its adapter's ledger reads) does not show (awa#422), so they
-    read as lost; only those (docs/faults.md, the suite's measured section)."""
+    promised within the window and not made, or a job lost). awa's killed worker's jobs
+    stay in open lease claims until its 90 s rescue, which awa 0.6's `awa.jobs` view does
+    not show (awa#422): its ledger reads the claims, and they are stranded, not lost."""
     kill = "worker_kills: [{at_s: 1.0, restart_after_s: 0.2, holding: true}]"
     entries = faulted_runs(
         server, tmp_path, kill, 10, ", ".join(LIBRARIES), jobs=JOBS, duration_ms=100
@@ -53,6 +52,5 @@ def test_every_library_killed_mid_job_has_every_job_counted(server: Server, tmp_
         row = verdicts[entry["strategy"]]
         if entry["strategy"] == "awa":
             held = {interrupted["job"] for interrupted in done["interrupted"]}
-            assert set(done["jobs"].get("lost", [])) <= held, said
-            continue
+            assert held and held <= set(done["jobs"].get("stranded", [])), said
         assert done["lost"] == 0 and row["verdict"] != "worse", (said, row["verdict_why"])
