@@ -502,6 +502,16 @@ def check(
         ),
     ] = None,
     strategies_dir: StrategiesDirOption = None,
+    strategy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--strategy",
+            metavar="NAME",
+            help="Only this strategy (repeatable).",
+            show_default="every strategy of --strategies-dir, else the probes' own",
+            autocompletion=_complete_strategies,
+        ),
+    ] = None,
     factor: Annotated[
         float,
         typer.Option(
@@ -562,6 +572,7 @@ def check(
         junit=junit,
         settings=CheckSettings(tolerance=tolerance, factor=factor, alpha=alpha, samples=samples),
         results_dir=results_dir,
+        strategies=tuple(strategy or ()),
     )
     code = _guarded(lambda: check_command(request, server, strategies_dir, console))
     raise typer.Exit(code)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from functools import partial
+from pathlib import Path
 
 import psycopg
 
 from harness.check.verdict import Probe
+from harness.errors import HarnessError
 from harness.queues.base import Site
 from harness.queues.sql.claim import ClaimSql, claim
 from harness.queues.sql.queue import SqlQueue
@@ -23,6 +25,33 @@ from harness.sqlfiles import builtin_blocks
 
 WARM_UP = 8
 REFERENCE_SQL = builtin_blocks("harness.check", "reference.sql")["reference"].sql
+
+
+def probed_strategies(
+    listed: list[str],
+    known: Collection[str],
+    theirs: dict[str, Path],
+    named: Collection[str] = (),
+    strategies_dir: Path | None = None,
+) -> list[str]:
+    """The strategies a check probes: those `named` (--strategy), else every one of
+    --strategies-dir (`theirs`, the user's SQL: what the check is installed to guard),
+    else those the probe scenario lists. Refused in one line where a name is unknown, or
+    where a --strategies-dir is given and none of its strategies would be measured."""
+    unknown = [name for name in named if name not in known]
+    if unknown:
+        raise HarnessError(
+            f"--strategy: no strategy named {', '.join(unknown)}; the built-ins and those of "
+            f"--strategies-dir are {', '.join(sorted(known))}"
+        )
+    chosen = list(dict.fromkeys(named)) or list(theirs) or listed
+    if strategies_dir is not None and not set(chosen) & set(theirs):
+        held = f"its strategies are {', '.join(theirs)}" if theirs else "it holds no .sql file"
+        raise HarnessError(
+            f"{strategies_dir}: --strategies-dir: the check would measure none of its "
+            f"strategies ({held}); name one with --strategy, or leave --strategy out"
+        )
+    return chosen
 
 
 def measure(

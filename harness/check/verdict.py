@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from xml.etree import ElementTree
 
@@ -300,19 +301,33 @@ def not_run_markdown(error: str) -> str:
     )
 
 
-def github_annotations(findings: list[Finding]) -> list[str]:
-    """GitHub Actions workflow commands: each regression an error, each noisy or new probe
-    a warning, shown on the run's page and its summary."""
-    level = {"regression": "error", "noisy": "warning", "new": "warning"}
-    return [
-        github_command(level[f.verdict], f"harness check: {f.verdict}", f.message)
-        for f in findings
-        if f.verdict in level
-    ]
+def github_annotations(
+    findings: list[Finding], files: Mapping[str, str] | None = None
+) -> list[str]:
+    """GitHub Actions workflow commands, one per strategy with something to say: an error
+    for its regressions, else a warning for its noisy or new figures, each figure a line
+    of it. One a strategy, so that a dropped index's regressions over every figure and
+    variant do not fill the ten annotations GitHub shows a step; on the strategy's file
+    where it is the user's (`files`, --strategies-dir), so GitHub shows it there."""
+    said: dict[str, list[Finding]] = {}
+    for finding in findings:
+        if finding.verdict in ("regression", "noisy", "new"):
+            said.setdefault(finding.strategy, []).append(finding)
+    lines = []
+    for strategy, found in said.items():
+        regressions = [f for f in found if f.verdict == "regression"]
+        shown = regressions or found
+        counted = Counter(f.verdict for f in shown)
+        title = f"harness check: {strategy}: " + ", ".join(f"{n} {v}" for v, n in counted.items())
+        message = "\n".join(f.message for f in shown)
+        level = "error" if regressions else "warning"
+        lines.append(github_command(level, title, message, (files or {}).get(strategy)))
+    return lines
 
 
-def github_command(level: str, title: str, message: str) -> str:
-    """`::error title=...::message` with GitHub's escapes: one line whatever it says."""
+def github_command(level: str, title: str, message: str, file: str | None = None) -> str:
+    """`::error file=...,title=...::message` with GitHub's escapes: one line whatever it
+    says; `file`, where GitHub shows it (a path from the repository's root)."""
 
     def data(text: str) -> str:
         return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
@@ -320,7 +335,8 @@ def github_command(level: str, title: str, message: str) -> str:
     def prop(text: str) -> str:
         return data(text).replace(":", "%3A").replace(",", "%2C")
 
-    return f"::{level} title={prop(title)}::{data(message)}"
+    where = f"file={prop(file)}," if file else ""
+    return f"::{level} {where}title={prop(title)}::{data(message)}"
 
 
 def junit_xml(findings: list[Finding]) -> bytes:

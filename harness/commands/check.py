@@ -21,7 +21,7 @@ from typing import Any
 from rich.console import Console
 
 from harness.check.baseline import Baseline, baseline_document, read_baseline, refuse_other_major
-from harness.check.probes import measure
+from harness.check.probes import measure, probed_strategies
 from harness.check.verdict import (
     CheckSettings,
     Finding,
@@ -40,7 +40,7 @@ from harness.check.verdict import (
 from harness.commands.progress import ProgressBars
 from harness.errors import HarnessError
 from harness.queues.base import Site
-from harness.queues.sql.strategies import Strategy, load_strategies
+from harness.queues.sql.strategies import Strategy, load_strategies, strategy_files
 from harness.report.console import console_table
 from harness.results.folder import RunFolder, atomic_write, check_results_dir
 from harness.results.headline import Results, results_document
@@ -71,6 +71,7 @@ class CheckRequest:
     markdown: Path | None = None
     junit: Path | None = None
     results_dir: Path | None = None  # where its run folder goes; None: no folder
+    strategies: tuple[str, ...] = ()  # --strategy: only these; else --strategies-dir's all
 
 
 def check_paths(
@@ -118,7 +119,15 @@ def _check(
     servers = choice.each()
     checks = [_one_major(request, one.target.major, len(servers)) for one in servers]
     strategies = load_strategies(strategies_dir)
+    theirs = strategy_files(strategies_dir)
     probes = load_scenario(checks[0].probes or PROBES, {n: s.traits for n, s in strategies.items()})
+    chosen = probed_strategies(
+        probes.scenario.strategies, strategies, theirs, request.strategies, strategies_dir
+    )
+    probes = probes.model_copy(
+        update={"scenario": probes.scenario.model_copy(update={"strategies": chosen})}
+    )
+    files = {name: str(path) for name, path in theirs.items()}
     # Every baseline is read, and refused if need be, before the first server starts.
     olds = [
         _old_baseline(check, probes, console, one.target.major)
@@ -127,7 +136,7 @@ def _check(
     if request.results_dir is not None:
         check_results_dir(request.results_dir, [FOLDER])
     codes = [
-        _check_on(check, old, probes, strategies, one, console)
+        _check_on(check, old, probes, strategies, one, console, files)
         for check, old, one in zip(checks, olds, servers, strict=True)
     ]
     return max(codes)
@@ -159,8 +168,10 @@ def _check_on(
     strategies: dict[str, Strategy],
     choice: ProviderChoice,
     console: Console,
+    files: dict[str, str],
 ) -> int:
-    """The probes on one server against the baseline of its major."""
+    """The probes on one server against the baseline of its major; `files`, the user's
+    strategies' files, which the annotations name."""
     assert request.baseline is not None
     console.print(choice.starting, highlight=False)
     started_at, started = datetime.now(UTC), time.monotonic()
@@ -176,7 +187,8 @@ def _check_on(
     if request.results_dir is not None:
         folder = _keep(request.results_dir, candidate, findings, before, code, started_at)
     seconds = time.monotonic() - started
-    _show_findings(findings, request, console, seconds, code, str(request.baseline), folder)
+    shown = str(request.baseline)
+    _show_findings(findings, request, console, seconds, code, shown, folder, files)
     if request.update_baseline:
         request.baseline.parent.mkdir(parents=True, exist_ok=True)
         candidate.write(request.baseline, replace=True)  # a new baseline replaces the old
@@ -277,6 +289,7 @@ def _show_findings(
     code: int,
     baseline: str,
     folder: Path | None,
+    files: dict[str, str],
 ) -> None:
     headers, rows = findings_rows(findings)
     if findings:
@@ -285,7 +298,7 @@ def _show_findings(
     for finding in regressions:
         _say(console, f"REGRESSION: {finding.message}")
     if _on_github():
-        for line in github_annotations(findings):
+        for line in github_annotations(findings, files):
             _say(console, line)
     verdict = f"{len(regressions)} regression(s)" if regressions else "no regression"
     console.print(

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -141,24 +141,15 @@ def test_without_the_postgres_wheel_it_installs_and_says_what_to_do(
 
 # --- the CI recipe of docs/ci-check.md, in a repository that is not this one ----------
 
-THEIR_DEQUEUE = """\
--- extends: round_robin
--- Our dequeue: round-robin per tenant, the sub-select ordered by (enqueued_at, id).
-
--- name: dequeue
-select j.id, qt.tenant_id
-from queue_tenants qt
-cross join lateral (
-  select id from jobs
-  where tenant_id = qt.tenant_id and status = 'queued'
-  order by enqueued_at, id
-  limit 1
-  for update skip locked
-) j
-order by qt.last_served
-limit 1;
-"""
 EXPRESSION = re.compile(r"\$\{\{\s*([\w.-]+)\s*\}\}")
+
+
+def documented_strategy() -> str:
+    """The strategy file docs/ci-check.md shows (sql/our_queue.sql)."""
+    page = (ROOT / "docs" / "ci-check.md").read_text()
+    found = re.search(r"```sql\n(.*?)```", page, re.DOTALL)
+    assert found, "docs/ci-check.md shows no strategy file"
+    return found[1]
 
 
 def documented_workflow() -> tuple[str, dict[str, Any]]:
@@ -177,6 +168,7 @@ class Runner:
     bin: Path
     repo: Path
     temp: Path
+    printed: dict[str, str] = field(default_factory=dict)  # each step's stdout, by name
 
     def env(self, variables: dict[str, str]) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
@@ -216,6 +208,7 @@ class Runner:
                 check=False,
             )
             codes[step.get("name", step["run"][:30])] = done.returncode
+            self.printed[step.get("name", step["run"][:30])] = done.stdout
             print(f"$ {step['run']}\n{done.stdout}{done.stderr}")
             failed = failed or done.returncode != 0
         return codes
@@ -236,7 +229,7 @@ def runner(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Runner:
     (repo / ".github" / "workflows").mkdir(parents=True)
     (repo / ".github" / "workflows" / "dequeue-check.yml").write_text(documented_workflow()[0])
     (repo / "sql").mkdir()
-    (repo / "sql" / "round_robin.sql").write_text(THEIR_DEQUEUE)
+    (repo / "sql" / "our_queue.sql").write_text(documented_strategy())
     venv = where / "venv"
     run([sys.executable, "-m", "venv", str(venv)], where)
     constraints = where / "constraints.txt"
@@ -274,9 +267,10 @@ def test_the_workflow_snippet_runs_in_another_repository(wheel: Path, runner: Ru
     code = checked["Dequeue check"]
     summary = (runner.repo / "check.md").read_text()
     assert code in (0, 1) and f"(exit {code})" in summary.splitlines()[0]
-    assert "| round_robin | skewed |" in summary and summary in runner.summary()
+    assert "| our_queue | skewed |" in summary and summary in runner.summary()
     suite = ElementTree.parse(runner.repo / "check.xml").getroot()
-    assert suite.get("tests") == "72" and suite.get("failures") == str(
+    # The one strategy of sql/ (our_queue.sql), on the probes' two backlogs: 2 x 6 figures.
+    assert suite.get("tests") == "12" and suite.get("failures") == str(
         code and summary.count("- REGRESSION:")
     )
     # A shared machine may slow the timed claims: a regression here is timing alone.
@@ -288,6 +282,18 @@ def test_the_workflow_snippet_runs_in_another_repository(wheel: Path, runner: Ru
     # The samples, uploaded: one folder of the baseline's making, one of this check.
     _made_then, checked_now = sorted((runner.repo / "results" / "check").iterdir())
     assert {path.name for path in checked_now.iterdir()} == {"probes.json", "results.json"}
+
+    fresh(runner)  # its index dropped: exit 1, one annotation on the file
+    ours = runner.repo / "sql" / "our_queue.sql"
+    kept = ours.read_text()
+    ours.write_text(f"{kept}\n-- name: setup\ndrop index jobs_queued_tenant;\n")
+    dropped = runner.steps(workflow["jobs"]["check"]["steps"], variables, {})
+    ours.write_text(kept)
+    assert dropped["Dequeue check"] == 1
+    (annotation,) = [
+        line for line in runner.printed["Dequeue check"].splitlines() if line.startswith("::")
+    ]
+    assert annotation.startswith("::error file=sql/our_queue.sql,title=harness check%3A our_queue")
 
     fresh(runner)  # a broken baseline: nothing measured, and the summary says why
     good = baseline.read_bytes()

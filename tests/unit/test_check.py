@@ -11,9 +11,11 @@ from xml.etree import ElementTree
 import pytest
 
 from harness.analysis.plans import WALKS_GLOBAL_INDEX
+from harness.check.probes import probed_strategies
 from harness.check.verdict import CheckSettings, Probe, compare, findings_rows, junit_xml
+from harness.errors import HarnessError
 from harness.scenario.loader import load_scenario
-from tests.conftest import ROOT, builtin_traits
+from tests.conftest import ROOT, builtin_traits, harness_cli
 
 SETTINGS = CheckSettings()
 
@@ -119,3 +121,54 @@ def test_the_committed_baselines_match_the_probes(path: Path) -> None:
         for v in probes.scenario.explain.variants
     }  # type: ignore[union-attr]
     assert measured == expected
+
+
+BUILTINS = ["fifo", "round_robin", "capped"]
+THEIRS = {"our_queue": Path("sql/our_queue.sql"), "round_robin": Path("sql/round_robin.sql")}
+KNOWN = [*BUILTINS, "our_queue"]
+
+
+def test_the_check_probes_the_users_strategies_else_the_probes_own() -> None:
+    sql = Path("sql")
+    assert probed_strategies(BUILTINS, KNOWN, THEIRS, (), sql) == ["our_queue", "round_robin"]
+    assert probed_strategies(BUILTINS, KNOWN, THEIRS, ["our_queue"], sql) == ["our_queue"]
+    assert probed_strategies(BUILTINS, BUILTINS, {}, (), None) == BUILTINS
+    assert probed_strategies(BUILTINS, BUILTINS, {}, ["fifo", "fifo"], None) == ["fifo"]
+
+
+@pytest.mark.parametrize(
+    ("theirs", "named", "said"),
+    [
+        (
+            {},
+            (),
+            "sql: --strategies-dir: the check would measure none of its strategies (it "
+            "holds no .sql file); name one with --strategy, or leave --strategy out",
+        ),
+        (
+            THEIRS,
+            ["fifo"],
+            "sql: --strategies-dir: the check would measure none of its "
+            "strategies (its strategies are our_queue, round_robin); name one with --strategy, "
+            "or leave --strategy out",
+        ),
+        (
+            THEIRS,
+            ["ours"],
+            "--strategy: no strategy named ours; the built-ins and those of "
+            "--strategies-dir are capped, fifo, our_queue, round_robin",
+        ),
+    ],
+)
+def test_a_check_that_would_measure_none_of_the_users_sql_is_refused(
+    theirs: dict[str, Path], named: list[str], said: str
+) -> None:
+    with pytest.raises(HarnessError) as refused:
+        probed_strategies(BUILTINS, KNOWN, theirs, named, Path("sql"))
+    assert str(refused.value) == said
+
+
+def test_an_empty_strategies_dir_is_exit_2_before_any_server_starts(tmp_path: Path) -> None:
+    done = harness_cli("check", "--strategies-dir", str(tmp_path), cwd=ROOT)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert done.stderr.startswith(f"error: {tmp_path}: --strategies-dir: the check would measure")

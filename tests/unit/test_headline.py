@@ -167,11 +167,30 @@ def test_github_annotations_are_one_line_with_its_escapes() -> None:
     assert (
         github_command("error", "a: b, c", "50%\nnext") == "::error title=a%3A b%2C c::50%25%0Anext"
     )
+    assert (
+        github_command("error", "t", "m", "sql/a,b.sql") == "::error file=sql/a%2Cb.sql,title=t::m"
+    )
     shown = github_annotations([finding("ok"), finding("regression"), finding("noisy", "claim")])
-    assert [line.split(" ")[0] for line in shown] == ["::error", "::warning"]
+    assert [line.split(" ")[0] for line in shown] == ["::error"]
     assert shown[0].endswith(
         "::round_robin dequeue on skewed: shared buffers 409 -> 9,000 (22.00x); note: 50%25"
     )
+
+
+def test_a_strategys_findings_are_one_annotation_on_its_file() -> None:
+    """A dropped index flags every figure of every variant: one error for the strategy,
+    each regression a line of it, on the user's file; a strategy with only warnings gets
+    one warning; one with nothing to say, none."""
+    other = Finding("fifo", "skewed", "claim", "1", "3", 3.0, "noisy")
+    quiet = Finding("capped", "skewed", "jobs scan", "a", "a", None, "ok")
+    found = [finding("regression"), finding("regression", "jobs scan"), other, quiet]
+    shown = github_annotations(found, {"round_robin": "sql/round_robin.sql"})
+    assert len(shown) == 2
+    assert shown[0].startswith(
+        "::error file=sql/round_robin.sql,title=harness check%3A round_robin%3A 2 regression::"
+    )
+    assert shown[0].count("%0A") == 1  # two lines, one per regression
+    assert shown[1].startswith("::warning title=harness check%3A fifo%3A 1 noisy::")
 
 
 def test_the_job_summary_opens_with_the_verdict_and_exit_code() -> None:

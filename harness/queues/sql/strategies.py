@@ -157,6 +157,12 @@ def _extra_files(extra_dir: Path | None) -> dict[str, _File]:
     return {path.stem: _read_extra(path) for path in sorted(extra_dir.glob("*.sql"))}
 
 
+def strategy_files(extra_dir: Path | None) -> dict[str, Path]:
+    """The strategies of --strategies-dir by name, each with its file as given (the
+    names load_strategies takes from it: a file named like a built-in replaces it)."""
+    return {name: Path(file.source) for name, file in _extra_files(extra_dir).items()}
+
+
 def _read_extra(path: Path) -> _File:
     """A strategy file of --strategies-dir, its header's directives checked."""
     if not _STRATEGY_FILE.match(path.name):
