@@ -126,7 +126,7 @@ async def worker(config: kit.Config, work: kit.Work) -> None:
     fetch's time."""
     concurrency = config["concurrency"]
     pool: dict[str, Any] = {"min_size": 1, "max_size": concurrency + _pool_spare(config)}
-    if work.hold:
+    if config.get("explain_options"):  # a plan capture, or a timed run's explained fetches
         pool["configure"] = kit.pool_configure(work.out)
     async with _opened(config, **pool) as app:
         _register_task(app, work, _timed_fetches(app))

@@ -62,7 +62,7 @@ class Out:
             self.stream.flush()
 
     def plan(self, message: str) -> None:
-        """An auto_explain notice of a plan capture, as its connection received it."""
+        """An auto_explain notice (`explain_options` set), as its connection received it."""
         if message.startswith("duration:"):
             self.emit({"event": "plan", "message": message})
 

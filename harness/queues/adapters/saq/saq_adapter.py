@@ -209,7 +209,7 @@ async def _workers(
     fetch, each on a queue of its own, as a process of saq's would be."""
     slots = config["concurrency"]
     shares = [1] * slots if work.hold else [slots]
-    out = work.out if work.hold else None
+    out = work.out if config.get("explain_options") else None  # a capture's, a timed run's
     found: list[Worker[Context]] = []
     for share in shares:
         queue = await stack.enter_async_context(_connected(config, out))
