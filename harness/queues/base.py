@@ -262,10 +262,21 @@ class ExplainedFetch:
     explained: list[dict[str, Any]]
 
 
+@dataclass(frozen=True)
+class TimedFetch:
+    """A fetch of a timed run's worker: when its plan reached the harness (time.monotonic,
+    one clock for every process of this host) and the plan, as auto_explain gave it."""
+
+    at: float
+    fetch: ExplainedFetch
+
+
 class FetchExplainer(Protocol):
     """A queue whose fetch is no one statement to EXPLAIN (built inside a library, in a
     function, per call): its own worker runs on the loaded backlog with auto_explain on,
-    each fetched job held, and its fetches' plans are read back."""
+    each fetched job held, and its fetches' plans are read back. Its timed workers can
+    run with auto_explain on too, nothing held, their fetches' plans stamped with the
+    moment they arrived (a held snapshot's `explain_fetches`)."""
 
     def capture_workers(self, count: int, plans_file: str) -> list[Program]:
         """The worker of a capture: `count` slots, each job held until the stop, every
@@ -273,6 +284,13 @@ class FetchExplainer(Protocol):
 
     def explained(self, plans_file: str) -> list[ExplainedFetch]:
         """The fetches among the plans the capture's worker wrote, in order."""
+
+    def explained_workers(self, count: int, plans_dir: str) -> list[Program]:
+        """The timed workers for `count` workers, as `workers` makes them, each process's
+        plan notices appended, stamped, to a file of its own in `plans_dir`."""
+
+    def timed_fetches(self, plans_dir: str) -> list[TimedFetch]:
+        """The fetches among the plans the timed workers wrote, in the order they arrived."""
 
 
 class Recovery(Protocol):

@@ -21,12 +21,20 @@ so fetch k runs with the k - 1 jobs before it still running: the first is the on
 worker makes on the backlog; the later ones are the steady state of a busy pool (for a
 lock or a cap per tenant, the large tenant's first job is running and its backlog must be
 passed over). auto_explain gives no planning time; its duration is the executor's.
+
+A timed run's workers under a held snapshot (`long_transaction.explain_fetches`) run the
+same way but as they always do, nothing held, with auto_explain's timing of each node off
+(`timed_options`: the buffers and rows are what is read, and the clock read at every
+node would slow every statement); each worker process stamps a plan with the moment it
+reached the harness (`append_stamped`), so that the fetch can be placed before, during or
+after the hold.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,9 +61,11 @@ SEPARATOR = "\x1e"  # between the notices a capture's worker appends to its plan
 _DURATION = re.compile(r"^duration: (?P<ms>[0-9.]+) ms\s+plan:\s*", re.DOTALL)
 
 
-def explain_options() -> str:
-    """auto_explain's settings as a connection's `options` (libpq, node-postgres)."""
-    return " ".join(f"-c {name}={value}" for name, value in EXPLAIN_SETTINGS.items())
+def explain_options(timing: bool = True) -> str:
+    """auto_explain's settings as a connection's `options` (libpq, node-postgres);
+    without `timing`, no node's own time (a timed run's: the executor's total stays)."""
+    settings = EXPLAIN_SETTINGS | ({} if timing else {"auto_explain.log_timing": "off"})
+    return " ".join(f"-c {name}={value}" for name, value in settings.items())
 
 
 def append_notice(path: str, message: str) -> None:
@@ -63,6 +73,14 @@ def append_notice(path: str, message: str) -> None:
     if message.startswith("duration:"):
         with Path(path).open("a", encoding="utf-8") as handle:
             handle.write(message + SEPARATOR)
+
+
+def append_stamped(path: str, message: str) -> None:
+    """A timed run's plan notice into its worker process's file, after the moment it
+    arrived (time.monotonic: one clock for every process of this host) and a tab."""
+    if message.startswith("duration:"):
+        with Path(path).open("a", encoding="utf-8") as handle:
+            handle.write(f"{time.monotonic():.6f}\t{message}{SEPARATOR}")
 
 
 def notice_handler(path: str) -> Callable[[Diagnostic], None]:
@@ -152,3 +170,20 @@ def read_plans(path: Path, marker: str, locks: bool = True, rows: bool = False) 
     *complete, _being_written = path.read_text(encoding="utf-8").split(SEPARATOR)
     found = (parse_notice(text, marker, locks, rows) for text in complete)
     return [plan for plan in found if plan is not None]
+
+
+def read_stamped(
+    path: Path, marker: str, locks: bool = True, rows: bool = False
+) -> list[tuple[float, FetchPlan]]:
+    """The fetches of a timed run's worker process (append_stamped's file), each with the
+    moment its plan arrived."""
+    if not path.exists():
+        return []
+    *complete, _being_written = path.read_text(encoding="utf-8").split(SEPARATOR)
+    found = []
+    for text in complete:
+        stamp, _, message = text.partition("\t")
+        plan = parse_notice(message, marker, locks, rows)
+        if plan is not None:
+            found.append((float(stamp), plan))
+    return found

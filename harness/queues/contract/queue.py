@@ -39,6 +39,7 @@ from harness.queues.base import (
     QueueRefused,
     Signals,
     Site,
+    TimedFetch,
     WorkerReport,
 )
 from harness.queues.contract import captures, jobs, runtime
@@ -112,6 +113,9 @@ class ContractSpec:
     process: int = 0  # this worker process's number, from 0
     schedule: jobs.Schedule | None = None
     plans_file: str | None = None  # a plan capture: auto_explain's notices go there
+    # a timed worker explained (long_transaction.explain_fetches): no job held, the node
+    # timings off, each notice stamped with its arrival in `plans_file`
+    timed_plans: bool = False
     kills: tuple[WorkerKill, ...] = ()  # this worker process's (faults.worker_kills)
     # faults.backend_kills or server_crash: a worker that exits on its own is started
     # again this long after, an enqueuer's failed stop counted (None: either fails the run)
@@ -143,8 +147,12 @@ class ContractSpec:
                 "timeout_s": self.timeout_s,
                 "processes": self.processes,
                 "process": self.process,
-                "hold": self.plans_file is not None,
-                "explain_options": captures.explain_options() if self.plans_file else None,
+                "hold": self.plans_file is not None and not self.timed_plans,
+                "explain_options": (
+                    captures.explain_options(timing=not self.timed_plans)
+                    if self.plans_file
+                    else None
+                ),
             }
         )
 
@@ -201,7 +209,8 @@ def _work(index: int, spec: ContractSpec, signals: Signals, report: WorkerReport
 def _plans_sink(spec: ContractSpec) -> Any:
     if spec.plans_file is None:
         return None
-    return partial(captures.append_notice, spec.plans_file)
+    append = captures.append_stamped if spec.timed_plans else captures.append_notice
+    return partial(append, spec.plans_file)
 
 
 def enqueuer_main(index: int, spec: ContractSpec, signals: Signals) -> None:
@@ -513,6 +522,29 @@ class ContractQueue:
     def explained(self, plans_file: str) -> list[ExplainedFetch]:
         fetch = self.fetch()
         return captures.explained(plans_file, fetch.marker, fetch.locks, fetch.rows)
+
+    def explained_workers(self, count: int, plans_dir: str) -> list[Program]:
+        """Its timed workers, each process's plans in `plans_dir`/<slot>.plans."""
+        return [
+            replace(
+                program,
+                spec=replace(
+                    program.spec,
+                    plans_file=str(Path(plans_dir) / f"{slot}.plans"),
+                    timed_plans=True,
+                ),
+            )
+            for slot, program in enumerate(self.workers(count))
+        ]
+
+    def timed_fetches(self, plans_dir: str) -> list[TimedFetch]:
+        fetch = self.fetch()
+        found = [
+            TimedFetch(at, plan.fetch())
+            for path in sorted(Path(plans_dir).glob("*.plans"))
+            for at, plan in captures.read_stamped(path, fetch.marker, fetch.locks, fetch.rows)
+        ]
+        return sorted(found, key=lambda timed: timed.at)
 
     def fetch(self) -> Fetch:
         """How its fetch is told: as its `versions` says for this config, else as its
