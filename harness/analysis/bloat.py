@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.frames import REPETITION, repetition_rows, wait_seconds
+from harness.analysis.held_fetches import fetch_summary
 from harness.report.cells import span
 from harness.report.sections import Section, Table
 from harness.results.document import RunDocument
@@ -89,8 +90,14 @@ def windows_on_clock(windows: pd.DataFrame, jobs: pd.DataFrame) -> pd.DataFrame:
     )
 
 
-def bloat_summary(jobs: pd.DataFrame, samples: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    """Per repetition: claim latency before, during and after the hold, and the bloat."""
+def bloat_summary(
+    jobs: pd.DataFrame,
+    samples: pd.DataFrame,
+    windows: pd.DataFrame,
+    fetches: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Per repetition: claim latency before, during and after the hold, and the bloat;
+    with `fetches` (fetch-plans.csv), each phase's fetch buffers too."""
     phased = with_phases(jobs, windows)
     rows = []
     for window in windows.to_dict("records"):
@@ -101,7 +108,10 @@ def bloat_summary(jobs: pd.DataFrame, samples: pd.DataFrame, windows: pd.DataFra
             | _bloat_figures(repetition_rows(samples, window))
             | {"cut_short": window["cut_short"], "vacuumed": window["vacuumed"]}
         )
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if fetches is None or fetches.empty:
+        return table
+    return table.merge(fetch_summary(fetches), on=REPETITION, how="left")
 
 
 def _claims_by_phase(jobs: pd.DataFrame) -> dict[str, float]:
@@ -161,6 +171,10 @@ _BLOAT_COLUMNS = {
     "dequeue_buffers_before": "dequeue buffers before",
     "dequeue_buffers_during_peak": "dequeue buffers during (peak)",
     "dequeue_buffers_after": "dequeue buffers after",
+    "fetch_buffers_p50_before": "fetch buffers p50 before",
+    "fetch_buffers_p50_during": "fetch buffers p50 during",
+    "fetch_buffers_max_during": "fetch buffers max during",
+    "fetch_buffers_p50_after": "fetch buffers p50 after",
     "jobs_dead_versions_peak": "dead versions, jobs (peak)",
     "tenants_dead_versions_peak": "dead versions, queue_tenants (peak)",
     "jobs_dead_versions_end": "dead versions, jobs (end)",
@@ -173,13 +187,14 @@ _BLOAT_COLUMNS = {
 def bloat_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     """Per strategy and workers: each long-transaction figure's range over repetitions."""
     grouped = table.groupby(["strategy", "workers"], sort=False)
-    headers = ["strategy", "workers", "reps", *_BLOAT_COLUMNS.values()]
+    columns = [column for column in _BLOAT_COLUMNS if column in table]  # fetches: if explained
+    headers = ["strategy", "workers", "reps", *(_BLOAT_COLUMNS[c] for c in columns)]
     rows = [
         [
             str(strategy),
             str(workers),
             str(len(group)),
-            *(span(group[column].min(), group[column].max()) for column in _BLOAT_COLUMNS),
+            *(span(group[column].min(), group[column].max()) for column in columns),
         ]
         for (strategy, workers), group in grouped
     ]
@@ -190,7 +205,11 @@ def bloat_sentences(table: pd.DataFrame) -> list[str]:
     """What the long transaction did, one sentence per strategy and worker count."""
     sentences = []
     for (strategy, workers), group in table.groupby(["strategy", "workers"], sort=False):
-        f = {column: span(group[column].min(), group[column].max()) for column in _BLOAT_COLUMNS}
+        f = {
+            column: span(group[column].min(), group[column].max())
+            for column in _BLOAT_COLUMNS
+            if column in group
+        }
         sentences.append(
             f"{strategy}, {workers} workers: the median claim took "
             f"{f['claim_p50_before_ms']} ms before the hold, {f['claim_p50_during_ms']} ms "
@@ -203,8 +222,20 @@ def bloat_sentences(table: pd.DataFrame) -> list[str]:
             f"after; dead row versions in jobs peaked at {f['jobs_dead_versions_peak']} "
             f"(queue_tenants: {f['tenants_dead_versions_peak']}) and stood at "
             f"{f['jobs_dead_versions_end']} at the end; autovacuum ran {f['autovacuums']} times."
+            + _fetch_sentence(f)
         )
     return sentences
+
+
+def _fetch_sentence(f: dict[str, str]) -> str:
+    """The library's own fetches, where they were explained (fetch-plans.csv)."""
+    if "fetch_buffers_p50_before" not in f:
+        return ""
+    return (
+        f" Its own fetch read a median {f['fetch_buffers_p50_before']} buffers before the "
+        f"hold, {f['fetch_buffers_p50_during']} during it (up to "
+        f"{f['fetch_buffers_max_during']}) and {f['fetch_buffers_p50_after']} after."
+    )
 
 
 BLOAT_INTRO = (
@@ -214,7 +245,9 @@ BLOAT_INTRO = (
     "(pgstattuple), which pruning removes once the horizon moves; n_dead_tup: the "
     "statistics' count, which only a vacuum lowers. Dequeue buffers: EXPLAIN (ANALYZE, "
     "BUFFERS) of the strategy's dequeue at each sample, rolled back (medians before and "
-    "after, the peak during). Raw samples: bloat.csv; per "
+    "after, the peak during); a library has no one dequeue to explain: with "
+    "long_transaction.explain_fetches, its fetch buffers are those auto_explain gave of "
+    "each fetch its own workers made (fetch-plans.csv). Raw samples: bloat.csv; per "
     "repetition: bloat-summary.csv."
 )
 

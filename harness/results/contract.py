@@ -90,6 +90,13 @@ RUN_FILES: tuple[RunFile, ...] = (
         "one dequeue's buffers",
     ),
     RunFile(
+        "fetch-plans.csv",
+        "raw",
+        "when the run ends, with `long_transaction.explain_fetches` and a library whose "
+        "fetches were explained",
+        "one row per fetch of the library's timed workers",
+    ),
+    RunFile(
         "explain/<variant>/<strategy>.json",
         "raw",
         "as each plan capture finishes",

@@ -89,10 +89,10 @@ def _skip_reason(
 ) -> str | None:
     if request.slow and not include_slow:
         return "slow: pass --include-slow to capture it"
-    return _why_not_captured(conn, queue)
+    return why_not_captured(conn, queue)
 
 
-def _why_not_captured(conn: psycopg.Connection[Any], queue: Queue) -> str | None:
+def why_not_captured(conn: psycopg.Connection[Any], queue: Queue) -> str | None:
     """A queue whose fetch is captured from its own worker (a library's: its explainer)
     is captured with auto_explain loaded in its worker's sessions, which only a
     superuser, or a role granted SET on session_preload_libraries, may ask for: on a

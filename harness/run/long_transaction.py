@@ -66,6 +66,12 @@ class HoldRecord:
     cut_short: bool = False  # the workload ended before for_s had passed
     vacuumed: bool = False  # vacuum_after ran
     samples: list[dict[str, Any]] = field(default_factory=list)
+    origin: float | None = None  # time.monotonic() when the clock started
+    began_s: float | None = None  # the hold's window, in seconds from then
+    ended_s: float | None = None
+    # explain_fetches: the fetches' plans (fetch-plans.csv's rows), or why there are none
+    fetches: list[dict[str, Any]] = field(default_factory=list)
+    fetches_skipped: str | None = None
 
     def window(self) -> dict[str, Any]:
         """The hold as run.json records it."""
@@ -74,7 +80,15 @@ class HoldRecord:
             "ended_at": self.ended_at.isoformat() if self.ended_at else None,
             "cut_short": self.cut_short,
             "vacuumed": self.vacuumed,
+            "began_s": self.began_s,
+            "ended_s": self.ended_s,
+            "explained_fetches": len(self.fetches) if self.fetches_skipped is None else None,
+            "fetches_skipped": self.fetches_skipped,
         }
+
+    def since_origin(self) -> float:
+        assert self.origin is not None, "the clock has started"
+        return round(time.monotonic() - self.origin, 4)
 
 
 class Holder:
@@ -155,7 +169,7 @@ class Holder:
         while not self._start.wait(timeout=0.05):
             if self._stop.is_set():
                 return
-        origin = time.monotonic()
+        origin = self.record.origin = time.monotonic()
         begin_s, end_s = self.hold.from_s, self.hold.from_s + self.hold.for_s
         phase, next_sample = "before", 0.0
         while not self._stop.is_set():
@@ -179,12 +193,14 @@ class Holder:
 
     def _begin(self) -> None:
         assert self._holding is not None
+        self.record.began_s = self.record.since_origin()
         self._holding.execute("begin isolation level repeatable read")
         self.record.began_at = self._scalar(self._holding, SQL["hold"].sql)
 
     def _end(self, cut_short: bool = False) -> None:
         assert self._holding is not None and self._sampling is not None
         self._holding.execute("commit")
+        self.record.ended_s = self.record.since_origin()
         self.record.ended_at = self._scalar(self._sampling, "select clock_timestamp()")
         self.record.cut_short = cut_short
         if self.hold.vacuum_after and not cut_short:

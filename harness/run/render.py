@@ -116,6 +116,7 @@ class RawRun:
     captures: list[Capture]
     monitor: pd.DataFrame  # monitor.csv, empty where the strategies have no monitor
     bloat_samples: pd.DataFrame | None  # bloat.csv, with a long transaction
+    fetch_plans: pd.DataFrame | None = None  # fetch-plans.csv, with explain_fetches
 
     @property
     def versions(self) -> list[str]:
@@ -141,6 +142,7 @@ class RawRun:
             captures=[c for c in self.captures if c.pg_version == version],
             monitor=rows(self.monitor),
             bloat_samples=rows(self.bloat_samples) if self.bloat_samples is not None else None,
+            fetch_plans=rows(self.fetch_plans) if self.fetch_plans is not None else None,
         )
 
 
@@ -307,6 +309,7 @@ def read_raw(folder: RunFolder) -> RawRun:
     scenario_yaml = read_capped(path / "scenario.yaml", "a scenario", SCENARIO_BYTES).decode()
     scenario = Scenario.model_validate(yaml.safe_load(scenario_yaml))
     monitor_path, bloat_path = path / "monitor.csv", path / "bloat.csv"
+    fetches_path = path / "fetch-plans.csv"
     on_servers = partial(on_server, document=document)
     return RawRun(
         folder=folder,
@@ -321,6 +324,7 @@ def read_raw(folder: RunFolder) -> RawRun:
             else pd.DataFrame(columns=[*MONITOR_COLUMNS, PG])
         ),
         bloat_samples=on_servers(read_versioned_csv(bloat_path)) if bloat_path.exists() else None,
+        fetch_plans=on_servers(read_versioned_csv(fetches_path)) if fetches_path.exists() else None,
     )
 
 
@@ -559,7 +563,7 @@ def _bloat_summary(raw: RawRun, jobs: pd.DataFrame | None) -> pd.DataFrame | Non
     windows = hold_windows(raw.document)
     if jobs is None or raw.bloat_samples is None or windows.empty:
         return None
-    return bloat_summary(jobs, raw.bloat_samples, windows)
+    return bloat_summary(jobs, raw.bloat_samples, windows, raw.fetch_plans)
 
 
 def _writer(folder: RunFolder, files: dict[str, str]) -> Callable[[str, str, str | bytes], None]:

@@ -34,6 +34,7 @@ from harness.run.faults import (
     fault_summary,
     tenant_class,
 )
+from harness.run.held_fetches import ExplainedFetches, explained_fetches, workers_of
 from harness.run.long_transaction import Holder, HoldRecord
 from harness.scenario.distributions import job_duration_ms
 from harness.scenario.inputs import RunInputs
@@ -180,17 +181,33 @@ def _measure(
 ) -> Measured:
     spares = len(inputs.faults.crashes) if inputs.faults is not None else 0
     enqueuers = queue.enqueuers(inputs.schedules)
-    crew = placement.crew(queue.workers, repetition.workers, enqueuers, spares)
-    with _holder(queue, inputs, crew) as holder, crew:
-        # The backlog goes in once every process is connected, just before the clock
-        # starts, so that its waits do not include the processes' start-up.
-        if inputs.backlog is not None:
-            queue.load_backlog(driver.conn, inputs.backlog)
-        crew.go()
-        samples = _watch(driver, crew, queue, inputs, observer)
-        reports = crew.stop()
-    hold = holder.record if holder is not None else None
+    explained = explained_fetches(queue, inputs, placement, driver.conn)
+    try:
+        workers = workers_of(queue, explained)
+        crew = placement.crew(workers, repetition.workers, enqueuers, spares)
+        with _holder(queue, inputs, crew) as holder, crew:
+            # The backlog goes in once every process is connected, just before the clock
+            # starts, so that its waits do not include the processes' start-up.
+            if inputs.backlog is not None:
+                queue.load_backlog(driver.conn, inputs.backlog)
+            crew.go()
+            samples = _watch(driver, crew, queue, inputs, observer)
+            reports = crew.stop()
+        hold = holder.record if holder is not None else None
+        if hold is not None:
+            _keep_fetches(hold, explained)
+    finally:
+        if isinstance(explained, ExplainedFetches):
+            explained.close()
     return Measured(reports, samples, hold, crew.hosts(), crew.members())
+
+
+def _keep_fetches(hold: HoldRecord, explained: ExplainedFetches | str | None) -> None:
+    """The explained fetches in the hold's record, or why there are none."""
+    if isinstance(explained, ExplainedFetches):
+        explained.record(hold)
+    else:
+        hold.fetches_skipped = explained
 
 
 def _watch(

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pandas as pd
 
+from harness.analysis.held_fetches import FETCH_COLUMNS
 from harness.analysis.plans import Capture
 from harness.analysis.properties import MONITOR_COLUMNS
 from harness.errors import ReportInterrupted, Terminated
@@ -78,6 +79,7 @@ class Measured:
     captures: list[Capture] = field(default_factory=list)
     monitor: list[dict[str, Any]] = field(default_factory=list)
     bloat: list[dict[str, Any]] = field(default_factory=list)  # long_transaction samples
+    fetch_plans: list[dict[str, Any]] = field(default_factory=list)  # explain_fetches
 
 
 Turn = Callable[[], contextlib.AbstractContextManager[Server]]
@@ -225,6 +227,7 @@ def _run_timed(timed: Timed, observer: Observer, document: RunDocument, measured
         measured.jobs += [{**job, **on_server} for job in result.jobs]
         measured.monitor += [{**row, **on_server} for row in monitor_records(result)]
         measured.bloat += [{**row, **on_server} for row in bloat_records(result)]
+        measured.fetch_plans += [{**row, **on_server} for row in fetch_plan_records(result)]
         document.repetitions.append(_repetition_entry(result, timed.pg_version))
 
 
@@ -344,6 +347,11 @@ def _write_raw(folder: RunFolder, document: RunDocument, measured: Measured) -> 
     if measured.bloat and "bloat" not in document.files:
         bloat = pd.DataFrame.from_records(measured.bloat, columns=[*BLOAT_COLUMNS, PG])
         document.files["bloat"] = _write(folder, "bloat.csv", bloat.to_csv(index=False))
+    if measured.fetch_plans and "fetch_plans" not in document.files:
+        fetches = pd.DataFrame.from_records(measured.fetch_plans, columns=FETCH_PLAN_COLUMNS)
+        document.files["fetch_plans"] = _write(
+            folder, "fetch-plans.csv", fetches.to_csv(index=False)
+        )
     document.plans = [_plan_entry(capture) for capture in measured.captures]
 
 
@@ -409,6 +417,22 @@ def bloat_records(result: RepetitionResult) -> list[dict[str, Any]]:
         "repetition": repetition.index,
     }
     return [{**keys, **sample} for sample in result.hold.samples]
+
+
+FETCH_PLAN_COLUMNS = ["strategy", "workers", "repetition", *FETCH_COLUMNS, PG]
+
+
+def fetch_plan_records(result: RepetitionResult) -> list[dict[str, Any]]:
+    """The library's fetches explained under the hold, keyed by repetition like jobs.csv."""
+    if result.hold is None:
+        return []
+    repetition = result.repetition
+    keys = {
+        "strategy": repetition.strategy,
+        "workers": repetition.workers,
+        "repetition": repetition.index,
+    }
+    return [{**keys, **fetch} for fetch in result.hold.fetches]
 
 
 def _utc_now() -> str:

@@ -444,12 +444,17 @@ class LongTransaction(Model):
     can be pruned or vacuumed meanwhile. The table statistics are sampled every
     `sample_ms`. `vacuum_after` runs a plain VACUUM of the queue's tables as soon as the
     hold ends (off by default: what autovacuum does on its own is part of the result).
+    `explain_fetches` runs a library's timed workers with auto_explain on (ANALYZE,
+    BUFFERS, no node timing) and keeps each fetch's plan, placed before, during or after
+    the hold: what its fetch reads while the horizon is held. auto_explain explains every
+    statement of those sessions, which slows them all: off by default.
     """
 
     from_s: float = Field(ge=0, le=86_400)
     for_s: float = Field(gt=0, le=86_400)
     sample_ms: float = Field(default=200, ge=20, le=10_000)
     vacuum_after: bool = False
+    explain_fetches: bool = False
 
 
 class ReportOptions(Model):

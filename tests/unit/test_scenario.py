@@ -301,7 +301,7 @@ def test_a_long_transaction_with_an_unknown_field_lists_the_allowed_ones(write_y
     message = error_for(write_yaml, text)
     assert message == (
         "17: long_transaction.isolation: unknown field; allowed: "
-        "from_s, for_s, sample_ms, vacuum_after"
+        "from_s, for_s, sample_ms, vacuum_after, explain_fetches"
     )
 
 
