@@ -16,9 +16,12 @@ from tests.integration.test_procrastinate_faults import JOBS
 def test_procrastinate_under_a_held_snapshot_leaves_dead_versions_in_its_own_table(
     server: Server, tmp_path: Path
 ) -> None:
-    """A snapshot held from 0.3 s for 2 s while procrastinate works (a held snapshot is
+    """A snapshot held from 0.5 s for 1.5 s while procrastinate works (a held snapshot is
     a scenario's long_transaction, measured apart from `faults`): every job done once,
-    and its own jobs table sampled during the hold with dead versions it cannot prune."""
+    and its own jobs table sampled during the hold with dead versions it cannot prune.
+    Its fetches are explained (explain_fetches): the jobs are all queued at the start
+    and take 3 s of work at least, so its workers fetch in every phase, and each job's
+    one fetch is a plan that returned it."""
     path = tmp_path / "held.yaml"
     path.write_text(HELD)
     results = tmp_path / "results"
@@ -33,6 +36,15 @@ def test_procrastinate_under_a_held_snapshot_leaves_dead_versions_in_its_own_tab
     assert held["holder_xmin_age"].notna().all()
     dead = [column for column in samples if column.endswith("jobs_dead_versions")]
     assert dead and held[dead].max().max() > 0, list(samples)
+    fetches = pd.read_csv(run / "fetch-plans.csv")
+    assert set(fetches["phase"]) == {"before", "during", "after"}, fetches["phase"].value_counts()
+    assert (fetches["rows"] == 1).sum() == JOBS
+    assert (fetches["shared_buffers"] == fetches["shared_hit"] + fetches["shared_read"]).all()
+    assert fetches["at_s"].is_monotonic_increasing and fetches["top_node"].notna().all()
+    hold = entry["long_transaction"]
+    assert (hold["explained_fetches"], hold["fetches_skipped"]) == (len(fetches), None)
+    summary = pd.read_csv(run / "bloat-summary.csv")
+    assert summary[[f"fetches_{p}" for p in ("before", "during", "after")]].min().min() > 0
 
 
 HELD = f"""\
@@ -42,7 +54,7 @@ workers: 2
 repetitions: 1
 poll_interval_ms: 50
 timeout_s: 15
-long_transaction: {{from_s: 0.3, for_s: 2.0}}
+long_transaction: {{from_s: 0.5, for_s: 1.5, explain_fetches: true}}
 tenant_groups:
   - {{name: large, tenants: 1, jobs_per_tenant: {JOBS}, duration_ms: 30}}
 """
