@@ -2,8 +2,10 @@
 
 Per strategy, worker count and tenant class: the p50 and p95 wait and the class's last
 job done; per strategy and worker count: throughput and the median claim latency; per
-plan capture: its time and buffers; and every reference figure the scenario gives, with
-its reference and whether the measured range is within it. Each figure's value is the
+plan capture: its time and buffers; with a held snapshot's explained fetches, a
+library's fetch buffers before, during and after the hold (bloat-summary.csv's); and
+every reference figure the scenario gives, with its reference and whether the measured
+range is within it. Each figure's value is the
 median over repetitions (plan executions), its range the lowest and highest.
 """
 
@@ -56,6 +58,7 @@ def run_headline(
     summary: pd.DataFrame | None,
     plan_runs: pd.DataFrame | None,
     reference: Reference | None,
+    bloat: pd.DataFrame | None = None,
 ) -> list[Figure]:
     """Every headline figure of a run, reference figures first."""
     found = _reference_figures(scenario, reference, summary, plan_runs)
@@ -63,7 +66,20 @@ def run_headline(
         found += _wait_figures(scenario, summary)
     if plan_runs is not None and len(plan_runs):
         found += _plan_figures(scenario, plan_runs)
+    if bloat is not None and "fetch_buffers_p50_before" in bloat:
+        found += _held_fetch_figures(scenario, bloat)
     return [figure for figure in found if figure is not None]
+
+
+def _held_fetch_figures(scenario: str, bloat: pd.DataFrame) -> list[Figure | None]:
+    """Per strategy and workers, the median buffers of a fetch in each phase of the hold."""
+    found: list[Figure | None] = []
+    for (strategy, workers), rows in bloat.groupby(["strategy", "workers"], sort=False):
+        where = f"{scenario}: {strategy}, {workers} workers"
+        for phase in ("before", "during", "after"):
+            name = f"{where}: one fetch's shared buffers, {phase} the hold (median)"
+            found.append(figure_of(name, "buffers", rows[f"fetch_buffers_p50_{phase}"], True))
+    return found
 
 
 def _wait_figures(scenario: str, summary: pd.DataFrame) -> list[Figure | None]:

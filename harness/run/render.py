@@ -294,6 +294,7 @@ def headline(raw: RawRun, parts: list[tuple[str, RunTables]]) -> Results:
                 part.summary,
                 part.runs,
                 raw.scenario.reference,
+                part.bloat,
             )
         ],
     )

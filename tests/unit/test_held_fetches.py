@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis.bloat import bloat_rows, bloat_sentences, bloat_summary, hold_windows
+from harness.analysis.headline import run_headline
 from harness.analysis.held_fetches import FETCH_COLUMNS, fetch_figures, fetch_summary, phase_of
 from harness.queues.base import Site
 from harness.queues.contract.captures import append_stamped, read_stamped
@@ -134,3 +135,17 @@ def test_a_timed_worker_is_explained_without_holding_its_jobs(timed: bool) -> No
     assert config.hold is not timed
     assert config.explain_options is not None
     assert ("auto_explain.log_timing=off" in config.explain_options) is timed
+
+
+def test_results_json_lists_a_fetch_figure_per_phase() -> None:
+    claimed = jobs([(0.5, 2), (1.0, 4), (2.5, 10), (3.0, 20), (6.0, 3)])
+    samples = pd.DataFrame([sample(1, "before", 5, 8192), sample(2, "during", 10, 8192)])
+    windows = hold_windows(document(2, 5))
+    plans = fetches({"before": [10, 12], "during": [30, 50], "after": [11]})
+    table = bloat_summary(claimed, samples, windows, plans)
+    figures = {figure.name: figure for figure in run_headline("held", None, None, None, table)}
+    during = figures["held: fifo, 2 workers: one fetch's shared buffers, during the hold (median)"]
+    assert (during.value, during.unit, during.samples) == (40, "buffers", 1)
+    assert len(figures) == 3
+    without = bloat_summary(claimed, samples, windows)
+    assert run_headline("held", None, None, None, without) == []
