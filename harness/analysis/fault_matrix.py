@@ -148,7 +148,8 @@ def _fault_effect(r: Mapping[Hashable, Any]) -> str:
 
 
 def _held_effect(r: Mapping[Hashable, Any]) -> str:
-    """A held snapshot's cost: the dead versions kept, and the waits' p95 moved."""
+    """A held snapshot's cost: the dead versions kept, the waits' p95 moved, and where
+    its fetches were explained, the median buffers of one fetch."""
     if "jobs_dead_versions_peak" not in r:
         return ""
     before, during = r["wait_p95_before_s"], r["wait_p95_during_s"]
@@ -157,7 +158,14 @@ def _held_effect(r: Mapping[Hashable, Any]) -> str:
         if not missing(before) and not missing(during)
         else ""
     )
-    return f"{whole(r['jobs_dead_versions_peak'])} dead versions at the peak{moved}"
+    return f"{whole(r['jobs_dead_versions_peak'])} dead versions at the peak{moved}" + _fetched(r)
+
+
+def _fetched(r: Mapping[Hashable, Any]) -> str:
+    if missing(r.get("fetch_buffers_p50_before")) or missing(r.get("fetch_buffers_p50_during")):
+        return ""
+    before, during = r["fetch_buffers_p50_before"], r["fetch_buffers_p50_during"]
+    return f"; fetch buffers p50 {number(before)} before, {number(during)} during"
 
 
 # ---- the sections: the cross table a team reads, then every row

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis.bloat import bloat_rows, bloat_sentences, bloat_summary, hold_windows
+from harness.analysis.fault_matrix import _held_effect
 from harness.analysis.headline import run_headline
 from harness.analysis.held_fetches import FETCH_COLUMNS, fetch_figures, fetch_summary, phase_of
 from harness.queues.base import Site
@@ -149,3 +150,11 @@ def test_results_json_lists_a_fetch_figure_per_phase() -> None:
     assert len(figures) == 3
     without = bloat_summary(claimed, samples, windows)
     assert run_headline("held", None, None, None, without) == []
+
+
+def test_the_suites_held_snapshot_cell_says_the_fetch_buffers() -> None:
+    row = {"jobs_dead_versions_peak": 1200, "wait_p95_before_s": 0.03, "wait_p95_during_s": 0.04}
+    plain = _held_effect(row)
+    assert plain == "1,200 dead versions at the peak; wait p95 30 ms before, 40 ms during"
+    explained = row | {"fetch_buffers_p50_before": 14.0, "fetch_buffers_p50_during": 15.5}
+    assert _held_effect(explained) == plain + "; fetch buffers p50 14 before, 15.5 during"
