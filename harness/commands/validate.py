@@ -69,5 +69,6 @@ def describe(loaded: LoadedScenario) -> str:
         parts.append(f"{len(requests(scenario))} plan captures")
     if scenario.long_transaction is not None:
         hold = scenario.long_transaction
-        parts.append(f"a transaction held from {hold.from_s:g} s for {hold.for_s:g} s")
+        explained = ", each library's fetches explained" if hold.explain_fetches else ""
+        parts.append(f"a transaction held from {hold.from_s:g} s for {hold.for_s:g} s{explained}")
     return "; ".join(parts)
