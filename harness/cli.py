@@ -373,6 +373,16 @@ def run(
     fleet_timeout: FleetTimeoutOption = 120.0,
     adapters_dir: AdaptersDirOption = None,
     plots: PlotsOption = True,
+    threshold: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--threshold",
+            metavar="EXPR",
+            help="A bound on a figure, e.g. 'small.wait_p50_s{strategy=fifo} < 0.5' "
+            "(repeatable; docs/scenarios.md): exit 1 when one is not kept.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run scenarios: timed workload, plan captures, report.
 
@@ -391,6 +401,7 @@ def run(
         fleet_timeout_s=fleet_timeout,
         adapters_dir=adapters_dir,
         plots=plots,
+        thresholds=tuple(threshold or ()),
     )
     _run(scenarios, server, results_dir, strategies_dir, options)
 
@@ -466,7 +477,11 @@ def _run(
 ) -> None:
     from harness.commands.run import run_command
 
-    _guarded(lambda: run_command(scenarios, server, results_dir, strategies_dir, options, console))
+    outcomes = _guarded(
+        lambda: run_command(scenarios, server, results_dir, strategies_dir, options, console)
+    )
+    if any(outcome.failed_thresholds for outcome in outcomes):
+        raise typer.Exit(1)  # each one said, with its measured value, as its run ended
 
 
 @app.command()

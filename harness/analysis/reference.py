@@ -3,6 +3,8 @@ ratio or difference of two strategies' metrics, per repetition, as a range."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import pandas as pd
 
 from harness.report.cells import span
@@ -16,8 +18,29 @@ _PLAN_COLUMNS = {
 }
 
 
+class Selection(Protocol):
+    """Which figure: a reference figure's, or a threshold's (harness/scenario/thresholds.py)."""
+
+    @property
+    def metric(self) -> str: ...
+    @property
+    def strategy(self) -> str: ...
+    @property
+    def tenant_class(self) -> str | None: ...
+    @property
+    def variant(self) -> str | None: ...
+    @property
+    def versus(self) -> str | None: ...
+    @property
+    def compare(self) -> str: ...
+    @property
+    def workers(self) -> int | None: ...
+    @property
+    def is_plan_figure(self) -> bool: ...
+
+
 def measured_figure(
-    figure: ReferenceFigure, summary: pd.DataFrame | None, plans: pd.DataFrame | None
+    figure: Selection, summary: pd.DataFrame | None, plans: pd.DataFrame | None
 ) -> pd.Series:
     """The figure per repetition: the metric, or its ratio/difference between strategies."""
     where: dict[str, object]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 from collections.abc import Iterator
 from functools import partial
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from harness.check.verdict import github_command
 from harness.commands.outcome import show_outcome, show_suite
 from harness.commands.progress import ProgressBars
 from harness.commands.validate import describe_suite, load_all, scenarios_of
@@ -26,6 +28,7 @@ from harness.run.repetition import plan
 from harness.run.scenario_run import RunOptions, Servers, named_queues, run_scenario
 from harness.run.suite import SuiteOutcome, run_suite
 from harness.scenario.loader import LoadedScenario, LoadedSuite
+from harness.scenario.thresholds import parse_threshold
 from harness.server.kinds import ProviderChoice, Server
 from harness.server.providers import open_server
 from harness.server.schema import check_schema_name
@@ -50,6 +53,7 @@ def run_command(
     for loaded in scenarios:
         _check_selection(loaded, options)
         _check_fleet(loaded, options)
+        _check_thresholds(loaded, options.thresholds)
     _check_majors(choice, options)
     check_schema_name(options.schema, options.reuse_schema)
     suites = [item.suite.name for item in given if isinstance(item, LoadedSuite)]
@@ -73,6 +77,10 @@ def run_command(
                     loaded, entries, servers, results_dir, bars, options, placement
                 )
             show_outcome(outcome, console)
+            for line in outcome.failed_thresholds:
+                say(f"THRESHOLD FAILED: {line}")
+                if os.environ.get("GITHUB_ACTIONS") == "true":
+                    say(github_command("error", f"harness run: {loaded.scenario.name}", line))
             outcomes.append(outcome)
             return outcome
 
@@ -88,6 +96,15 @@ def run_command(
         for report in [outcome.report for outcome in outcomes] + [suite.report for suite in ran]:
             console.print(f"{report}", highlight=False)
     return outcomes
+
+
+def _check_thresholds(loaded: LoadedScenario, given: tuple[str, ...]) -> None:
+    """Each --threshold on a figure the scenario measures, before any server starts."""
+    for text in given:
+        try:
+            loaded.scenario.check_threshold(parse_threshold(text))
+        except ValueError as error:
+            raise HarnessError(f"--threshold: {loaded.path}: {error}") from None
 
 
 def _check_fleet(loaded: LoadedScenario, options: RunOptions) -> None:

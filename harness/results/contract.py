@@ -204,6 +204,13 @@ RUN_FILES: tuple[RunFile, ...] = (
         "per repetition: claim latency and waits before, during and after the hold, bloat",
     ),
     RunFile(
+        "thresholds.csv",
+        "derived",
+        _RENDER + ", with `thresholds` or `--threshold`",
+        "per threshold: its text, the measured value (the median over repetitions), unit, "
+        "range, samples and whether it was kept",
+    ),
+    RunFile(
         "results.json",
         "derived",
         _RENDER,

@@ -55,6 +55,7 @@ from harness.analysis.properties import (
     property_table,
 )
 from harness.analysis.reference import reference_section, reference_table
+from harness.analysis.thresholds import failed_lines, threshold_section, threshold_table
 from harness.analysis.throughput import throughput_section, throughput_table
 from harness.analysis.waits import (
     claim_note,
@@ -82,6 +83,7 @@ from harness.results.jobs import PG, load_jobs, read_versioned_csv
 from harness.results.versioned import read_capped
 from harness.scenario.model import Scenario
 from harness.scenario.parse import MAX_BYTES as SCENARIO_BYTES
+from harness.scenario.thresholds import Threshold, parse_threshold
 from harness.scenario.workload import generate
 
 if TYPE_CHECKING:
@@ -168,6 +170,7 @@ class RunTables:
     library_faults: pd.DataFrame | None = None  # library-faults.csv
     recovery_waits: pd.DataFrame | None = None  # recovery-waits.csv: waits around each kill
     bloat: pd.DataFrame | None = None  # bloat-summary.csv
+    thresholds: pd.DataFrame | None = None  # thresholds.csv
     calibration: Calibration | None = None  # calibration.json: the costs of ideal.csv's costed
 
     def files(self) -> list[tuple[str, str, pd.DataFrame | None]]:
@@ -184,6 +187,7 @@ class RunTables:
             ("library_faults", "library-faults.csv", self.library_faults),
             ("recovery_waits", "recovery-waits.csv", self.recovery_waits),
             ("bloat_summary", "bloat-summary.csv", self.bloat),
+            ("thresholds", "thresholds.csv", self.thresholds),
         ]
 
     @staticmethod
@@ -222,6 +226,12 @@ class Rendered:
     @property
     def reference(self) -> pd.DataFrame | None:
         return self.tables.reference
+
+    @property
+    def failed_thresholds(self) -> list[str]:
+        """A line per threshold not kept (on any major), with what was measured."""
+        table = self.tables.thresholds
+        return failed_lines(table) if table is not None else []
 
 
 def render_run(folder: RunFolder, *, plots: bool = True) -> Rendered:
@@ -361,6 +371,7 @@ def derive(raw: RawRun) -> RunTables:
         library_faults=library_fault_table(raw.document),
         recovery_waits=recovery_waits(raw.document, jobs),
         bloat=_bloat_summary(raw, jobs),
+        thresholds=_thresholds(raw, summary, runs),
         calibration=calibration,
     )
 
@@ -433,6 +444,8 @@ def feature_sections(raw: RawRun, tables: RunTables) -> list[Section]:
         )
     if tables.bloat is not None:
         sections.append(bloat_section(tables.bloat))
+    if tables.thresholds is not None:
+        sections.insert(1 if sections else 0, threshold_section(tables.thresholds))
     return sections
 
 
@@ -558,6 +571,19 @@ def _reference(
         return None
     reference = raw.scenario.reference
     return reference_table(reference.figures, summary, runs, reference.tolerance)
+
+
+def run_thresholds(raw: RawRun) -> list[Threshold]:
+    """The scenario's thresholds, then those of the command line (run.json's options)."""
+    given = raw.document.options.get("thresholds") or []
+    return [parse_threshold(text) for text in [*raw.scenario.thresholds, *given]]
+
+
+def _thresholds(
+    raw: RawRun, summary: pd.DataFrame | None, runs: pd.DataFrame | None
+) -> pd.DataFrame | None:
+    thresholds = run_thresholds(raw)
+    return threshold_table(thresholds, summary, runs) if thresholds else None
 
 
 def _bloat_summary(raw: RawRun, jobs: pd.DataFrame | None) -> pd.DataFrame | None:

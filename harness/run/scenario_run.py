@@ -69,6 +69,7 @@ class RunOptions:
     # draws them later): drawing them is most of a small run's time (3 s of 4 here), and
     # the test suite's runs that look at no figure ask for none.
     plots: bool = True
+    thresholds: tuple[str, ...] = ()  # --threshold: on top of each scenario's own
 
 
 @dataclass

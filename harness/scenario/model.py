@@ -19,6 +19,7 @@ from pydantic import (
 )
 
 from harness.scenario.distributions import MAX_DURATION_MS, Duration
+from harness.scenario.thresholds import EVERY_TENANT, Threshold, parse_threshold
 
 MAX_TOTAL_JOBS = 5_000_000
 MAX_BACKLOG_JOBS = 10_000_000
@@ -484,6 +485,11 @@ class Scenario(Model):
     faults: Faults | None = None
     long_transaction: LongTransaction | None = None
     report: ReportOptions = Field(default_factory=ReportOptions)
+    # Bounds on its figures (harness/scenario/thresholds.py): `harness run` exits 1 when
+    # one is not kept.
+    thresholds: list[Annotated[str, Field(max_length=500)]] = Field(
+        default_factory=list, max_length=100
+    )
 
     @field_validator(
         "workers", mode="before", json_schema_input_type=WorkerCount | list[WorkerCount]
@@ -491,6 +497,17 @@ class Scenario(Model):
     @classmethod
     def _one_count_is_a_sweep_of_one(cls, value: Any) -> Any:
         return [value] if isinstance(value, int) else value
+
+    @field_validator("thresholds")
+    @classmethod
+    def _thresholds_parse(cls, value: list[str]) -> list[str]:
+        for text in value:
+            parse_threshold(text)  # ValueError: one that is none, saying what is allowed
+        return value
+
+    @property
+    def parsed_thresholds(self) -> list[Threshold]:
+        return [parse_threshold(text) for text in self.thresholds]
 
     @property
     def timed(self) -> bool:
@@ -584,6 +601,11 @@ class Scenario(Model):
         if self.reference is not None:
             for figure in self.reference.figures:
                 self._check_figure(figure)
+        for index, threshold in enumerate(self.parsed_thresholds):
+            try:
+                self.check_threshold(threshold)
+            except ValueError as error:
+                raise ValueError(f"thresholds[{index}]: {error}") from None
         return self
 
     def _check_tenants(self) -> None:
@@ -828,6 +850,38 @@ class Scenario(Model):
             raise ValueError(
                 f"{where}: tenant_class '{figure.tenant_class}' is not a tenant "
                 f"group {self.group_names}"
+            )
+
+    def check_threshold(self, threshold: Threshold) -> None:
+        """A threshold on a figure this scenario measures; ValueError naming what it has
+        otherwise (a scenario's own, and `harness run --threshold`'s, before any run)."""
+        where = f"'{threshold.text}'"
+        if threshold.is_plan_figure and self.explain is None:
+            raise ValueError(f"{where}: {threshold.metric} needs plan captures (explain)")
+        pool = self.explain_strategies if threshold.is_plan_figure else self.strategies
+        for strategy in filter(None, (threshold.strategy, threshold.versus)):
+            if strategy not in pool:
+                raise ValueError(f"{where}: strategy '{strategy}' is not among {pool}")
+        if threshold.is_plan_figure:
+            variants = [v.name for v in self.explain.variants] if self.explain else []
+            if threshold.variant not in variants:
+                raise ValueError(f"{where}: variant must be one of the explain variants {variants}")
+            return
+        if not self.timed:
+            raise ValueError(f"{where}: {threshold.metric} needs a timed run (tenant_groups)")
+        if threshold.workers is None and len(self.workers) > 1:
+            raise ValueError(
+                f"{where}: say which workers count it is for ({{workers=N}}); the scenario "
+                f"sweeps {self.workers}"
+            )
+        if threshold.workers is not None and threshold.workers not in self.workers:
+            raise ValueError(
+                f"{where}: workers {threshold.workers} is not among the scenario's {self.workers}"
+            )
+        classes = [*self.group_names, EVERY_TENANT]
+        if threshold.tenant_class not in classes:
+            raise ValueError(
+                f"{where}: tenant class '{threshold.tenant_class}' is none of {classes}"
             )
 
 

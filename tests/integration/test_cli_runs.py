@@ -71,6 +71,7 @@ def test_a_sql_ascii_database_runs_through_dsn(server: Server, tmp_path: Path) -
 def harness_run(tmp_path: Path, *options: str) -> subprocess.CompletedProcess[str]:
     """`harness run` of the one-strategy scenario, to the end; no test of these looks at a
     figure, so none is drawn."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     scenario = tmp_path / "s.yaml"
     scenario.write_text(ONE_STRATEGY)
     results = ("--results-dir", str(tmp_path / "results"), "--no-plots")
@@ -319,6 +320,7 @@ def test_an_interrupt_while_the_report_is_written_keeps_a_complete_run(
         raise KeyboardInterrupt
 
     monkeypatch.setattr(render, "render_run", cut_short)
+    tmp_path.mkdir(parents=True, exist_ok=True)
     scenario = tmp_path / "s.yaml"
     scenario.write_text(ONE_STRATEGY)
     options = ["--dsn", server.dsn, "--results-dir", str(tmp_path / "results")]
@@ -333,3 +335,23 @@ def test_an_interrupt_while_the_report_is_written_keeps_a_complete_run(
     rendered = harness_cli("report", str(folder))
     assert rendered.returncode == 0, rendered.stderr
     assert (folder / "report.html").exists()
+
+
+def test_a_threshold_not_kept_fails_the_run_naming_its_figure_and_value(tmp_path: Path) -> None:
+    """Exit 1 with a line per threshold not kept, its measured value beside it, and the
+    run kept whole (thresholds.csv); kept, exit 0; a figure the scenario does not measure,
+    exit 2 in one line before any server starts."""
+    failed, kept = "small.wait_p50_s{strategy=fifo} < 0", "small.wait_p50_s{strategy=fifo} < 1000"
+    done = harness_run(tmp_path / "a", "--threshold", failed, "--threshold", kept)
+    assert done.returncode == 1, done.stderr
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("THRESHOLD")]
+    assert line.startswith(f"THRESHOLD FAILED: {failed}: measured ") and "(median of 1)" in line
+    table = pd.read_csv(tmp_path / "a" / "results" / "latest" / "thresholds.csv")
+    assert table["kept"].tolist() == [False, True]
+    assert harness_run(tmp_path / "b", "--threshold", kept).returncode == 0
+    unknown = harness_run(tmp_path / "c", "--threshold", "tiny.wait_p50_s{strategy=fifo} < 1")
+    assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1
+    assert (
+        unknown.stderr.startswith("error: --threshold: ") and "'tiny' is none of" in unknown.stderr
+    )
+    assert not (tmp_path / "c" / "results").exists()
