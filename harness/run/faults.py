@@ -43,10 +43,9 @@ SQL = builtin_blocks("harness.run", "faults.sql")
 
 
 def refuse_restart(loaded: LoadedScenario, provider: ProviderKind) -> None:
-    """Only the embedded server is ours to restart or crash, and only a server the
-    harness started is ours to fill: a scenario whose timed part does so is refused on
-    any other, before a server starts (`harness run`) or anything runs
-    (`run_scenario`)."""
+    """Only a server the harness started (embedded or container) is ours to restart,
+    crash or fill: a scenario whose timed part does so is refused on --dsn, before a
+    server starts (`harness run`) or anything runs (`run_scenario`)."""
     faults = loaded.scenario.faults
     if faults is None or not loaded.scenario.timed:
         return
@@ -57,14 +56,14 @@ def refuse_restart(loaded: LoadedScenario, provider: ProviderKind) -> None:
             "it runs on a server the harness starts (--pg embedded or container); this run "
             "uses --dsn",
         )
-    if provider == "embedded":
+    if provider != "external":
         return
     for name, does in (("server_restart", "restarts"), ("server_crash", "crashes")):
         if getattr(faults, name) is not None:
             raise loaded.refusal(
                 f"faults.{name}",
-                f"{does} the server, which only the embedded provider can do (--pg "
-                f"embedded); this run uses --pg {provider}",
+                f"{does} the server, which only a server the harness starts can take "
+                "(--pg embedded or container); this run uses --dsn",
             )
 
 
@@ -249,11 +248,12 @@ class SessionCuts:
 @dataclass
 class Crasher:
     """faults.server_crash, once, at its moment: the server down and up again (the tick
-    that calls it waits for it); `record` its at_s and back_at_s."""
+    that calls it waits for it); `record` its at_s, back_at_s, and the messages of the
+    server's log that say its start recovered from the crash (`recovery`)."""
 
     plan: ServerCrash | None = None
-    crash: Callable[[float], None] | None = None  # the server's (embedded only)
-    record: dict[str, float] = field(default_factory=dict)
+    crash: Callable[[float], list[str]] | None = None  # the server's (embedded, container)
+    record: dict[str, Any] = field(default_factory=dict)
 
     def checkpoint(self, conn: psycopg.Connection[Any]) -> None:
         """Before the clock starts, with a crash planned: its recovery then replays the
@@ -269,8 +269,9 @@ class Crasher:
         assert self.crash is not None, "refused before the run: refuse_restart"
         began = time.monotonic() - elapsed
         self.record["at_s"] = round(elapsed, 3)
-        self.crash(plan.down_s)
+        recovery = self.crash(plan.down_s)
         self.record["back_at_s"] = round(time.monotonic() - began, 3)
+        self.record["recovery"] = recovery
         return True
 
 
@@ -334,7 +335,7 @@ def fault_summary(
     reports: list[WorkerReport],
     window_s: float,
     terminations: list[tuple[float, int]] | None = None,
-    crash: dict[str, float] | None = None,
+    crash: dict[str, Any] | None = None,
     exhaustion: dict[str, Any] | None = None,
     clock_offset_s: float = 0.0,
 ) -> dict[str, Any]:
@@ -373,6 +374,7 @@ def fault_summary(
         "server_crashes": 1 if crash else 0,
         "crashed_at_s": crash.get("at_s") if crash else None,
         "back_at_s": crash.get("back_at_s") if crash else None,
+        "crash_recovery": crash.get("recovery") if crash else None,
         "connection_exhaustions": 1 if exhaustion else 0,
         **(exhaustion_figures(exhaustion) if exhaustion else {}),
     }

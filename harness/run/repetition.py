@@ -112,9 +112,10 @@ def run_repetition(
     observer: Observer,
     restart: Callable[[], None] | None = None,
     placement: Placement = LOCAL,
-    crash: Callable[[float], None] | None = None,
+    crash: Callable[[float], list[str]] | None = None,
 ) -> RepetitionResult:
-    """`restart` stops and starts the server (embedded only): a fault scenario's restart;
+    """`restart` stops and starts the server (one the harness started): a fault scenario's
+    restart;
     `crash` crashes it and starts it again (faults.server_crash); `placement` is where
     the programs run (here, or over a fleet)."""
     with connect(site.dsn, schema=site.schema, utc=True) as conn:
@@ -239,7 +240,7 @@ def _driver(
     site: Site,
     conn: psycopg.Connection[Any],
     restart: Callable[[], None] | None,
-    crash: Callable[[float], None] | None,
+    crash: Callable[[float], list[str]] | None,
 ) -> Driver:
     cuts, crasher = SessionCuts(inputs.backend_kills), Crasher(inputs.server_crash, crash)
     crasher.checkpoint(conn)  # the queue is installed: what is left to replay is the run's

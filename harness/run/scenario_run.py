@@ -208,7 +208,7 @@ class Timed:
     restart: Callable[[], None] | None
     placement: Placement
     pg_version: str  # the server's
-    crash: Callable[[float], None] | None = None  # the server's (faults.server_crash)
+    crash: Callable[[float], list[str]] | None = None  # the server's (faults.server_crash)
 
 
 def _run_timed(timed: Timed, observer: Observer, document: RunDocument, measured: Measured) -> None:

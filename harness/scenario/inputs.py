@@ -50,7 +50,7 @@ class FaultPlan:
     crashes: list[Crash] = field(default_factory=list)
     restart_workers: bool = True
     lease_s: float | None = None  # None: no lease, a killed worker's job stays running
-    restart_at_s: float | None = None  # a server restart (embedded only)
+    restart_at_s: float | None = None  # a server restart (a server the harness started)
     failures: dict[int, Failures] = field(default_factory=dict)  # tenant -> how it fails
     # how long a worker whose session is gone tries to connect again before it fails the
     # run: past a connection exhaustion's end, which refuses it meanwhile

@@ -334,7 +334,8 @@ class Lease(Model):
 
 
 class ServerRestart(Model):
-    """Restart PostgreSQL (fast shutdown, then start) at `at_s`; embedded provider only."""
+    """Restart PostgreSQL (fast shutdown, then start) at `at_s`; on a server the harness
+    starts (embedded or container), not on --dsn."""
 
     at_s: float = Field(ge=0, le=86_400)
 
@@ -374,9 +375,9 @@ class BackendKill(Model):
 
 class ServerCrash(Model):
     """The server crashed at `at_s` (an immediate shutdown: every backend ended at once, no
-    checkpoint) and started again `down_s` later, on its crash recovery; embedded provider
-    only. Every session is cut: a library worker that exits over it is started again
-    (faults.restart_exited_after_s)."""
+    checkpoint) and started again `down_s` later, on its crash recovery; on a server the
+    harness starts (embedded or container), not on --dsn. Every session is cut: a library
+    worker that exits over it is started again (faults.restart_exited_after_s)."""
 
     at_s: float = Field(ge=0, le=86_400)
     down_s: float = Field(default=0.0, ge=0, le=600)

@@ -12,6 +12,14 @@ fails where no registry is reachable, and the removal above does its work, but f
 harness killed outright (SIGKILL): its container stays, labelled `tenant-queue-bench.run`,
 and `tenant-queue-bench.owner` names the host and process id of the harness that made it
 (so its tests tell their own containers from those of other runs on a shared engine).
+
+The server is the container's first process (the image's entrypoint ends in `exec
+postgres`, as the official image's and the local stand-in's do), so a fault scenario's
+restart and crash are signals to it, as on the embedded server: it ends and the
+container with it, and the same container is started again on its data directory.
+Its host port is pinned when the container is made, as the embedded server keeps its
+port: the engine would publish a restarted container on another, and every connection
+of the run names this one.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from harness.errors import ProviderUnavailable
 from harness.server.connections import connect
 from harness.server.dsn import redact
 from harness.server.kinds import ProviderChoice, Server
+from harness.server.processes import crash_recovery, free_port
 
 if TYPE_CHECKING:
     import docker
@@ -39,6 +48,7 @@ if TYPE_CHECKING:
 LABEL = "tenant-queue-bench.run"
 OWNER_LABEL = "tenant-queue-bench.owner"
 READY_TIMEOUT_S = 120
+PORT = 5432  # the server's, inside the container
 
 
 @contextlib.contextmanager
@@ -60,7 +70,14 @@ def start_container(choice: ProviderChoice) -> Iterator[Server]:
         container = _postgres_container(image, run)
         dsn = _started(container, image)
         details = {"image": image, "image_id": image_id, "dsn": redact(dsn)}
-        yield Server(dsn=dsn, provider="container", details=details)
+        port = container.get_exposed_port(PORT)
+        yield Server(
+            dsn=dsn,
+            provider="container",
+            details=details,
+            restart=lambda: _restart(container, image, port),
+            crash=lambda down_s: _crash(container, image, port, down_s),
+        )
     finally:
         _remove_containers(client, run)
         client.close()
@@ -107,7 +124,10 @@ def _postgres_container(image: str, run: str) -> Any:
 
     password = secrets.token_hex(12)
     labels = {LABEL: run, OWNER_LABEL: owner()}
-    return _Postgres(image, password=password, driver=None, labels=labels)
+    container = _Postgres(image, password=password, driver=None, labels=labels)
+    if engine_shares_our_network(os.environ):
+        container.with_bind_ports(PORT, free_port("0.0.0.0"))
+    return container
 
 
 def owner(pid: int | None = None) -> str:
@@ -138,6 +158,63 @@ def _started(container: Any, image: str) -> str:
         raise ProviderUnavailable(
             f"--pg container: could not start a container of {image}: {_first_line(error)}"
         ) from error
+
+
+def _restart(container: Any, image: str, port: int) -> None:
+    """`pg_ctl restart -m fast`, as on the embedded server: the fast-shutdown signal
+    (SIGINT) to the server, then the same container started again."""
+    _stop(container.get_wrapped_container(), [("SIGINT", 30), ("SIGQUIT", 10), ("SIGKILL", 10)])
+    _start_again(container, image, port)
+
+
+def _crash(container: Any, image: str, port: int, down_s: float) -> list[str]:
+    """`pg_ctl stop -m immediate`, as on the embedded server: SIGQUIT to the server, which
+    ends every backend at once, with no checkpoint; `down_s` later the same container
+    started again, its data directory as the crash left it, so that its start replays the
+    WAL. What the server's log says of that recovery."""
+    wrapped = container.get_wrapped_container()
+    before = len(wrapped.logs())
+    _stop(wrapped, [("SIGQUIT", 10), ("SIGKILL", 10)])
+    time.sleep(down_s)
+    _start_again(container, image, port)
+    return crash_recovery(wrapped.logs()[before:].decode(errors="replace"))
+
+
+def _stop(wrapped: Any, steps: list[tuple[str, float]]) -> None:
+    """Each signal in turn to the container's first process, the server, waiting its
+    grace in seconds, until the container has exited."""
+    import docker.errors
+
+    for signal_name, grace in steps:
+        with contextlib.suppress(docker.errors.APIError):  # it exited a moment before
+            wrapped.kill(signal=signal_name)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            wrapped.reload()
+            if wrapped.status != "running":
+                return
+            time.sleep(0.05)
+
+
+def _start_again(container: Any, image: str, port: int) -> None:
+    """The stopped container started again, once its server accepts connections, on the
+    host port the run's connections name."""
+    import docker.errors
+
+    try:
+        container.get_wrapped_container().start()
+    except docker.errors.DockerException as error:
+        raise ProviderUnavailable(
+            f"--pg container: could not start the container of {image} again: {_first_line(error)}"
+        ) from error
+    _wait_until_ready(container, image)
+    now = container.get_exposed_port(PORT)
+    if now != port:
+        raise ProviderUnavailable(
+            f"--pg container: the container of {image} started again on port {now}, not "
+            f"{port}, which the run connects to: the engine does not share this host's "
+            "network, where the harness cannot pin the port"
+        )
 
 
 def _wait_until_ready(container: Any, image: str) -> None:

@@ -24,7 +24,6 @@ import platform
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -38,6 +37,8 @@ from harness.server.builds import DEFAULT_MAJOR, Install, locate
 from harness.server.connections import connect
 from harness.server.kinds import ProviderChoice, Server
 from harness.server.processes import (
+    crash_recovery,
+    free_port,
     spawn_server_process,
     stop_escalating,
     wait_until_accepting,
@@ -80,14 +81,20 @@ class _Postmaster:
         self.stop()
         self.start(admin_dsn)
 
-    def crash(self, admin_dsn: str, down_s: float) -> None:
+    def crash(self, admin_dsn: str, down_s: float) -> list[str]:
         """`pg_ctl stop -m immediate`, by hand: SIGQUIT to the postmaster, which ends every
         backend at once, with no checkpoint; `down_s` later the same start, whose crash
-        recovery replays the WAL from the last checkpoint, as after a crash."""
+        recovery replays the WAL from the last checkpoint, as after a crash. What the
+        server's log says of that recovery."""
+        log = self.workdir / "postgres.log"
+        before = log.stat().st_size
         if self.process is not None:
             stop_escalating(self.process, [(signal.SIGQUIT, 10), (signal.SIGKILL, 10)])
         time.sleep(down_s)
         self.start(admin_dsn)
+        with log.open("rb") as file:
+            file.seek(before)
+            return crash_recovery(file.read().decode(errors="replace"))
 
 
 @contextlib.contextmanager
@@ -100,7 +107,7 @@ def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
     postmaster = _Postmaster(install, workdir / "data", workdir)
     if choice.listen is not None:
         host, port = choice.listen
-        postmaster.listen, postmaster.port = host, port or _free_port(host)
+        postmaster.listen, postmaster.port = host, port or free_port(host)
     passfile: Path | None = None
     try:
         data = postmaster.data
@@ -305,14 +312,6 @@ def _tcp_dsn(postmaster: _Postmaster, passfile: Path) -> str:
     """The URL fleet members connect with: the password file's path, not the password."""
     address = f"{_url_host(postmaster.listen)}:{postmaster.port}"
     return f"postgresql://postgres@{address}/bench?passfile={quote(str(passfile), safe='/')}"
-
-
-def _free_port(host: str) -> int:
-    """A TCP port nothing listens on now (the kernel's choice)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
 
 
 def _wait_until_ready(dsn: str, process: subprocess.Popen[bytes], workdir: Path) -> None:

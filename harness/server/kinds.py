@@ -79,8 +79,10 @@ class Server:
     dsn: str
     provider: ProviderKind
     details: dict[str, str] = field(default_factory=dict)
-    # Stops and starts the server again (embedded only): a fault scenario's restart.
+    # Stops and starts the server again (a server the harness started: embedded or
+    # container): faults.server_restart.
     restart: Callable[[], None] | None = field(default=None, compare=False, repr=False)
     # Crashes it (immediate shutdown), and starts it again the given seconds after, on
-    # its crash recovery (embedded only): faults.server_crash.
-    crash: Callable[[float], None] | None = field(default=None, compare=False, repr=False)
+    # its crash recovery (embedded or container): faults.server_crash. It returns what
+    # the server's log says of the recovery (processes.crash_recovery).
+    crash: Callable[[float], list[str]] | None = field(default=None, compare=False, repr=False)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -101,3 +102,29 @@ def stop_escalating(
             process.send_signal(sig)
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=grace)
+
+
+# What a server's log says as its start recovers from a crash: it was interrupted, then
+# the WAL replayed from the last checkpoint, or nothing there to replay.
+RECOVERY_SAID = (
+    "database system was interrupted",
+    "database system was not properly shut down",
+    "redo starts at",
+    "redo done at",
+    "redo is not required",
+)
+
+
+def crash_recovery(log: str) -> list[str]:
+    """The messages of a server's log (read from a crash on) that say its start recovered
+    from the crash, each without the time and process id before its `LOG:`."""
+    messages = (line.partition("LOG:")[2].strip() for line in log.splitlines())
+    return [message for message in messages if message.startswith(RECOVERY_SAID)]
+
+
+def free_port(host: str) -> int:
+    """A TCP port nothing listens on now (the kernel's choice)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])

@@ -207,6 +207,7 @@ def test_a_server_crash_under_the_harnesss_own_workers_completes_with_balanced_b
     faults = entry["faults"]
     assert (entry["books"], faults["lost"], faults["server_crashes"]) == ("balanced", 0, 1)
     assert faults["crash_back_at_s"] >= faults["crash_at_s"] + 0.3, faults
+    assert any(said.startswith("redo starts at") for said in faults["crash_recovery"]), faults
     assert faults["reconnects"] >= 1 and entry["jobs"] == TOTAL, faults
 
 

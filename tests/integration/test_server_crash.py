@@ -26,6 +26,7 @@ def test_a_server_crash_cuts_every_session_and_the_exited_worker_is_restarted(
     faults = entry["library_faults"]
     assert faults["server_crashes"] == 1 and faults["crashed_at_s"] >= 0.5, faults
     assert faults["back_at_s"] >= faults["crashed_at_s"] + 0.5, faults
+    assert any(said.startswith("redo starts at") for said in faults["crash_recovery"]), faults
     assert faults["exits"] >= 1 and faults["restarts"] >= 1, faults
     assert 0 <= faults["stranded"] <= 2 * faults["exits"], faults
     assert faults["ok"] + faults["stranded"] + faults["waiting"] == JOBS, faults

@@ -14,7 +14,8 @@ from harness.run.scenario_run import RunOptions, run_scenario
 from harness.scenario.distributions import attempt_fails
 from harness.scenario.loader import load_scenario
 from harness.scenario.traits import ANY
-from harness.server.kinds import ProviderKind, Server
+from harness.server.kinds import Server
+from harness.server.processes import crash_recovery
 
 FIFO_ONLY = {"fifo": ANY}
 BASE = """\
@@ -77,28 +78,31 @@ def test_bad_retries_are_refused(write_yaml, field: str, message: str) -> None:
         load_scenario(write_yaml(text), FIFO_ONLY)
 
 
-@pytest.mark.parametrize("provider", ["external", "container"])
-def test_a_server_restart_is_refused_on_other_providers_in_one_wording(
-    write_yaml, tmp_path: Path, provider: ProviderKind
+@pytest.mark.parametrize("fault", ["server_restart", "server_crash"])
+def test_a_server_restart_or_crash_is_refused_on_dsn_in_one_wording(
+    write_yaml, tmp_path: Path, fault: str
 ) -> None:
     """One rule, one function, one line: the command's refusal before any server starts
     (tests/unit/test_scenario_refusals.py) is the runner's, which refuses it before the
-    run folder is made."""
-    path = write_yaml(BASE + "faults:\n  server_restart: {at_s: 1}\n")
+    run folder is made. A server the harness started, embedded or in a container, takes
+    both."""
+    path = write_yaml(BASE + f"faults:\n  {fault}: {{at_s: 1}}\n")
+    does = {"server_restart": "restarts", "server_crash": "crashes"}[fault]
     line = (
-        f"{path}:8: faults.server_restart: restarts the server, which only the embedded "
-        f"provider can do (--pg embedded); this run uses --pg {provider}"
+        f"{path}:8: faults.{fault}: {does} the server, which only a server the harness "
+        "starts can take (--pg embedded or container); this run uses --dsn"
     )
     loaded = load_scenario(path, FIFO_ONLY)
     with pytest.raises(HarnessError) as refused:
-        refuse_restart(loaded, provider)
+        refuse_restart(loaded, "external")
     assert str(refused.value) == line
-    server = Server(dsn="host=/nonexistent", provider=provider)
+    server = Server(dsn="host=/nonexistent", provider="external")
     with pytest.raises(HarnessError) as refused:
         run_scenario(loaded, catalog(), server, tmp_path / "results", None, RunOptions())  # type: ignore[arg-type]
     assert str(refused.value) == line
     assert not (tmp_path / "results").exists()
     refuse_restart(loaded, "embedded")
+    refuse_restart(loaded, "container")
 
 
 def test_failures_are_drawn_from_the_seed_the_job_and_the_attempt() -> None:
@@ -112,3 +116,34 @@ def test_failures_are_drawn_from_the_seed_the_job_and_the_attempt() -> None:
         [attempt_fails(8, job, a, 0.3) for a in (1, 2, 3)] for job in range(1, 51)
     ]
     assert not any(attempt_fails(7, job, 1, 0.0) for job in range(1, 100))
+
+
+CRASHED = """\
+2026-12-05 09:34:53.738 UTC [1] LOG:  received immediate shutdown request
+2026-12-05 09:34:53.744 UTC [1] LOG:  database system is shut down
+2026-12-05 09:34:56.046 UTC [1] LOG:  starting PostgreSQL 17.10 on x86_64-pc-linux-gnu
+2026-12-05 09:34:56.047 UTC [1] LOG:  listening on Unix socket "/tmp/.s.PGSQL.5432"
+2026-12-05 09:34:56.050 UTC [14] LOG:  database system was interrupted; last known up at \
+2026-12-05 09:34:50 UTC
+2026-12-05 09:34:56.107 UTC [14] LOG:  database system was not properly shut down; \
+automatic recovery in progress
+2026-12-05 09:34:56.108 UTC [14] LOG:  redo starts at 0/1865C60
+2026-12-05 09:34:56.108 UTC [14] LOG:  redo done at 0/188C770 system usage: CPU: user: 0.00 s
+2026-12-05 09:34:56.109 UTC [12] LOG:  checkpoint starting: end-of-recovery immediate wait
+2026-12-05 09:34:56.114 UTC [1] LOG:  database system is ready to accept connections
+"""
+
+
+def test_a_crash_recovery_is_read_from_the_servers_log() -> None:
+    """The messages that say the start recovered from a crash, without their prefix; a
+    start after a clean shutdown, or one with nothing to replay, says so or nothing."""
+    assert crash_recovery(CRASHED) == [
+        "database system was interrupted; last known up at 2026-12-05 09:34:50 UTC",
+        "database system was not properly shut down; automatic recovery in progress",
+        "redo starts at 0/1865C60",
+        "redo done at 0/188C770 system usage: CPU: user: 0.00 s",
+    ]
+    clean = "2026-12-05 09:36:54.001 UTC [29] LOG:  database system was shut down at 09:36\n"
+    assert crash_recovery(clean + "stand-in postgres:17: cluster made\n") == []
+    nothing = "2026-12-05 09:36:54.001 UTC [14] LOG:  redo is not required\n"
+    assert crash_recovery(nothing) == ["redo is not required"]

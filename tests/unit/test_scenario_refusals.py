@@ -297,7 +297,7 @@ def _harness(*args: str) -> tuple[int, str, str]:
     return done.exit_code, done.stdout, done.stderr
 
 
-def test_a_server_restart_off_the_embedded_provider_is_refused_before_any_server(
+def test_a_server_restart_on_dsn_is_refused_before_any_server(
     tmp_path: Path,
 ) -> None:
     """The provider is known before anything starts: no earlier scenario runs first."""
@@ -320,8 +320,8 @@ def test_a_server_restart_off_the_embedded_provider_is_refused_before_any_server
         if text.strip().startswith("server_restart")
     )
     assert done.stderr.strip() == (
-        f"error: {restart}:{line}: faults.server_restart: restarts the server, which only the "
-        "embedded provider can do (--pg embedded); this run uses --pg external"
+        f"error: {restart}:{line}: faults.server_restart: restarts the server, which only a "
+        "server the harness starts can take (--pg embedded or container); this run uses --dsn"
     )
     assert "Starting PostgreSQL" not in done.stdout
     assert not (tmp_path / "results").exists()
@@ -601,8 +601,8 @@ def test_the_harnesss_own_strategies_take_a_connection_exhaustion_but_not_with_c
     [
         (
             "server_crash: {at_s: 1}",
-            "faults.server_crash: crashes the server, which only the embedded provider can "
-            "do (--pg embedded); this run uses --pg external",
+            "faults.server_crash: crashes the server, which only a server the harness starts "
+            "can take (--pg embedded or container); this run uses --dsn",
         ),
         (
             "connection_exhaustion: {from_s: 1, for_s: 1}",
