@@ -1,6 +1,7 @@
 """The container provider on a real Docker engine: PostgreSQL 17 from the image (on this
 project's machines the local stand-in that .ci/postgres-image.sh builds), its own URL,
-one-line errors, and no container left on any path."""
+one-line errors, a crash and a restart on the same address, and no container left on
+any path."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+import pandas as pd
 import pytest
 
 from harness.errors import ProviderUnavailable
+from harness.run.faults import OUTCOMES
 from harness.server import container as provider
 from harness.server.connections import connect
 from harness.server.container import OWNER_LABEL, docker_engine_answers, owner
@@ -149,6 +152,67 @@ def test_a_run_balances_its_books_and_leaves_no_container(
     assert run["servers"][0]["postgres"]["server_version_num"] // 10000 == 17
     assert run["servers"][0]["provider"]["kind"] == "container"
     assert run["servers"][0]["provider"]["image"] == IMAGE
+
+
+def test_a_crash_and_a_restart_keep_the_data_and_the_address() -> None:
+    """The server crashed (SIGQUIT: no checkpoint) and started again in the same
+    container, on the port its URL names: a row committed before the crash is there, read
+    through the same URL, and the server's log says it replayed the WAL. A restart (fast
+    shutdown) the same way, with nothing to recover."""
+    with open_server(choose_provider(ServerOptions(pg="container"), {})) as server:
+        assert server.crash is not None and server.restart is not None
+        with connect(server.dsn) as conn:
+            conn.execute("create table kept as select generate_series(1, 1000) as n")
+        recovery = server.crash(0.2)
+        with connect(server.dsn) as conn:
+            assert conn.execute("select count(*) from kept").fetchone() == (1000,)
+            conn.execute("insert into kept values (1001)")
+        server.restart()
+        with connect(server.dsn) as conn:
+            assert conn.execute("select count(*) from kept").fetchone() == (1001,)
+        (_,) = ours()  # the one container, started again
+    assert recovery[0].startswith("database system was interrupted"), recovery
+    assert any(said.startswith("redo starts at") for said in recovery), recovery
+
+
+CRASHED = """\
+name: container-crash
+strategies: [fifo, procrastinate]
+workers: 2
+repetitions: 1
+poll_interval_ms: 20
+timeout_s: 10
+faults:
+  server_crash: {at_s: 0.5, down_s: 0.5}
+  restart_exited_after_s: 0.2
+tenant_groups:
+  - {name: large, tenants: 1, jobs_per_tenant: 60, duration_ms: 30}
+"""
+
+
+def test_a_server_crash_in_the_container_leaves_every_job_counted(
+    started: list[int], tmp_path: Path
+) -> None:
+    """faults.server_crash on --pg container: the harness's fifo and procrastinate each
+    through an immediate shutdown at 0.5 s, up again 0.5 s later on its crash recovery.
+    fifo's books balance (every job done once); procrastinate's jobs are each in one
+    outcome, none run twice; each crash happened, and its recovery replayed the WAL."""
+    scenario = tmp_path / "crash.yaml"
+    scenario.write_text(CRASHED)
+    done = harness(started, "run", "--pg", "container", str(scenario), "--no-plots", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    folder = tmp_path / "results" / "latest"
+    fifo, procrastinate = json.loads((folder / "run.json").read_text())["repetitions"]
+    faults, library = fifo["faults"], procrastinate["library_faults"]
+    assert (fifo["books"], fifo["jobs"], faults["lost"]) == ("balanced", 60, 0), faults
+    assert faults["duplicates"] == faults["stuck"] == 0, faults
+    assert sum(library[outcome] for outcome in OUTCOMES) == 60, library
+    assert library["duplicated"] == 0, library
+    for recovery in (faults["crash_recovery"], library["crash_recovery"]):
+        assert any(said.startswith("redo starts at") for said in recovery), recovery
+    assert library["server_crashes"] == 1 and library["back_at_s"] >= 1.0, library
+    table = pd.read_csv(folder / "faults.csv")
+    assert table["server_crashes"].tolist() == [1], table
 
 
 def test_an_image_that_cannot_be_pulled_is_one_line_and_exit_2(
