@@ -1,5 +1,7 @@
 """Errors the CLI turns into one line and an exit code, never a traceback."""
 
+import difflib
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -33,3 +35,13 @@ class ReportInterrupted(BaseException):
     def __init__(self, folder: Path) -> None:
         super().__init__(f"interrupted while writing the report of {folder}")
         self.folder = folder
+
+
+def unknown_name(name: str, known: Iterable[str], what: str) -> str:
+    """What to say of a name that is none of `known`: the one it was likely meant to be,
+    or, with none close, every one (`what` names them: 'available', 'shipped')."""
+    names = sorted(known)
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.8)
+    if close:
+        return f"did you mean {close[0]}?"
+    return f"{what}: {', '.join(names)}"

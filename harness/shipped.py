@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, unknown_name
 
 Kind = Literal["scenarios", "baselines"]
 _PACKAGE = Path(__file__).resolve().parent
@@ -41,9 +41,9 @@ def scenario_file(given: Path) -> Path:
         return given
     found = shipped_scenarios().get(given.name.removesuffix(".yaml"))
     if found is None:
-        names = ", ".join(shipped_scenarios())
+        said = unknown_name(given.name.removesuffix(".yaml"), shipped_scenarios(), "shipped")
         raise HarnessError(
-            f"{given}: no such file, nor a shipped scenario of that name; shipped: {names} "
+            f"{given}: no such file, nor a shipped scenario of that name; {said} "
             "(harness scenarios)"
         )
     return found

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from harness.errors import HarnessError
+from harness.errors import HarnessError, unknown_name
 from harness.scenario.model import Model, Scenario, Suite
 from harness.scenario.parse import Parsed, ParseRefused, parse, read_limited
 from harness.scenario.traits import QueueTraits
@@ -157,9 +157,8 @@ def _refuse_unknown_queues(
         unknown = [name for name in names if name not in queues]
         if unknown:
             line = _line_of(node, _parts(field))
-            raise HarnessError(
-                f"{path}:{line}: {field}: unknown {unknown}; available: {sorted(queues)}"
-            )
+            said = unknown_name(unknown[0], queues, "available")
+            raise HarnessError(f"{path}:{line}: {field}: unknown '{unknown[0]}'; {said}")
 
 
 def _refuse_what_queues_cannot_take(

@@ -53,7 +53,7 @@ def test_sql_of_an_unknown_strategy_is_exit_2() -> None:
     done = harness_cli("sql", "lifo")
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        f"error: unknown strategy 'lifo'; available: {sorted(catalog())}"
+        f"error: unknown strategy 'lifo'; available: {', '.join(sorted(catalog()))}"
     )
 
 

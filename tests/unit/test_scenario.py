@@ -85,7 +85,12 @@ def test_zero_workers_are_refused(write_yaml) -> None:
 
 def test_an_unknown_strategy_lists_the_available_ones(write_yaml) -> None:
     message = error_for(write_yaml, SHORT_NOISY.replace("[fifo, round_robin]", "[fifo, lifo]"))
-    assert message == "3: strategies: unknown ['lifo']; available: ['fifo', 'round_robin']"
+    assert message == "3: strategies: unknown 'lifo'; available: fifo, round_robin"
+
+
+def test_a_misspelt_strategy_names_the_one_meant(write_yaml) -> None:
+    message = error_for(write_yaml, SHORT_NOISY.replace("[fifo, round_robin]", "[round_robbin]"))
+    assert message == "3: strategies: unknown 'round_robbin'; did you mean round_robin?"
 
 
 def test_a_timed_run_without_workers_is_refused(write_yaml) -> None:
@@ -198,7 +203,7 @@ def test_unknown_explain_strategies_are_refused_at_their_line(write_yaml) -> Non
     text = SKEWED.replace("explain:\n", "explain:\n  strategies: [lifo]\n")
     message = error_for(write_yaml, text)
     assert message == (
-        "8: explain.strategies: unknown ['lifo']; available: ['fifo', 'round_robin']"
+        "8: explain.strategies: unknown 'lifo'; available: fifo, round_robin"
     )
 
 

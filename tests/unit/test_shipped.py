@@ -36,11 +36,16 @@ def test_a_name_is_the_shipped_scenario_and_a_file_wins(
     assert scenario_file(elsewhere) == elsewhere
 
 
-def test_an_unknown_name_lists_the_shipped_ones(tmp_path: Path) -> None:
+def test_a_misspelt_name_says_the_one_meant_and_another_lists_them(tmp_path: Path) -> None:
     done = harness_cli("validate", "noisy-neighbor", cwd=tmp_path)
     assert done.returncode == 2 and done.stderr.count("\n") == 1
-    assert done.stderr.startswith("error: noisy-neighbor: no such file, nor a shipped scenario")
-    assert "noisy-neighbour, " in done.stderr
+    assert done.stderr == (
+        "error: noisy-neighbor: no such file, nor a shipped scenario of that name; did you "
+        "mean noisy-neighbour? (harness scenarios)\n"
+    )
+    other = harness_cli("validate", "nosy", cwd=tmp_path)
+    assert other.returncode == 2 and "; shipped: awa-queues, " in other.stderr
+    assert "noisy-neighbour, " in other.stderr
 
 
 def test_validate_and_scenarios_work_from_an_empty_folder(tmp_path: Path) -> None:
