@@ -1,5 +1,5 @@
 # Delayed::Job (Ruby, its ActiveRecord backend on PostgreSQL) through its own code, as an
-# adapter of the contract, protocol 1 (docs/adapters.md): its table from its own migration
+# adapter of the contract, protocol 2 (docs/adapters.md): its table from its own migration
 # template, Delayed::Job.enqueue (a batch in one transaction), its own worker loop
 # (Delayed::Worker#start, one process per worker, as `delayed_job -n N` runs them), and
 # a payload object that sleeps the job's duration. The mappings:
@@ -9,6 +9,8 @@
 #   priority_per_tenant    priority = the job's rank among its tenant's jobs this enqueuer
 #                          has enqueued (0 for each tenant's first): a tenant's n-th job
 #                          waits behind every tenant's earlier ones
+#   one_queue_lock_expiry  one_queue, with the option max_run_time (seconds): a job locked
+#                          longer than that is reserved again by any worker
 #
 # Delayed::Job stamps created_at and locked_at with its process's clock ("all your clients
 # must have synchronized clocks"); a trigger installed with its table writes the server's
@@ -145,10 +147,19 @@ module Adapter
     Delayed::Worker.logger = nil
     Delayed::Worker.sleep_delay = config["poll_interval_ms"] / 1000.0
     Delayed::Worker.max_attempts = 1
+    Delayed::Worker.max_run_time = max_run_time(config)
     Delayed::Worker.destroy_failed_jobs = false
     Delayed::Worker.default_queue_name = nil
     ActiveRecord::Base.logger = nil
     ActiveRecord::Migration.verbose = false
+  end
+
+  # The mapping's option max_run_time (seconds), or Delayed::Job's default (4 hours).
+  def max_run_time(config)
+    seconds = config["options"].fetch("max_run_time", Delayed::Worker::DEFAULT_MAX_RUN_TIME.to_i)
+    return seconds if seconds.is_a?(Integer) && seconds >= 1
+
+    raise ArgumentError, "option max_run_time: whole seconds, at least 1"
   end
 
   # A run of its task begins, before its work (not in a plan capture, whose jobs are
@@ -182,6 +193,7 @@ module Adapter
         sleep_delay_s: config["poll_interval_ms"] / 1000.0,
         reserve_sql_strategy: Delayed::Backend::ActiveRecord.configuration.reserve_sql_strategy,
         max_attempts: 1,
+        max_run_time_s: Delayed::Worker.max_run_time.to_i,
         queues: config["mapping"] == "queue_per_tenant" ? "tenant-<id> (every worker reads all)" : nil,
         priority: config["mapping"] == "priority_per_tenant" ? "the job's rank in its tenant" : 0,
         enqueue: "Delayed::Job.enqueue per job, a batch in one transaction",
@@ -305,8 +317,8 @@ end
 begin
   config = Adapter.next_command
   roles = %w[install versions ledger worker enqueuer]
-  unless config["protocol"] == 1 && roles.include?(config["role"])
-    Adapter.fail!("no config of protocol 1 as the first line on stdin", 2)
+  unless config["protocol"] == 2 && roles.include?(config["role"])
+    Adapter.fail!("no config of protocol 2 as the first line on stdin", 2)
   end
   Adapter.configure(config)
   Adapter.connect(config) unless config["role"] == "versions"
