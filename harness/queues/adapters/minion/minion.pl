@@ -1,5 +1,5 @@
 #!/usr/bin/env perl
-# Minion (Perl) through its own API, as an adapter of the contract, protocol 1
+# Minion (Perl) through its own API, as an adapter of the contract, protocol 2
 # (docs/adapters.md): its PostgreSQL backend's migrations in the run's schema, its
 # enqueue, its own worker (Minion::Worker->run: a process per job, `jobs` =
 # concurrency), and a task that sleeps the job's duration. The mappings:
@@ -7,6 +7,10 @@
 #   lock_per_tenant  the task takes the named lock "tenant-<id>" ($minion->guard, with
 #                    limit = tenant_cap) and, when the tenant is at its cap, puts the job
 #                    back with $job->retry({delay => retry_delay_s}): Minion's own pattern.
+#   one_queue_repaired one_queue, with the options heartbeat_interval and repair_interval
+#                    (its worker's), missing_after (its Minion's) and attempts (each
+#                    job's, at its enqueue): a worker gone without a heartbeat is found by
+#                    a repair, which fails its jobs and retries those with attempts left.
 #
 # The config is the first line on stdin (never an argument: it holds the password); then
 # commands on stdin, events on stdout, one JSON object a line, written by this process
@@ -85,6 +89,8 @@ sub minion_of {
     };
   }
   my $minion = Minion->new(Pg => $pg);
+  my $missing_after = $config->{options}{missing_after};
+  $minion->missing_after($missing_after) if defined $missing_after;
   $minion->add_task($TASK => task($config));
   return $minion;
 }
@@ -125,6 +131,10 @@ sub versions {
     queues => [$QUEUE],
     job_process => 'one per job (Minion::Job->start forks)',
     enqueue => 'one $minion->enqueue per job (Minion has no bulk enqueue)',
+    attempts => $config->{options}{attempts} // 1,
+    heartbeat_interval => $config->{options}{heartbeat_interval} // 300,
+    repair_interval => $config->{options}{repair_interval} // 21600,
+    missing_after => $config->{options}{missing_after} // 1800,
   );
   if ($config->{mapping} eq 'lock_per_tenant') {
     $settings{guard} = "tenant-<id>, limit = $config->{cap}";
@@ -167,12 +177,14 @@ sub enqueuer {
   my $config = shift;
   my $minion = minion_of($config);
   $minion->backend->pg->db->query('select 1');
+  my %options = (queue => $QUEUE);
+  $options{attempts} = $config->{options}{attempts} if defined $config->{options}{attempts};
   emit({event => 'ready'});
   while ((my $command = next_command())->{cmd} ne 'stop') {
     next unless $command->{cmd} eq 'enqueue';
     for my $job (@{$command->{jobs}}) {
       my ($n, $t, $ms) = @$job;
-      $minion->enqueue($TASK => [{n => $n, t => $t, ms => $ms}], {queue => $QUEUE});
+      $minion->enqueue($TASK => [{n => $n, t => $t, ms => $ms}], \%options);
     }
     emit({event => 'enqueued', count => scalar @{$command->{jobs}}});
   }
@@ -193,6 +205,9 @@ sub worker {
   $status->{jobs} = $config->{concurrency};
   $status->{dequeue_timeout} = $config->{poll_interval_ms} / 1000;
   $status->{queues} = [$QUEUE];
+  for my $interval (qw(heartbeat_interval repair_interval)) {
+    $status->{$interval} = $config->{options}{$interval} if defined $config->{options}{$interval};
+  }
   watch($worker, $db, $config->{hold});
   $worker->run;
   report_requeued($worker);
@@ -258,8 +273,8 @@ my %ROLES = (install => \&install, versions => \&versions, ledger => \&ledger,
 
 eval {
   my $config = next_command();
-  fail('no config of protocol 1 as the first line on stdin', 2)
-    unless ($config->{protocol} // 0) == 1 && $ROLES{$config->{role} // ''};
+  fail('no config of protocol 2 as the first line on stdin', 2)
+    unless ($config->{protocol} // 0) == 2 && $ROLES{$config->{role} // ''};
   $ROLES{$config->{role}}->($config);
   1;
 } or fail($@ || 'unknown error');
