@@ -202,9 +202,7 @@ def test_a_rotation_must_list_every_group_once(write_yaml) -> None:
 def test_unknown_explain_strategies_are_refused_at_their_line(write_yaml) -> None:
     text = SKEWED.replace("explain:\n", "explain:\n  strategies: [lifo]\n")
     message = error_for(write_yaml, text)
-    assert message == (
-        "8: explain.strategies: unknown 'lifo'; available: fifo, round_robin"
-    )
+    assert message == ("8: explain.strategies: unknown 'lifo'; available: fifo, round_robin")
 
 
 def test_a_plan_figure_must_name_an_explain_variant(write_yaml) -> None:
