@@ -26,6 +26,9 @@ Format history (RUN_FORMAT_VERSION):
      read into it: a library's `version` (and `sql_version`) into `versions`, its
      `driver` or `connector` into `settings`, a SQL strategy's `files` and `claim` into
      `settings`.
+  5  jobs.csv's first column is the run's `run_id`, as every derived table's is, so that
+     the jobs of several runs concatenated still say whose they are. The document is as
+     version 4's; a folder of version 4 has jobs.csv without the column.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from harness.errors import HarnessError
 from harness.results.contract import NAME_PATTERN
 from harness.results.versioned import Migrations, Versioned
 
-RUN_FORMAT_VERSION = 4
+RUN_FORMAT_VERSION = 5
 HARNESS = "harness"  # the library of the built-in SQL strategies, in tables grouped by one
 
 Status = Literal["running", "complete", "failed", "interrupted"]
@@ -198,6 +201,11 @@ def _one_server(data: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _as_it_was(data: dict[str, Any]) -> dict[str, Any]:
+    """Version 5 changed jobs.csv, not the document."""
+    return data
+
+
 class RunDocument(Versioned):
     NAME = "run.json"
     VERSION = RUN_FORMAT_VERSION
@@ -205,6 +213,7 @@ class RunDocument(Versioned):
         1: _queues_unrecorded,
         2: _one_server,
         3: _typed_queues,
+        4: _as_it_was,
     }
 
     run_id: str

@@ -47,7 +47,7 @@ class RunFolder:
 
     def write_jobs(self, records: list[dict[str, Any]]) -> Path:
         """jobs.csv as the database gave it: ISO 8601 timestamps with microseconds."""
-        return self.write("jobs.csv", jobs_csv(records))
+        return self.write("jobs.csv", jobs_csv(records, self.run_id))
 
 
 def write_once(target: Path, data: bytes, *, replace: bool = False) -> Path:

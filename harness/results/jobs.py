@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # imported where a frame is made: a command that makes none g
 # The column that names the server a row was measured on, major.minor (format 3), in
 # jobs.csv, monitor.csv, bloat.csv and first in every derived table.
 PG = "pg_version"
+RUN_ID = "run_id"  # first in jobs.csv (format 5) and in every derived table
 
 JOB_COLUMNS = [
     "scenario",
@@ -48,8 +49,10 @@ def with_timestamps(jobs: pd.DataFrame) -> pd.DataFrame:
 
 def load_jobs(run: Path) -> pd.DataFrame:
     """jobs.csv of a run folder, timestamps parsed (UTC); pg_version as text (17.10 is
-    not 17.1), empty where a run before format 3 did not record it."""
-    return with_timestamps(read_versioned_csv(run / "jobs.csv"))
+    not 17.1), empty where a run before format 3 did not record it; without the run's id
+    (format 5), which every derived table is given again as it is written."""
+    jobs = read_versioned_csv(run / "jobs.csv").drop(columns=[RUN_ID], errors="ignore")
+    return with_timestamps(jobs)
 
 
 def read_versioned_csv(path: Path) -> pd.DataFrame:
@@ -63,7 +66,10 @@ def read_versioned_csv(path: Path) -> pd.DataFrame:
     return frame
 
 
-def jobs_csv(records: list[dict[str, Any]]) -> str:
+def jobs_csv(records: list[dict[str, Any]], run_id: str) -> str:
+    """jobs.csv's text: the run's id, then JOB_COLUMNS."""
     import pandas as pd
 
-    return pd.DataFrame.from_records(records, columns=JOB_COLUMNS).to_csv(index=False)
+    jobs = pd.DataFrame.from_records(records, columns=JOB_COLUMNS)
+    jobs.insert(0, RUN_ID, run_id)
+    return jobs.to_csv(index=False)

@@ -341,7 +341,9 @@ def _close_unfinished(
 def _write_raw(folder: RunFolder, document: RunDocument, measured: Measured) -> None:
     """Each raw file once: an interrupt inside `_seal` comes back here to mark the run."""
     if measured.jobs and "jobs" not in document.files:
-        document.files["jobs"] = _write(folder, "jobs.csv", jobs_csv(measured.jobs))
+        document.files["jobs"] = _write(
+            folder, "jobs.csv", jobs_csv(measured.jobs, document.run_id)
+        )
     if measured.monitor and "monitor" not in document.files:
         monitor = pd.DataFrame.from_records(measured.monitor, columns=[*MONITOR_COLUMNS, PG])
         document.files["monitor"] = _write(folder, "monitor.csv", monitor.to_csv(index=False))

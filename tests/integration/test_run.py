@@ -66,7 +66,8 @@ def test_the_run_folder_holds_raw_data_provenance_and_plots(short_run) -> None:
     assert all(entry["books"] == "balanced" for entry in run["repetitions"])
     assert (folder.parent.parent / "latest").resolve() == folder.resolve()
     header = (folder / "jobs.csv").read_text().splitlines()[0]
-    assert header.split(",") == JOB_COLUMNS
+    assert header.split(",") == ["run_id", *JOB_COLUMNS]
+    assert set(pd.read_csv(folder / "jobs.csv")["run_id"]) == {folder.name}
     first = pd.read_csv(folder / "jobs.csv", nrows=1).iloc[0]
     assert pd.Timestamp(first["started_at"]).tzinfo is not None
     assert "T" in first["started_at"] and len(first["started_at"].split(".")[1]) == 6 + 6

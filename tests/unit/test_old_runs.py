@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis.calibration import Calibration
+from harness.results.document import RUN_FORMAT_VERSION
 from tests.conftest import harness_cli
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "runs-v1"
@@ -81,7 +82,9 @@ def test_harness_report_renders_an_old_run_to_the_same_tables(tmp_path: Path, na
     assert Calibration.from_dict(json.loads((folder / "calibration.json").read_text())).pairs
     assert _table_lines(folder / "summary.md") == _table_lines(FIXTURES / name / "summary.md")
     document = json.loads((folder / "run.json").read_text())
-    assert document["format_version"] == 4 and document["queues"] == {}  # migrated from 1
+    assert (
+        document["format_version"] == RUN_FORMAT_VERSION and document["queues"] == {}
+    )  # migrated from 1
     assert [server["pg_version"] for server in document["servers"]] == ["17.10"]
     assert (folder / "report.html").exists()
 

@@ -14,7 +14,12 @@ from harness.check.baseline import Baseline
 from harness.check.verdict import CheckSettings, Probe
 from harness.experiments.isolation import IsolationDocument
 from harness.experiments.overhead import OverheadDocument
-from harness.results.document import RunDocument, ScenarioRef, load_document
+from harness.results.document import (
+    RUN_FORMAT_VERSION,
+    RunDocument,
+    ScenarioRef,
+    load_document,
+)
 from harness.results.versioned import UnreadableDocument, Versioned
 from tests.conftest import ROOT
 
@@ -101,7 +106,7 @@ def test_a_run_json_of_version_1_is_migrated_on_reading() -> None:
     """The fixture runs were written by the harness of format 1, before `queues`."""
     assert json.loads((FIXTURE_RUN / "run.json").read_text())["format_version"] == 1
     document = load_document(FIXTURE_RUN)
-    assert (document.format_version, document.queues) == (4, {})
+    assert (document.format_version, document.queues) == (RUN_FORMAT_VERSION, {})
 
 
 def test_an_isolation_json_of_version_1_is_migrated_on_reading(tmp_path: Path) -> None:
@@ -133,7 +138,7 @@ def test_the_committed_baselines_read_and_write_back_the_same(path: Path) -> Non
 
 
 def test_a_migration_runs_for_each_version_a_format_still_reads() -> None:
-    assert RunDocument.reads() == (1, 2, 3, 4)
+    assert RunDocument.reads() == (1, 2, 3, 4, 5)
     assert IsolationDocument.reads() == (1, 2)
     for document in documents():
         assert set(type(document).MIGRATIONS) == set(type(document).reads()[:-1])
