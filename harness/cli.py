@@ -30,7 +30,7 @@ app = typer.Typer(
 # Logs and CI output are no terminal; rich would fold the tables to 80 columns there.
 # No markup: the lines carry paths, names and the server's words, never rich's tags (a
 # `[/x]` in a path would stop the command, a `[bold]` vanish); style is asked by style=.
-console = Console(width=None if sys.stdout.isatty() else 160, markup=False)
+console = Console(width=None if sys.stdout.isatty() else 160, markup=False, log_path=False)
 errors = Console(stderr=True, markup=False)
 T = TypeVar("T")
 

@@ -293,7 +293,7 @@ def _show_findings(
 ) -> None:
     headers, rows = findings_rows(findings)
     if findings:
-        console.print(console_table("Dequeue against the baseline", headers, rows))
+        console.print(console_table("Dequeue against the baseline", headers, rows), crop=False)
     regressions = [f for f in findings if f.verdict == "regression"]
     for finding in regressions:
         _say(console, f"REGRESSION: {finding.message}")

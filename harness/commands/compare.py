@@ -49,7 +49,7 @@ def compare_command(
     if warning is not None:
         console.print(warning, style="bold yellow", highlight=False, markup=False)
     _show_provenance(differences, console)
-    console.print(console_table(title, headers, rows))
+    console.print(console_table(title, headers, rows), crop=False)
     try:
         out.mkdir(parents=True, exist_ok=False)
     except FileExistsError as error:
@@ -99,7 +99,7 @@ def _show_provenance(differences: list[Difference], console: Console) -> None:
         console.print(headline, highlight=False)
         return
     console.print(headline, style="bold", highlight=False, markup=False)
-    console.print(console_table("Provenance", *provenance_rows(differences)))
+    console.print(console_table("Provenance", *provenance_rows(differences)), crop=False)
 
 
 def _provenance_markdown(differences: list[Difference]) -> str:

@@ -69,7 +69,7 @@ def _isolation_on(
         raise
     results.close(settings, measured, None)
     title = f"Tenant isolation: SET vs SET LOCAL ({settings.jobs} jobs per pool and mode)"
-    console.print(console_table(title, TABLE_HEADERS, table_rows(measured)))
+    console.print(console_table(title, TABLE_HEADERS, table_rows(measured)), crop=False)
     console.print(f"Results: {results.folder.path}", highlight=False)
     leaked = set_local_leaked(measured)
     if leaked:

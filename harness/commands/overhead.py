@@ -78,7 +78,7 @@ def _overhead_on(
         f"Client overhead: harness workers against pgbench ({settings.strategy}, "
         f"{settings.clients} clients, median and range of {settings.rounds} rounds)"
     )
-    console.print(console_table(title, headers, rows))
+    console.print(console_table(title, headers, rows), crop=False)
     reached = goals(summaries)
     for goal in reached:
         console.print(goal.message, highlight=False, markup=False)

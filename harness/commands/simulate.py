@@ -62,7 +62,7 @@ def simulate_command(
     if measured is not None and measured_dir is not None:
         table = against_prediction(measured, summary)
         console.print(f"Measured: {measured_dir}/summary.csv", highlight=False)
-        console.print(console_table("Measured / predicted", *_rows(table)))
+        console.print(console_table("Measured / predicted", *_rows(table)), crop=False)
     if out is not None:
         atomic_write(out, summary.to_csv(index=False).encode())
         console.print(f"Summary: {out}", highlight=False)
@@ -103,9 +103,9 @@ def _simulate_and_show(
     summary = summarize(jobs, tenants)
     elapsed = time.perf_counter() - began
     kind = "Ideal schedule" if calibration is None else "Calibrated schedule"
-    console.print(console_table(f"{kind}: {scenario.name}", *summary_rows(summary)))
-    console.print(console_table("Fairness", *fairness_rows(summary)))
-    console.print(console_table("Fairness", *jain_rows(repetition_fairness(tenants))))
+    console.print(console_table(f"{kind}: {scenario.name}", *summary_rows(summary)), crop=False)
+    console.print(console_table("Fairness", *fairness_rows(summary)), crop=False)
+    console.print(console_table("Fairness", *jain_rows(repetition_fairness(tenants))), crop=False)
     console.print(
         f"{workload.total_jobs:,} jobs of {len(workload.tenants):,} tenants, "
         f"{len(summary.groupby(['strategy', 'workers']))} schedules, in {elapsed:.1f} s",

@@ -37,5 +37,5 @@ def count(value: Any) -> str:
 
 
 def is_numeric(cell: str) -> bool:
-    """A cell of digits, separators, ranges and factors: right-aligned, free to shrink."""
+    """A cell of digits, separators, ranges and factors: right-aligned, never cut."""
     return bool(_NUMBERS.match(cell))
