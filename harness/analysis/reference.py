@@ -3,10 +3,12 @@ ratio or difference of two strategies' metrics, per repetition, as a range."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Hashable, Mapping
+from typing import Any, Protocol
 
 import pandas as pd
 
+from harness.analysis.stats import relative_spread
 from harness.report.cells import span
 from harness.report.sections import Section, Table
 from harness.scenario.model import ReferenceFigure
@@ -109,8 +111,17 @@ def reference_table(
                 "measured_low": low,
                 "measured_high": high,
                 "repetitions": len(measured),
+                # over mean: of a difference of two strategies (near 0), meaningless
+                "spread": (
+                    relative_spread(list(measured))
+                    if figure.compare == "ratio" or figure.versus is None
+                    else float("nan")
+                ),
                 "placement": placement(figure.value, tolerance, low, high) if len(measured) else "",
                 "headline": figure.versus is not None and figure.compare == "ratio",
+                # a strategy's own wait, time or buffers: lower is better; a comparison of
+                # two strategies has no better side (as results.json's lower_is_better)
+                "lower_is_better": figure.versus is None,
             }
         )
     return pd.DataFrame(rows)
@@ -125,19 +136,37 @@ def reference_rows(table: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             span(record["measured_low"], record["measured_high"]),
             record["unit"],
             str(record["repetitions"]),
-            _VERDICTS.get(record["placement"], "not measured"),
+            verdict(record),
         ]
         for record in table.to_dict("records")
     ]
     return headers, rows
 
 
-_VERDICTS = {
-    "within": "within",
-    "above": "ABOVE",
-    "below": "BELOW",
-    "partly": "PARTLY outside",
-}
+def verdict(record: Mapping[Hashable, Any]) -> str:
+    """A figure's verdict, which way it went where the figure has a better side: within;
+    better or worse (below or above the reference, lower being better); above or below
+    (a comparison of two strategies, which has none); partly outside; not measured."""
+    where = str(record["placement"])
+    if not where:
+        return "not measured"
+    if where in ("within", "partly"):
+        return "within" if where == "within" else "partly outside"
+    if not record.get("lower_is_better", True):
+        return f"{where} (no better side)"
+    return f"better ({where})" if where == "below" else f"worse ({where})"
+
+
+def tally(table: pd.DataFrame) -> str:
+    """How the figures went, as the table says: '2 of 4 within; 1 better, 1 worse'."""
+    verdicts = [verdict(record).split(" (")[0] for record in table.to_dict("records")]
+    within = verdicts.count("within")
+    others = [
+        f"{verdicts.count(word)} {word}"
+        for word in ("better", "worse", "above", "below", "partly outside", "not measured")
+        if verdicts.count(word)
+    ]
+    return f"{within} of {len(verdicts)} within" + (f"; {', '.join(others)}" if others else "")
 
 
 def headline(table: pd.DataFrame) -> str:
@@ -152,11 +181,12 @@ def headline(table: pd.DataFrame) -> str:
     got = _with_unit(span(record["measured_low"], record["measured_high"]), record["unit"])
     wanted = _with_unit(span(record["reference_low"], record["reference_high"]), record["unit"])
     reps = int(record["repetitions"])
-    return (
+    sentence = (
         f"{label[:1].upper()}{label[1:]}: {got} measured over {reps} "
         f"repetition{'s' if reps > 1 else ''}, against {wanted} in the reference: "
-        f"{_VERDICTS[record['placement']].lower()}."
+        f"{verdict(record.to_dict())}."
     )
+    return sentence + ("" if len(table) == 1 else f" Figures: {tally(table)}.")
 
 
 def _with_unit(value: str, unit: str) -> str:
@@ -168,11 +198,11 @@ def reference_section(
 ) -> Section:
     """The verdict: the headline sentence, then each figure against its reference;
     `notes` are further sentences of the verdict (the claim latency)."""
-    within = int((table["placement"] == "within").sum())
     rows = Table.of(reference_rows(table), f"Verdict: beside the reference ({source})")
     intro = (
-        f"{within} of {len(table)} figures within the reference ({source}), each end "
-        f"widened by {tolerance:.0%}. Measured: the range over repetitions."
+        f"{tally(table)} the reference ({source}), each end widened by {tolerance:.0%}; "
+        "better or worse where the figure has a better side (lower is better but for a "
+        "comparison of two strategies). Measured: the range over repetitions."
     )
     return Section(
         "verdict",

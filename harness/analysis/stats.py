@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 
 def ranks(values: Sequence[float]) -> list[float]:
@@ -58,3 +58,28 @@ def relative_spread(values: Sequence[float]) -> float:
         return 0.0
     mean = statistics.fmean(values)
     return statistics.stdev(values) / mean if mean else 0.0
+
+
+NOISY_SPREAD = 0.10  # pyperf's: a result whose spread is at least this is unstable
+
+
+def stability_line(
+    spreads: Mapping[str, float], load: float | None, cores: int | None
+) -> str | None:
+    """pyperf's warning, on the first screen: the figures whose spread over repetitions
+    (standard deviation over mean) is 10 % or more, the worst named first, and a load
+    average at the start above the machine's cores; None when neither holds."""
+    noisy = sorted(
+        ((spread, name) for name, spread in spreads.items() if spread >= NOISY_SPREAD),
+        reverse=True,
+    )
+    said = []
+    if noisy:
+        spread, name = noisy[0]
+        more = f" and {len(noisy) - 1} more" if len(noisy) > 1 else ""
+        said.append(f"{name} spread {spread:.0%} over repetitions{more} (10 % or more)")
+    if load is not None and cores and load > cores:
+        said.append(f"the load average was {load:.2f} on {cores} cores as the run started")
+    if not said:
+        return None
+    return f"Unstable: {'; '.join(said)}: rerun on a quiet machine before trusting the figures."

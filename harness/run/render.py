@@ -55,6 +55,7 @@ from harness.analysis.properties import (
     property_table,
 )
 from harness.analysis.reference import reference_section, reference_table
+from harness.analysis.stats import stability_line
 from harness.analysis.thresholds import failed_lines, threshold_section, threshold_table
 from harness.analysis.throughput import throughput_section, throughput_table
 from harness.analysis.waits import (
@@ -457,8 +458,25 @@ def _verdict(raw: RawRun, tables: RunTables) -> list[Section]:
     if raw.scenario.report.claim_latency and summary is not None:
         notes.append(claim_note(summary))
     if reference is not None and tables.reference is not None and len(tables.reference):
-        return [reference_section(tables.reference, reference.source, reference.tolerance, notes)]
-    return [waits_verdict(summary, notes)] if summary is not None else []
+        section = reference_section(tables.reference, reference.source, reference.tolerance, notes)
+        return [_with_stability(section, raw, tables.reference)]
+    if summary is None:
+        return []
+    return [_with_stability(waits_verdict(summary, notes), raw, None)]
+
+
+def _with_stability(section: Section, raw: RawRun, reference: pd.DataFrame | None) -> Section:
+    """The verdict with pyperf's warning first where its figures spread 10 % or more
+    over repetitions, or the machine was loaded past its cores as the run started."""
+    host = raw.document.metadata.get("host") or {}
+    load = host.get("load_average")
+    spreads = (
+        dict(zip(reference["figure"], reference["spread"], strict=True))
+        if reference is not None and "spread" in reference
+        else {}
+    )
+    line = stability_line(spreads, load[0] if load else None, host.get("cpu_count"))
+    return replace(section, warnings=[line, *section.warnings]) if line else section
 
 
 def run_figures(raw: RawRun, tables: RunTables) -> dict[str, Figure]:

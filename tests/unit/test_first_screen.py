@@ -6,7 +6,14 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness.analysis.reference import headline, placement, reference_table
+from harness.analysis.reference import (
+    headline,
+    placement,
+    reference_rows,
+    reference_table,
+    tally,
+)
+from harness.analysis.stats import stability_line
 from harness.analysis.waits import bucket_width, claim_note, waits_headline, waits_over_run
 from harness.report.html import FOLD_ROWS, Page, report_html
 from harness.report.sections import Section, Table
@@ -140,7 +147,7 @@ def test_the_headline_is_the_references_ratio_against_its_range() -> None:
     assert table["placement"].tolist() == ["within", "within"]
     assert headline(table) == (
         "Small tenants' wait, fifo / rr: 30.8-30.9x measured over 2 repetitions, against "
-        "30-45x in the reference: within."
+        "30-45x in the reference: within. Figures: 2 of 2 within."
     )
     assert [placement((1.0, 2.0), 0.0, *r) for r in ((2.1, 3), (0.1, 0.5), (0.5, 1.5))] == [
         "above",
@@ -186,3 +193,48 @@ def test_the_page_opens_with_the_verdict_then_the_lead_plots_then_contents() -> 
     assert "<details><summary>Against the ideal: 13 rows (click to show)</summary>" in html
     assert "<summary>Waits" not in html  # a short table stays open
     assert "<a href='#ideal'>Against the ideal</a>" in html
+
+
+def test_a_figure_off_its_reference_says_better_or_worse_and_the_headline_counts_them() -> None:
+    """A faster fixed dequeue is better, not BELOW; a slower FIFO wait is worse; a ratio
+    of two strategies has no better side; the headline never says 'within' alone over a
+    table whose figures are not."""
+    figures = [
+        ReferenceFigure(label="small tenants' wait, fifo / rr", metric="wait_p50_s",
+                        strategy="fifo", versus="rr", tenant_class="small", value=(60, 90),
+                        unit="x"),
+        ReferenceFigure(label="fifo wait", metric="wait_p50_s", strategy="fifo",
+                        tenant_class="small", value=(1.0, 1.0)),
+        ReferenceFigure(label="rr wait", metric="wait_p50_s", strategy="rr",
+                        tenant_class="small", value=(1.0, 1.0)),
+        ReferenceFigure(label="fifo wait, again", metric="wait_p50_s", strategy="fifo",
+                        tenant_class="small", value=(4.6, 4.7)),
+    ]  # fmt: skip
+    table = reference_table(figures, summary_frame(), None, 0.10)
+    assert [row[-1] for row in reference_rows(table)[1]] == [
+        "below (no better side)",
+        "worse (above)",
+        "better (below)",
+        "within",
+    ]
+    assert tally(table) == "1 of 4 within; 1 better, 1 worse, 1 below"
+    assert headline(table).endswith(
+        "in the reference: below (no better side). Figures: 1 of 4 within; 1 better, 1 worse, "
+        "1 below."
+    )
+
+
+def test_the_first_screen_warns_of_a_spread_or_a_loaded_machine_as_pyperf_does() -> None:
+    assert stability_line({"fifo wait": 0.02}, 0.5, 2) is None
+    assert stability_line({"fifo wait": 0.40, "rr wait": 0.12, "ratio": 0.01}, 2.6, 2) == (
+        "Unstable: fifo wait spread 40% over repetitions and 1 more (10 % or more); the "
+        "load average was 2.60 on 2 cores as the run started: rerun on a quiet machine "
+        "before trusting the figures."
+    )
+    assert stability_line({}, 3.0, None) is None  # no core count recorded: nothing to say
+    table = reference_table(
+        [ReferenceFigure(label="fifo wait", metric="wait_p50_s", strategy="fifo",
+                         tenant_class="small", value=(4.5, 4.5))],
+        summary_frame(), None, 0.10,
+    )  # fmt: skip
+    assert 0 < table["spread"].iloc[0] < 0.10
