@@ -407,6 +407,45 @@ def run(
 
 
 @app.command()
+def export(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="RESULTS...",
+            help="A run folder, its results.json, or a results folder (each scenario's "
+            "latest run).",
+        ),
+    ],
+    format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar="FORMAT",
+            help="github-action-benchmark (its custom tools' JSON) or bmf (Bencher's).",
+        ),
+    ],
+    bigger_is_better: Annotated[
+        bool,
+        typer.Option(
+            "--bigger-is-better",
+            help="github-action-benchmark: the figures whose better side is higher "
+            "(customBiggerIsBetter), not lower.",
+        ),
+    ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", metavar="FILE", help="A new file, never over one."),
+    ] = None,
+) -> None:
+    """Export results.json's figures for a CI benchmark tracker (docs/results-format.md)."""
+    from harness.commands.export import export_command
+
+    count = _guarded(lambda: export_command(paths, format, bigger_is_better, output))
+    if output is not None:
+        console.print(f"{count} figures: {output}", highlight=False)
+
+
+@app.command()
 @server_options()
 def explain(
     scenarios: ScenarioFiles,
