@@ -81,6 +81,43 @@ def waits_over_time(frame: pd.DataFrame, clock: str) -> Figure:
     return figure
 
 
+_LINE_STYLES = ("-", "--", "-.", ":")
+
+
+def backlog_draining(frame: pd.DataFrame) -> Figure:
+    """Each tenant class's jobs still queued over the run, one panel per class on one time
+    axis, one line per strategy and worker count (harness/analysis/waits.py
+    backlog_over_run): its colour, and a line style of its own, so that two strategies
+    that drain alike stay told apart where their lines lie on one another."""
+    classes = list(dict.fromkeys(frame["tenant_class"]))
+    figure = Figure(figsize=(min(5.4 * len(classes), 16), 3.0))
+    first: Axes | None = None
+    for index, tenant_class in enumerate(classes):
+        axis = figure.add_subplot(1, len(classes), index + 1, sharex=first)
+        first = first or axis
+        rows = frame[frame["tenant_class"] == tenant_class]
+        for line, ((strategy, workers), drawn) in enumerate(
+            rows.groupby(["strategy", "workers"], sort=False)
+        ):
+            axis.plot(
+                drawn["at_s"],
+                drawn["queued"],
+                _LINE_STYLES[line % len(_LINE_STYLES)],
+                color=f"C{line}",
+                lw=2.2 - 0.4 * (line % 3),
+                label=f"{strategy}, {workers} workers",
+            )
+        axis.set_title(f"tenant class: {tenant_class}", fontsize="medium")
+        axis.set_xlabel("s since the first enqueue", fontsize="small")
+        axis.set_ylim(bottom=0)
+        axis.grid(True, alpha=0.3)
+        if index == 0:
+            axis.set_ylabel("jobs still queued")
+    figure.axes[0].legend(loc="best", fontsize="x-small")
+    figure.subplots_adjust(wspace=0.2)
+    return figure
+
+
 def claim_latency(frame: pd.DataFrame) -> Figure:
     """The claims' p50 (solid) and p95 (dashed) latency by when the job started, one
     colour per strategy (from harness/analysis/waits.py claims_over_time)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 
 from harness.analysis.fairness import class_fairness, tenant_table
@@ -79,6 +80,29 @@ def waits_over_run(jobs: pd.DataFrame, buckets: int = 40) -> tuple[pd.DataFrame,
     spread = (timed["enqueue_s"] // width).groupby(timed["tenant_class"]).nunique()
     clock = "enqueue_s" if (spread > SPREAD_BUCKETS).any() else "start_s"
     return over_time(timed, "wait_s", clock, width, ["tenant_class"]), clock
+
+
+def backlog_over_run(jobs: pd.DataFrame, points: int = 80) -> pd.DataFrame:
+    """Each tenant class's jobs still queued (enqueued, not yet started) over the run, per
+    strategy and workers: at `points` moments from each repetition's first enqueue to the
+    last job's finish, the median over repetitions. Where a burst's waits over time only
+    repeat when each job started, this shows the backlog a class drains, and how fast:
+    the noisy neighbour as its victims see it."""
+    timed = with_waits(jobs)
+    step = max(float(timed["finish_s"].max()), 1e-3) / points
+    moments = np.arange(points + 1) * step
+    rows = []
+    for keys, repetition in timed.groupby([*REPETITION_KEYS, "tenant_class"], sort=False):
+        enqueued = np.sort(repetition["enqueue_s"].to_numpy())
+        started = np.sort(repetition["start_s"].fillna(np.inf).to_numpy())
+        queued = np.searchsorted(enqueued, moments, "right") - np.searchsorted(
+            started, moments, "right"
+        )
+        key = dict(zip([*REPETITION_KEYS, "tenant_class"], keys, strict=True))
+        rows.append(pd.DataFrame({**key, "at_s": moments, "queued": queued}))
+    frame = pd.concat(rows, ignore_index=True)
+    by = ["strategy", "workers", "tenant_class", "at_s"]
+    return frame.groupby(by, sort=False)["queued"].median().reset_index()
 
 
 def claims_over_time(jobs: pd.DataFrame, buckets: int = 40) -> pd.DataFrame:

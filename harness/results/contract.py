@@ -21,6 +21,7 @@ from typing import Literal
 
 PLOTS = (
     "waits_over_time",
+    "backlog",
     "waits",
     "claim_latency",
     "timeline",

@@ -59,6 +59,7 @@ from harness.analysis.stats import stability_line
 from harness.analysis.thresholds import failed_lines, threshold_section, threshold_table
 from harness.analysis.throughput import throughput_section, throughput_table
 from harness.analysis.waits import (
+    backlog_over_run,
     claim_note,
     claims_over_time,
     summarize,
@@ -94,6 +95,7 @@ BLOAT_BUCKET_S = 0.5
 # Each plot's title in the report.
 PLOT_TITLES = {
     "waits_over_time": "Waits over the run: p50 and p95 wait per tenant class",
+    "backlog": "Backlog draining: each tenant class's jobs still queued over the run",
     "claim_latency": "Claim latency over the run: p50 and p95 by when the job started",
     "waits": "Waits: distribution per tenant class (ECDF)",
     "timeline": "Timeline: which tenant class each worker served",
@@ -104,7 +106,7 @@ PLOT_TITLES = {
 }
 
 # The plots of the report's first screen, in this order, under the verdict.
-LEAD_PLOTS = ("waits_over_time", "waits", "claim_latency")
+LEAD_PLOTS = ("waits_over_time", "backlog", "waits", "claim_latency")
 
 
 @dataclass(frozen=True)
@@ -481,6 +483,7 @@ def _with_stability(section: Section, raw: RawRun, reference: pd.DataFrame | Non
 
 def run_figures(raw: RawRun, tables: RunTables) -> dict[str, Figure]:
     from harness.analysis.figures import (
+        backlog_draining,
         bloat_over_time,
         claim_latency,
         plans_chart,
@@ -495,6 +498,7 @@ def run_figures(raw: RawRun, tables: RunTables) -> dict[str, Figure]:
     jobs = raw.jobs
     if jobs is not None and len(jobs):
         plots["waits_over_time"] = waits_over_time(*waits_over_run(jobs))
+        plots["backlog"] = backlog_draining(backlog_over_run(jobs))
         plots["waits"] = wait_ecdf(jobs)
         if raw.scenario.report.claim_latency and jobs["claim_ms"].notna().any():
             plots["claim_latency"] = claim_latency(claims_over_time(jobs))

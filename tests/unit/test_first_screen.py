@@ -14,7 +14,13 @@ from harness.analysis.reference import (
     tally,
 )
 from harness.analysis.stats import stability_line
-from harness.analysis.waits import bucket_width, claim_note, waits_headline, waits_over_run
+from harness.analysis.waits import (
+    backlog_over_run,
+    bucket_width,
+    claim_note,
+    waits_headline,
+    waits_over_run,
+)
 from harness.report.html import FOLD_ROWS, Page, report_html
 from harness.report.sections import Section, Table
 from harness.results.document import RunDocument, ScenarioRef
@@ -238,3 +244,25 @@ def test_the_first_screen_warns_of_a_spread_or_a_loaded_machine_as_pyperf_does()
         summary_frame(), None, 0.10,
     )  # fmt: skip
     assert 0 < table["spread"].iloc[0] < 0.10
+
+
+def test_the_backlog_draining_view_counts_each_class_still_queued() -> None:
+    """A large tenant's burst at 0 (4 jobs, one started every second) and a small one's
+    at 1 s: under fifo the small job waits behind the large ones (queued to 4 s), under
+    round-robin it starts at once; the figure tells the two apart by line style too."""
+    from harness.analysis.figures import backlog_draining
+
+    rows = [("fifo", "large", 1, 0.0, float(n)) for n in range(4)]
+    rows += [("fifo", "small", 2, 1.0, 4.0)]
+    rows += [("rr", "large", 1, 0.0, float(n) + (n > 0)) for n in range(4)]
+    rows += [("rr", "small", 2, 1.0, 1.0)]
+    frame = backlog_over_run(jobs_frame(rows), points=8)  # a moment every 0.5025 s
+    small = frame[frame["tenant_class"] == "small"].pivot(
+        index="at_s", columns="strategy", values="queued"
+    )
+    assert small["fifo"].tolist() == [0, 0, 1, 1, 1, 1, 1, 1, 0]
+    assert small["rr"].tolist() == [0] * 9
+    large = frame[(frame["tenant_class"] == "large") & (frame["strategy"] == "fifo")]
+    assert large["queued"].tolist() == [3, 3, 2, 2, 1, 1, 0, 0, 0]
+    styles = [line.get_linestyle() for line in backlog_draining(frame).axes[1].get_lines()]
+    assert len(set(styles)) == 2
