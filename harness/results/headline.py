@@ -13,10 +13,11 @@ Format history (RESULTS_FORMAT_VERSION):
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from harness.results.versioned import UnreadableDocument, Versioned
 
@@ -24,11 +25,31 @@ RESULTS_FORMAT_VERSION = 1
 Kind = Literal["run", "explain", "check", "overhead"]
 
 
+# The precision each unit is measured to: the database's clock gives microseconds (s to
+# 6 places, ms to 3), buffers and rows are counts; rates and ratios to 4 significant digits.
+_DECIMALS = {"s": 6, "ms": 3, "buffers": 0, "rows": 0}
+
+
+def rounded(value: float, unit: str) -> float:
+    """A figure's number to its unit's precision (results.json keeps no float noise)."""
+    if not math.isfinite(value):
+        return value
+    if unit in _DECIMALS:
+        return round(value, _DECIMALS[unit]) + 0.0  # + 0.0: never -0.0
+    return float(f"{value:.4g}") + 0.0
+
+
 class Figure(BaseModel):
     """One headline figure: `value` is the median over `samples` (repetitions, rounds or
-    timed claims), `range` the lowest and highest of them."""
+    timed claims), `range` the lowest and highest of them; each to its unit's precision."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="after")
+    def _to_its_precision(self) -> Figure:
+        self.value = rounded(self.value, self.unit)
+        self.range = (rounded(self.range[0], self.unit), rounded(self.range[1], self.unit))
+        return self
 
     name: str  # unique within its document: the scenario, then what and where
     unit: str  # s, ms, x (a ratio), buffers, rows, jobs/s

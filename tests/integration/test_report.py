@@ -44,8 +44,9 @@ def test_the_report_has_every_table_and_plot(short_run: Rendered) -> None:
     assert page.startswith("<!doctype html>")
     for section in ("id='verdict'", "id='waits'", "id='plots'", "id='provenance'", "id='scenario'"):
         assert section in page
-    assert page.count("src='data:image/png;base64,") == 4  # over time, ECDF, timeline, share
-    for plot in ("waits_over_time", "waits", "timeline", "tenant_share"):  # as its file has it
+    # waits and backlog over time, ECDF, timeline, share
+    assert page.count("src='data:image/png;base64,") == 5
+    for plot in ("waits_over_time", "backlog", "waits", "timeline", "tenant_share"):
         png = (short_run.folder.path / f"{plot}.png").read_bytes()
         assert f"src='data:image/png;base64,{base64.b64encode(png).decode()}'" in page, plot
     assert "http://" not in page and "https://" not in page  # nothing to fetch
