@@ -383,6 +383,14 @@ def run(
             show_default=False,
         ),
     ] = None,
+    junit: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Also write the thresholds as JUnit XML (a test case each), as the runs end.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run scenarios: timed workload, plan captures, report.
 
@@ -403,7 +411,7 @@ def run(
         plots=plots,
         thresholds=tuple(threshold or ()),
     )
-    _run(scenarios, server, results_dir, strategies_dir, options)
+    _run(scenarios, server, results_dir, strategies_dir, options, junit)
 
 
 @app.command()
@@ -513,12 +521,15 @@ def _run(
     results_dir: Path,
     strategies_dir: Path | None,
     options: RunOptions,
+    junit: Path | None = None,
 ) -> None:
-    from harness.commands.run import run_command
+    from harness.commands.run import run_command, write_junit
 
     outcomes = _guarded(
         lambda: run_command(scenarios, server, results_dir, strategies_dir, options, console)
     )
+    if junit is not None:
+        _guarded(lambda: write_junit(junit, outcomes))
     if any(outcome.failed_thresholds for outcome in outcomes):
         raise typer.Exit(1)  # each one said, with its measured value, as its run ended
 

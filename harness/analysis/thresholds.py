@@ -8,6 +8,7 @@ import math
 import statistics
 from collections.abc import Hashable, Mapping
 from typing import Any
+from xml.etree import ElementTree
 
 import pandas as pd
 
@@ -89,3 +90,34 @@ def threshold_section(table: pd.DataFrame) -> Section:
         console=[shown],
         headline=headline,
     )
+
+
+def thresholds_junit(runs: list[tuple[str, pd.DataFrame | None]]) -> bytes:
+    """JUnit XML of every run's thresholds (`harness run --junit`): a test case per
+    threshold, its class the scenario's name, a threshold not kept a failure saying what
+    was measured."""
+    cases = [
+        (scenario, row)
+        for scenario, table in runs
+        if table is not None
+        for row in table.to_dict("records")
+    ]
+    failed = sum(not row["kept"] for _, row in cases)
+    suite = ElementTree.Element(
+        "testsuite",
+        name="harness run thresholds",
+        tests=str(len(cases)),
+        failures=str(failed),
+        errors="0",
+        skipped="0",
+    )
+    for scenario, row in cases:
+        major = f" (PostgreSQL {row[PG]})" if row.get(PG) else ""
+        case = ElementTree.SubElement(
+            suite, "testcase", classname=scenario, name=f"{row['threshold']}{major}"
+        )
+        if not row["kept"]:
+            ElementTree.SubElement(case, "failure", message=_measured(row))
+        else:
+            ElementTree.SubElement(case, "system-out").text = _measured(row)
+    return ElementTree.tostring(suite, encoding="utf-8", xml_declaration=True)

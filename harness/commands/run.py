@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from harness.analysis.thresholds import thresholds_junit
 from harness.check.verdict import github_command
 from harness.commands.outcome import show_outcome, show_suite
 from harness.commands.progress import ProgressBars
@@ -19,7 +20,7 @@ from harness.commands.validate import describe_suite, load_all, scenarios_of
 from harness.errors import HarnessError
 from harness.queues.catalog import catalog, require
 from harness.queues.contract.manifest import load_adapters, replacements
-from harness.results.folder import check_results_dir
+from harness.results.folder import atomic_write, check_results_dir
 from harness.run.captures import requests
 from harness.run.crew import LOCAL, Placement
 from harness.run.faults import refuse_restart
@@ -212,3 +213,12 @@ def _steps(loaded: LoadedScenario, options: RunOptions) -> int:
     if options.plans and scenario.explain is not None:
         plans = len(requests(scenario, options.explain_strategies, options.explain_variants))
     return timed + plans
+
+
+def write_junit(path: Path, outcomes: list[Rendered]) -> None:
+    """--junit: every run's thresholds as JUnit XML, written whole, its folder made."""
+    data = thresholds_junit(
+        [(outcome.document.scenario.name, outcome.tables.thresholds) for outcome in outcomes]
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, data)

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pandas as pd
 import psycopg
@@ -338,12 +339,19 @@ def test_an_interrupt_while_the_report_is_written_keeps_a_complete_run(
 
 
 def test_a_threshold_not_kept_fails_the_run_naming_its_figure_and_value(tmp_path: Path) -> None:
-    """Exit 1 with a line per threshold not kept, its measured value beside it, and the
-    run kept whole (thresholds.csv); kept, exit 0; a figure the scenario does not measure,
-    exit 2 in one line before any server starts."""
+    """Exit 1 with a line per threshold not kept, its measured value beside it, the run
+    kept whole (thresholds.csv) and a JUnit test case per threshold; kept, exit 0; a
+    figure the scenario does not measure, exit 2 in one line before any server starts."""
     failed, kept = "small.wait_p50_s{strategy=fifo} < 0", "small.wait_p50_s{strategy=fifo} < 1000"
-    done = harness_run(tmp_path / "a", "--threshold", failed, "--threshold", kept)
+    junit = tmp_path / "reports" / "thresholds.xml"
+    done = harness_run(
+        tmp_path / "a", "--threshold", failed, "--threshold", kept, "--junit", str(junit)
+    )
     assert done.returncode == 1, done.stderr
+    suite = ElementTree.parse(junit).getroot()
+    assert (suite.get("tests"), suite.get("failures")) == ("2", "1")
+    (failure,) = suite.iter("failure")
+    assert failure.get("message", "").startswith("measured ")
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("THRESHOLD")]
     assert line.startswith(f"THRESHOLD FAILED: {failed}: measured ") and "(median of 1)" in line
     table = pd.read_csv(tmp_path / "a" / "results" / "latest" / "thresholds.csv")
