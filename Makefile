@@ -19,6 +19,7 @@ bench: $(STAMP)
 
 # What make test runs (SUITE) and what make test-matrix runs (MATRIX): every marker the
 # one leaves out the other selects (tests/unit/test_markers.py holds them to that).
+CONSTRAINTS_FLAGS := --frozen --no-dev --no-emit-project --no-hashes --no-header
 SUITE := not slow and not libraries and not adapters and not fleets and not majors and not container and not throughput and not heavy and not thorough
 MATRIX := slow or libraries or adapters or fleets or majors or container or throughput or heavy or thorough
 # make test on every core: each pytest-xdist worker starts its own embedded server and
@@ -139,9 +140,11 @@ $(STAMP): pyproject.toml uv.lock
 	$(BIN)/python -c 'from harness.commands import load_every_command; load_every_command()'
 	@touch $(STAMP)
 
-# After changing a dependency in pyproject.toml: resolve again and commit uv.lock.
+# After changing a dependency in pyproject.toml: resolve again and commit uv.lock, and the
+# action's constraints (action.yml installs the harness with them; a test compares them).
 lock: $(STAMP)
 	$(BIN)/uv lock
+	$(BIN)/uv export $(CONSTRAINTS_FLAGS) --output-file constraints.txt
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache .ruff_cache .mypy_cache
