@@ -115,9 +115,9 @@ def run_repetition(
     crash: Callable[[float], list[str]] | None = None,
 ) -> RepetitionResult:
     """`restart` stops and starts the server (one the harness started): a fault scenario's
-    restart;
-    `crash` crashes it and starts it again (faults.server_crash); `placement` is where
-    the programs run (here, or over a fleet)."""
+    restart; `crash` crashes it, starts it again (faults.server_crash) and says what its
+    log said of the recovery; `placement` is where the programs run (here, or over a
+    fleet)."""
     with connect(site.dsn, schema=site.schema, utc=True) as conn:
         recreate(conn, site.schema, queue.outside_schemas())
         queue.install(conn, inputs.backlog)
