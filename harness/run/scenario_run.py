@@ -409,17 +409,21 @@ def monitor_records(result: RepetitionResult) -> list[dict[str, Any]]:
 BLOAT_COLUMNS = ["strategy", "workers", "repetition", *SAMPLE_COLUMNS]
 
 
-def bloat_records(result: RepetitionResult) -> list[dict[str, Any]]:
-    """The long transaction's samples, keyed by repetition like jobs.csv."""
-    if result.hold is None:
-        return []
+def _keys(result: RepetitionResult) -> dict[str, Any]:
+    """A repetition's keys, as jobs.csv's rows carry them."""
     repetition = result.repetition
-    keys = {
+    return {
         "strategy": repetition.strategy,
         "workers": repetition.workers,
         "repetition": repetition.index,
     }
-    return [{**keys, **sample} for sample in result.hold.samples]
+
+
+def bloat_records(result: RepetitionResult) -> list[dict[str, Any]]:
+    """The long transaction's samples, keyed by repetition like jobs.csv."""
+    if result.hold is None:
+        return []
+    return [{**_keys(result), **sample} for sample in result.hold.samples]
 
 
 FETCH_PLAN_COLUMNS = ["strategy", "workers", "repetition", *FETCH_COLUMNS, PG]
@@ -429,13 +433,7 @@ def fetch_plan_records(result: RepetitionResult) -> list[dict[str, Any]]:
     """The library's fetches explained under the hold, keyed by repetition like jobs.csv."""
     if result.hold is None:
         return []
-    repetition = result.repetition
-    keys = {
-        "strategy": repetition.strategy,
-        "workers": repetition.workers,
-        "repetition": repetition.index,
-    }
-    return [{**keys, **fetch} for fetch in result.hold.fetches]
+    return [{**_keys(result), **fetch} for fetch in result.hold.fetches]
 
 
 def _utc_now() -> str:

@@ -827,62 +827,44 @@ class Scenario(Model):
             )
 
     def _check_figure(self, figure: ReferenceFigure) -> None:
-        where = f"reference '{figure.label}'"
-        pool = self.explain_strategies if figure.is_plan_figure else self.strategies
-        for strategy in filter(None, (figure.strategy, figure.versus)):
-            if strategy not in pool:
-                raise ValueError(f"{where}: strategy '{strategy}' is not among {pool}")
-        if figure.is_plan_figure:
-            variants = [v.name for v in self.explain.variants] if self.explain else []
-            if figure.variant not in variants:
-                raise ValueError(f"{where}: variant must be one of the explain variants {variants}")
-            return
-        if not self.timed:
-            raise ValueError(f"{where}: {figure.metric} needs a timed run (tenant_groups)")
-        if figure.workers is None and len(self.workers) > 1:
-            raise ValueError(
-                f"{where}: say which workers count it is for; the scenario sweeps {self.workers}"
-            )
-        if figure.workers is not None and figure.workers not in self.workers:
-            raise ValueError(
-                f"{where}: workers {figure.workers} is not among the scenario's {self.workers}"
-            )
-        if figure.tenant_class not in self.group_names:
-            raise ValueError(
-                f"{where}: tenant_class '{figure.tenant_class}' is not a tenant "
-                f"group {self.group_names}"
-            )
+        self._check_chosen(f"reference '{figure.label}'", figure, self.group_names)
 
     def check_threshold(self, threshold: Threshold) -> None:
         """A threshold on a figure this scenario measures; ValueError naming what it has
-        otherwise (a scenario's own, and `harness run --threshold`'s, before any run)."""
-        where = f"'{threshold.text}'"
-        if threshold.is_plan_figure and self.explain is None:
-            raise ValueError(f"{where}: {threshold.metric} needs plan captures (explain)")
-        pool = self.explain_strategies if threshold.is_plan_figure else self.strategies
-        for strategy in filter(None, (threshold.strategy, threshold.versus)):
+        otherwise (a scenario's own, and `harness run --threshold`'s, before any run).
+        Its class may be `all`, the class that pools every tenant."""
+        self._check_chosen(f"'{threshold.text}'", threshold, [*self.group_names, EVERY_TENANT])
+
+    def _check_chosen(
+        self, where: str, chosen: ReferenceFigure | Threshold, classes: list[str]
+    ) -> None:
+        """A figure (a reference's, a threshold's) of what the scenario measures: its
+        strategies among those measured (a plan figure's among explain's, on one of its
+        variants), a timed figure's workers count and tenant class among `classes`."""
+        if chosen.is_plan_figure and self.explain is None:
+            raise ValueError(f"{where}: {chosen.metric} needs plan captures (explain)")
+        pool = self.explain_strategies if chosen.is_plan_figure else self.strategies
+        for strategy in filter(None, (chosen.strategy, chosen.versus)):
             if strategy not in pool:
                 raise ValueError(f"{where}: strategy '{strategy}' is not among {pool}")
-        if threshold.is_plan_figure:
+        if chosen.is_plan_figure:
             variants = [v.name for v in self.explain.variants] if self.explain else []
-            if threshold.variant not in variants:
+            if chosen.variant not in variants:
                 raise ValueError(f"{where}: variant must be one of the explain variants {variants}")
             return
         if not self.timed:
-            raise ValueError(f"{where}: {threshold.metric} needs a timed run (tenant_groups)")
-        if threshold.workers is None and len(self.workers) > 1:
+            raise ValueError(f"{where}: {chosen.metric} needs a timed run (tenant_groups)")
+        if chosen.workers is None and len(self.workers) > 1:
             raise ValueError(
-                f"{where}: say which workers count it is for ({{workers=N}}); the scenario "
-                f"sweeps {self.workers}"
+                f"{where}: say which workers count it is for; the scenario sweeps {self.workers}"
             )
-        if threshold.workers is not None and threshold.workers not in self.workers:
+        if chosen.workers is not None and chosen.workers not in self.workers:
             raise ValueError(
-                f"{where}: workers {threshold.workers} is not among the scenario's {self.workers}"
+                f"{where}: workers {chosen.workers} is not among the scenario's {self.workers}"
             )
-        classes = [*self.group_names, EVERY_TENANT]
-        if threshold.tenant_class not in classes:
+        if chosen.tenant_class not in classes:
             raise ValueError(
-                f"{where}: tenant class '{threshold.tenant_class}' is none of {classes}"
+                f"{where}: tenant_class '{chosen.tenant_class}' is not a tenant group {classes}"
             )
 
 

@@ -360,6 +360,7 @@ def test_a_threshold_not_kept_fails_the_run_naming_its_figure_and_value(tmp_path
     unknown = harness_run(tmp_path / "c", "--threshold", "tiny.wait_p50_s{strategy=fifo} < 1")
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1
     assert (
-        unknown.stderr.startswith("error: --threshold: ") and "'tiny' is none of" in unknown.stderr
+        unknown.stderr.startswith("error: --threshold: ")
+        and "tenant_class 'tiny' is not a tenant group" in unknown.stderr
     )
     assert not (tmp_path / "c" / "results").exists()

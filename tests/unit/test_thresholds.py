@@ -68,7 +68,7 @@ def test_a_threshold_that_is_not_one_says_what_is_allowed(text: str, said: str) 
 @pytest.mark.parametrize(
     ("threshold", "said"),
     [
-        ("tiny.wait_p50_s{strategy=fifo} < 1", "tenant class 'tiny' is none of"),
+        ("tiny.wait_p50_s{strategy=fifo} < 1", "tenant_class 'tiny' is not a tenant group"),
         ("small.wait_p50_s{strategy=capped} < 1", "strategy 'capped' is not among"),
         ("small.wait_p50_s{strategy=fifo,versus=capped} > 1", "strategy 'capped' is not among"),
         ("small.wait_p50_s{strategy=fifo,workers=3} < 1", "workers 3 is not among"),
