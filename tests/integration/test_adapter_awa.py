@@ -25,7 +25,7 @@ from harness.queues.contract.queue import ContractSpec, connection_of
 from harness.run.scenario_run import RunOptions
 from harness.server.connections import connect
 from harness.server.kinds import Server
-from harness.server.schema import own_schema
+from harness.server.schema import own_schema, recreate
 from tests.integration.conftest import run_yaml
 
 AWA = load_adapters()["awa"]
@@ -183,7 +183,9 @@ def test_the_ledger_reads_a_job_in_an_open_claim_as_running(server: Server) -> N
         AWA, "weighted_queues", Site(server.dsn, schema), 30.0, tenants=(1, 2, 3), weights=(1, 1, 1)
     )
     config = spec.config("worker", connection_of(server.dsn)).model_dump(by_alias=True)
-    with own_schema(server.dsn, schema, outside=("awa",)):
+    with own_schema(server.dsn, schema, outside=("awa",)) as owned:
+        with connect(server.dsn) as conn:  # as a repetition makes them: awa's marked
+            recreate(conn, schema, outside=("awa",))
         assert adapter.install(config) is None
         asyncio.run(_enqueued_and_resumed(config, [(1, 1, 5.0), (2, 2, 5.0), (3, 3, 5.0)]))
         claimed = [_claimed(server, queue_of(1), 30.0), _claimed(server, queue_of(2), 0.0)]
@@ -194,6 +196,7 @@ def test_the_ledger_reads_a_job_in_an_open_claim_as_running(server: Server) -> N
     assert [len(rows) for rows in claimed] == [1, 1]
     assert (row_local, compact) == ((1,), (1,))
     assert ledger == [(1, 1, "running"), (2, 2, "running"), (3, 3, "waiting")]
+    assert owned.left is None and not _awa_schema(server)  # nothing left for the next test
 
 
 def _claimed(server: Server, queue: str, deadline_s: float) -> list[tuple[int]]:
