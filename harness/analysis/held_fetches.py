@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis.frames import REPETITION
+from harness.analysis.plans import describe, nodes
 
 PHASES = ["before", "during", "after"]
 FETCH_COLUMNS = [
@@ -44,7 +45,7 @@ def fetch_figures(plan: dict[str, Any], duration_ms: float) -> dict[str, Any]:
         "shared_read": read,
         "shared_buffers": hit + read,
         "rows": int(plan.get("Actual Rows", 0)),
-        "top_node": _describe(top),
+        "top_node": describe(top),
         "top_node_buffers": own,
         "duration_ms": round(duration_ms, 4),
     }
@@ -58,18 +59,12 @@ def _total(node: dict[str, Any]) -> int:
     return _buffers(node, "Hit") + _buffers(node, "Read")
 
 
-def _own_buffers(node: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
-    """Every node with the buffers it read itself; its children's own after it."""
-    children = node.get("Plans", [])
-    own = _total(node) - sum(_total(child) for child in children)
-    return [(node, own), *(pair for child in children for pair in _own_buffers(child))]
-
-
-def _describe(node: dict[str, Any]) -> str:
-    index = node.get("Index Name")
-    relation = node.get("Relation Name")
-    using = f" using {index}" if index else ""
-    return f"{node['Node Type']}{using}{f' on {relation}' if relation else ''}"
+def _own_buffers(plan: dict[str, Any]) -> list[tuple[dict[str, Any], int]]:
+    """Every node with the buffers it read itself (its own less its children's)."""
+    return [
+        (node, _total(node) - sum(_total(child) for child in node.get("Plans", [])))
+        for node in nodes(plan)
+    ]
 
 
 def phase_of(at_s: pd.Series, began_s: float | None, ended_s: float | None) -> pd.Series:

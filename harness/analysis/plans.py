@@ -94,8 +94,8 @@ def plan_figures(explained: list[dict[str, Any]]) -> PlanFigures:
         execution_ms=float(document["Execution Time"]),
         shared_hit=int(root.get("Shared Hit Blocks", 0)),
         shared_read=int(root.get("Shared Read Blocks", 0)),
-        outer_scan=_describe(_first_scan(root)),
-        jobs_scan=_describe(jobs[0]) if jobs else "-",
+        outer_scan=describe(_first_scan(root)),
+        jobs_scan=describe(jobs[0]) if jobs else "-",
         jobs_loops=max((int(node.get("Actual Loops", 0)) for node in jobs), default=0),
         rows_removed=sum(_rows_removed(node) for node in nodes(root)),
         flags=tuple(dangerous_shapes(root)),
@@ -111,12 +111,14 @@ def _first_scan(root: dict[str, Any]) -> dict[str, Any] | None:
     return node
 
 
-def _describe(scan: dict[str, Any] | None) -> str:
-    if scan is None:
+def describe(node: dict[str, Any] | None) -> str:
+    """A plan node as the tables show it: its type, the index it uses and the relation it
+    reads, where it has them ("Index Scan using jobs_queued_tenant on jobs")."""
+    if node is None:
         return "-"
-    index = scan.get("Index Name")
-    where = f" using {index}" if index else ""
-    return f"{scan['Node Type']}{where} on {scan.get('Relation Name')}"
+    index, relation = node.get("Index Name"), node.get("Relation Name")
+    using = f" using {index}" if index else ""
+    return f"{node['Node Type']}{using}{f' on {relation}' if relation else ''}"
 
 
 def _rows_removed(node: dict[str, Any]) -> int:
