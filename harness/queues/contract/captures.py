@@ -24,8 +24,8 @@ passed over). auto_explain gives no planning time; its duration is the executor'
 
 A timed run's workers under a held snapshot (`long_transaction.explain_fetches`) run the
 same way but as they always do, nothing held, with auto_explain's timing of each node off
-(`timed_options`: the buffers and rows are what is read, and the clock read at every
-node would slow every statement); each worker process stamps a plan with the moment it
+(`explain_options(timing=False)`: the buffers and rows are what is read, and the clock
+read at every node would slow every statement); each worker process stamps a plan with the moment it
 reached the harness (`append_stamped`), so that the fetch can be placed before, during or
 after the hold.
 """
@@ -165,11 +165,16 @@ def read_plans(path: Path, marker: str, locks: bool = True, rows: bool = False) 
     notice is complete only once its separator is written: what follows the last one is a
     notice being written (a plan of tens of kilobytes may be read half written), or
     nothing."""
+    found = (parse_notice(text, marker, locks, rows) for text in _complete_notices(path))
+    return [plan for plan in found if plan is not None]
+
+
+def _complete_notices(path: Path) -> list[str]:
+    """A plans file's notices whose separator is written (none if there is no file)."""
     if not path.exists():
         return []
     *complete, _being_written = path.read_text(encoding="utf-8").split(SEPARATOR)
-    found = (parse_notice(text, marker, locks, rows) for text in complete)
-    return [plan for plan in found if plan is not None]
+    return complete
 
 
 def read_stamped(
@@ -177,11 +182,8 @@ def read_stamped(
 ) -> list[tuple[float, FetchPlan]]:
     """The fetches of a timed run's worker process (append_stamped's file), each with the
     moment its plan arrived."""
-    if not path.exists():
-        return []
-    *complete, _being_written = path.read_text(encoding="utf-8").split(SEPARATOR)
     found = []
-    for text in complete:
+    for text in _complete_notices(path):
         stamp, _, message = text.partition("\t")
         plan = parse_notice(message, marker, locks, rows)
         if plan is not None:
