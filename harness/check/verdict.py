@@ -16,6 +16,7 @@ Two kinds of figure per strategy and backlog:
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -323,6 +324,11 @@ def github_annotations(
         level = "error" if regressions else "warning"
         lines.append(github_command(level, title, message, (files or {}).get(strategy)))
     return lines
+
+
+def on_github() -> bool:
+    """Whether this runs in a GitHub Actions job, which reads workflow commands."""
+    return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
 def github_command(level: str, title: str, message: str, file: str | None = None) -> str:

@@ -36,6 +36,7 @@ from harness.check.verdict import (
     junit_xml,
     not_run_junit,
     not_run_markdown,
+    on_github,
 )
 from harness.commands.progress import ProgressBars
 from harness.errors import HarnessError
@@ -103,7 +104,7 @@ def _reported_if_not_run(request: CheckRequest, console: Console) -> Iterator[No
     except HarnessError as error:
         _write_report(request.markdown, not_run_markdown(str(error)).encode())
         _write_report(request.junit, not_run_junit(str(error)))
-        if _on_github():
+        if on_github():
             _say(console, github_command("error", "harness check: could not run", str(error)))
         raise
 
@@ -297,7 +298,7 @@ def _show_findings(
     regressions = [f for f in findings if f.verdict == "regression"]
     for finding in regressions:
         _say(console, f"REGRESSION: {finding.message}")
-    if _on_github():
+    if on_github():
         for line in github_annotations(findings, files):
             _say(console, line)
     verdict = f"{len(regressions)} regression(s)" if regressions else "no regression"
@@ -318,10 +319,6 @@ def _write_report(path: Path | None, data: bytes) -> None:
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, data)
-
-
-def _on_github() -> bool:
-    return os.environ.get("GITHUB_ACTIONS") == "true"
 
 
 def _say(console: Console, line: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 from collections.abc import Iterator
 from functools import partial
@@ -13,7 +12,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from harness.analysis.thresholds import thresholds_junit
-from harness.check.verdict import github_command
+from harness.check.verdict import github_command, on_github
 from harness.commands.outcome import show_outcome, show_suite
 from harness.commands.progress import ProgressBars
 from harness.commands.validate import describe_suite, load_all, scenarios_of
@@ -80,7 +79,7 @@ def run_command(
             show_outcome(outcome, console)
             for line in outcome.failed_thresholds:
                 say(f"THRESHOLD FAILED: {line}")
-                if os.environ.get("GITHUB_ACTIONS") == "true":
+                if on_github():
                     say(github_command("error", f"harness run: {loaded.scenario.name}", line))
             outcomes.append(outcome)
             return outcome
