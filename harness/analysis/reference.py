@@ -147,26 +147,32 @@ def verdict(record: Mapping[Hashable, Any]) -> str:
     """A figure's verdict, which way it went where the figure has a better side: within;
     better or worse (below or above the reference, lower being better); above or below
     (a comparison of two strategies, which has none); partly outside; not measured."""
+    word, where = _judged(record)
+    return f"{word} ({where})" if where else word
+
+
+def _judged(record: Mapping[Hashable, Any]) -> tuple[str, str]:
+    """The verdict's word, and which side of the reference it says where it is off it."""
     where = str(record["placement"])
     if not where:
-        return "not measured"
+        return "not measured", ""
     if where in ("within", "partly"):
-        return "within" if where == "within" else "partly outside"
+        return ("within" if where == "within" else "partly outside"), ""
     if not record.get("lower_is_better", True):
-        return f"{where} (no better side)"
-    return f"better ({where})" if where == "below" else f"worse ({where})"
+        return where, "no better side"
+    return ("better" if where == "below" else "worse"), where
 
 
 def tally(table: pd.DataFrame) -> str:
     """How the figures went, as the table says: '2 of 4 within; 1 better, 1 worse'."""
-    verdicts = [verdict(record).split(" (")[0] for record in table.to_dict("records")]
-    within = verdicts.count("within")
+    words = [_judged(record)[0] for record in table.to_dict("records")]
+    within = words.count("within")
     others = [
-        f"{verdicts.count(word)} {word}"
+        f"{words.count(word)} {word}"
         for word in ("better", "worse", "above", "below", "partly outside", "not measured")
-        if verdicts.count(word)
+        if words.count(word)
     ]
-    return f"{within} of {len(verdicts)} within" + (f"; {', '.join(others)}" if others else "")
+    return f"{within} of {len(words)} within" + (f"; {', '.join(others)}" if others else "")
 
 
 def headline(table: pd.DataFrame) -> str:

@@ -6,26 +6,23 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import cast, get_args
 
 from harness.errors import HarnessError
 from harness.results.export import ExportFormat, exported
 from harness.results.folder import write_once
 from harness.results.headline import Results
 
-FORMATS: dict[str, ExportFormat] = {
-    "github-action-benchmark": "github-action-benchmark",
-    "bmf": "bmf",
-}
-
 
 def export_command(paths: list[Path], form: str, bigger: bool, output: Path | None) -> int:
     """The figures of every input in `form`; the count exported."""
-    if form not in FORMATS:
-        raise HarnessError(f"--format: '{form}' is none of {', '.join(FORMATS)}")
+    formats: tuple[ExportFormat, ...] = get_args(ExportFormat)
+    if form not in formats:
+        raise HarnessError(f"--format: '{form}' is none of {', '.join(formats)}")
     if output is not None and output.exists():
         raise HarnessError(f"{output}: exists; an export never replaces a file: give another")
     documents = [(str(path), Results.read(path)) for given in paths for path in _results(given)]
-    data = exported(documents, FORMATS[form], bigger)
+    data = exported(documents, cast(ExportFormat, form), bigger)
     text = json.dumps(data, indent=1) + "\n"
     if output is None:
         sys.stdout.write(text)
