@@ -382,6 +382,8 @@ def _judged(row: dict[str, Any], promise: dict[str, Any], window: float) -> tupl
     then, after = promise["then"], promise.get("after_s")
     again, outcome = row["started_again_after_s"], row["outcome"]
     job = f"job {row['job']} (killed at {row['killed_at_s']:g} s)"
+    if row.get("worker", 0) is None:  # its start unsaid: taken by a worker a kill ended
+        job = f"job {row['job']} (held unsaid; the last kill at {row['killed_at_s']:g} s)"
     bound = after * PROMISE_SLACK + PROMISE_GRACE_S if after is not None else None
     left_s = window - float(row["killed_at_s"])  # the window after the kill
     documented = f"documented: {promised(promise)}"
@@ -422,6 +424,8 @@ LIBRARY_FAULTS_NOTE = (
     "unexpected: run or held by the library, never enqueued (in no outcome); rerun: "
     "started more than once though no kill interrupted it. Worker kills' table: the jobs "
     "each killed worker had started and not finished (its adapter's `started` events), "
+    "and those left stranded or abandoned whose start no worker said (killed between the "
+    "library's claim and the adapter's word: timed from the last kill), "
     "the time until a worker started each again, and the library's promise for such a job "
     "(its manifest's `recovery`); throughput: jobs reported done per second over 1 s "
     "windows, the median before the kill, the lowest after it, and how long until a whole "

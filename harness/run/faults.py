@@ -327,6 +327,8 @@ class LibraryFaultDriver:
 UNFINISHED = {"running": "stranded", "failed": "abandoned", "waiting": "waiting"}
 # Every enqueued job's outcome: the above, or gone from the library without a run (lost).
 OUTCOMES = ("ok", "duplicated", "stranded", "abandoned", "waiting", "lost")
+# Left by the library as a dead worker's: held still, or marked failed by its sweep.
+UNSAID_HELD = ("stranded", "abandoned")
 
 
 def fault_summary(
@@ -416,13 +418,32 @@ def interrupted(
     The killed process's own starts are never its recovery: one it said before the kill
     may be read after it, on a busy machine. A job its library's table has done and no
     worker reported (`unreported`), never started again, was finished before the kill:
-    its report went with the worker, and the kill interrupted nothing of it."""
+    its report went with the worker, and the kill interrupted nothing of it.
+
+    A job its library left held (stranded) or failed (abandoned) whose start no adapter
+    process ever said was taken by a worker gone before it could say so: a kill between
+    the library's claim and the adapter's `started`. Where adapters say their starts, it
+    is interrupted too, by no worker known (`worker` None), timed from the last kill:
+    the one that leaves its recovery the shortest window, so never judged worse for it."""
     unreported = unreported or set()
     starts: dict[int, list[tuple[float, int]]] = {}
     for report in reports:
         for job, moment, pid in report.starts:
             starts.setdefault(job, []).append((moment, pid))
     rows = []
+    kills = sorted(at_s for report in reports for at_s in report.kills)
+    if kills and starts:
+        for job, outcome in sorted(outcome_of.items()):
+            if outcome in UNSAID_HELD and job not in starts:
+                rows.append(
+                    {
+                        "job": job,
+                        "worker": None,
+                        "killed_at_s": kills[-1],
+                        "started_again_after_s": None,
+                        "outcome": outcome,
+                    }
+                )
     for report in reports:
         for at_s, (moment, held, killed) in zip(report.kills, report.kills_holding, strict=True):
             for job in held:

@@ -139,6 +139,43 @@ def test_a_kills_interrupted_jobs_are_timed_to_their_next_start_by_any_worker() 
     assert kill_verdict(summary, LEFT)[0] == "better"  # job 1 was started again
 
 
+def test_a_job_claimed_but_killed_before_its_start_was_said_is_interrupted() -> None:
+    """The kill came between the library's claim and the adapter's `started`: job 2 is
+    held running by the dead worker with no start said by anyone. It was interrupted
+    (CI once read such a run as "no job held" beside a stranded job), timed from the
+    last kill; job 3, waiting, was never taken."""
+    records = [
+        _record(1, "done"),
+        _record(2, "not finished (running)"),
+        _record(3, "not finished (waiting)"),
+    ]
+    books = check_books(
+        3, Ledger(records, claims=[1]), at_least_once=True, unfinished_measured=True
+    )
+    killed = WorkerReport(
+        0, kills=[0.3, 2.0], kills_holding=[(100.0, [], 10), (101.7, [], 12)], restarts=2
+    )
+    other = WorkerReport(1, starts=[(1, 99.5, 11)])
+    summary = fault_summary(books, records, [killed, other], window_s=8.0)
+    assert summary["interrupted"] == [
+        {
+            "job": 2,
+            "worker": None,
+            "killed_at_s": 2.0,
+            "started_again_after_s": None,
+            "outcome": "stranded",
+        }
+    ]
+    assert kill_verdict(summary, LEFT) == (
+        "as promised",
+        "job 2 (held unsaid; the last kill at 2 s) not started again in 6 s; documented: left",
+    )
+    assert kill_verdict(summary, RETRIED)[0] == "not reached"
+    # where no adapter says its starts, which jobs a kill held stays unknown
+    silent = fault_summary(books, records, [killed, WorkerReport(1)], window_s=8.0)
+    assert silent["interrupted"] == [] and kill_verdict(silent, LEFT)[0] == "not said"
+
+
 def _interrupted(again: float | None, outcome: str, at_s: float = 1.0) -> dict[str, Any]:
     held = [
         {
