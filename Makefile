@@ -136,7 +136,7 @@ $(STAMP): pyproject.toml uv.lock
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed: make PYTHON=python3.11 ...")'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --locked --group dev --extra libraries --extra postgres-majors --python $(BIN)/python
+	UV_PROJECT_ENVIRONMENT=$(VENV) $(BIN)/uv sync --locked --group dev --extra libraries --extra postgres-majors --extra site --python $(BIN)/python
 	$(BIN)/python -c 'from harness.commands import load_every_command; load_every_command()'
 	@touch $(STAMP)
 

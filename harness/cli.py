@@ -799,6 +799,43 @@ def history(
     _guarded(lambda: history_command(results_dir, figure or [], out, console))
 
 
+@app.command()
+def site(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="RESULTS...",
+            help="Run folders, or folders with run folders under them (any depth).",
+            show_default=False,
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            "-o",
+            metavar="DIR",
+            help="Where the site goes: a new or empty folder (never written over).",
+        ),
+    ],
+    figure: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--figure",
+            metavar="PATTERN",
+            help="Trend the figures whose names match this glob (repeatable).",
+            show_default="those with a reference that two runs share",
+        ),
+    ] = None,
+) -> None:
+    """Build a static results site from run folders (docs/site.md): every library and
+    mapping compared, per-library and per-major pages, figures across commits, each
+    number linked to its run's report, the data and the command that made it."""
+    from harness.commands.site import site_command
+
+    _guarded(lambda: site_command(paths, out, figure or [], console))
+
+
 @app.command(name="simulate")
 def simulate_scenario(
     scenario: Annotated[

@@ -35,7 +35,7 @@ from harness.analysis.plans import plan_runs
 from harness.analysis.waits import summarize, with_waits
 from harness.results.document import RunDocument, load_document
 from harness.results.headline import Results
-from harness.results.jobs import PG, load_jobs
+from harness.results.jobs import PG, load_jobs, read_versioned_csv
 from harness.run.render import load_captures, on_server
 from harness.scenario.model import Scenario
 
@@ -94,7 +94,7 @@ class RunData:
         path = self.path / name
         if not path.is_file():
             return None
-        frame = pd.read_csv(path)
+        frame = read_versioned_csv(path)  # pg_version as text: 17.10 is not 17.1
         if "run_id" not in frame.columns:
             frame.insert(0, "run_id", self.run_id)
         return frame

@@ -22,6 +22,7 @@ LAYERS = [
     ["harness.check"],
     ["harness.experiments"],
     ["harness.explore"],
+    ["harness.site"],
     ["harness.commands"],
     ["harness.cli", "harness.__main__"],
 ]
