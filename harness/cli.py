@@ -828,9 +828,10 @@ def site(
         ),
     ] = None,
 ) -> None:
-    """Build a static results site from run folders (docs/site.md): every library and
-    mapping compared, per-library and per-major pages, figures across commits, each
-    number linked to its run's report, the data and the command that made it."""
+    """Build a static results site from run folders (docs/site.md).
+
+    Every library and mapping compared, per-library and per-major pages, figures across
+    commits, each number linked to its run's report, the data and the command again."""
     from harness.commands.site import site_command
 
     _guarded(lambda: site_command(paths, out, figure or [], console))

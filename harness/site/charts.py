@@ -58,6 +58,12 @@ def fairness_chart(table: pd.DataFrame, key: str) -> str:
     run has FIFO, else seconds): one colour per library, tuned mappings as diamonds."""
     price = "x_fifo" if table["x_fifo_low"].notna().any() else "makespan"
     table = table.dropna(subset=[f"{price}_low"])
+    several = table["pg_version"].nunique() > 1  # each point says its server's major
+    labels = [
+        f"{strategy} (PG {version.split('.')[0]})" if several else strategy
+        for strategy, version in zip(table["strategy"], table["pg_version"], strict=True)
+    ]
+    table = table.assign(label=labels)
     figure = go.Figure()
     for library, rows in table.groupby("library", sort=False):
         x, x_plus, x_minus = _middle(rows, "small_p50")
@@ -68,7 +74,7 @@ def fairness_chart(table: pd.DataFrame, key: str) -> str:
                 y=y,
                 mode="markers+text",
                 name=str(library),
-                text=rows["strategy"],
+                text=rows["label"],
                 textposition="top center",
                 textfont={"size": 10},
                 marker={"size": 11, "symbol": [SYMBOLS.get(s, "circle") for s in rows["setting"]]},

@@ -3,11 +3,12 @@ result, in the order of FRONT.
 
 A block is a function of the site's data that gives a `Block`, or None where the runs
 hold nothing for it (no throughput run, no fault run): the page shows what is there.
-To add one (the long-horizon drift, say), write `drift_block(data: SiteData) -> Block |
-None` that reads its runs' CSV with `data.stacked("drift.csv")` (or a table function in
-harness/site/tables.py), draws with harness/site/charts.py, and add it to FRONT; the
-library pages take the same rows filtered to a library where the frame has a `library`
-column (`library_blocks` below).
+To add one (the long-horizon drift, say), write `drift_block(data: SiteData, rows:
+pd.DataFrame | None) -> Block | None` that reads its runs' CSV with
+`data.stacked("drift.csv")` (or a table function in harness/site/tables.py), draws with
+harness/site/charts.py, returns None where no run has it, and add it to FRONT; `rows`
+is None on the front page (take each strategy's newest run, `tables.newest_rows`) and a
+library's rows on its page where the function is also listed in `library_blocks`.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ class SiteData:
     @cached_property
     def majors(self) -> pd.DataFrame:
         return tables.majors(self.runs)
+
+    def stacked(self, name: str) -> pd.DataFrame:
+        """A derived CSV of every complete run, each row with `run_id` and `href`."""
+        return tables.stacked(self.runs, name)
 
     def report(self, href: str) -> str:
         """Where a row's numbers link: its run's report.html, else its folder's run.json."""

@@ -48,7 +48,8 @@ def _with_settings(frame: pd.DataFrame, runs: Iterable[SiteRun]) -> pd.DataFrame
     return frame
 
 
-def _stacked(runs: Iterable[SiteRun], name: str) -> pd.DataFrame:
+def stacked(runs: Iterable[SiteRun], name: str) -> pd.DataFrame:
+    """A derived CSV of every complete run, concatenated, each row naming its run."""
     frames = [frame for run in runs if run.complete and (frame := run.table(name)) is not None]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -58,7 +59,7 @@ def fairness(runs: list[SiteRun]) -> pd.DataFrame:
     no fault or held transaction beside its workers: the small tenants' median and p95
     wait, the large tenant's makespan and its ratio to FIFO's in the same repetition, the
     throughput and Jain's index."""
-    summary = _stacked([run for run in runs if not run.disturbed], "summary.csv")
+    summary = stacked([run for run in runs if not run.disturbed], "summary.csv")
     if summary.empty or not {SMALL, LARGE} <= set(summary["tenant_class"]):
         return pd.DataFrame()
     repetition = [*KEYS, "repetition"]
@@ -99,7 +100,7 @@ def _fifo_makespan(wide: pd.DataFrame) -> pd.Series:
 
 def _jain(runs: list[SiteRun]) -> pd.DataFrame:
     keys = [RUN_ID, PG, "strategy", "workers", "repetition"]
-    found = _stacked(runs, "fairness.csv")
+    found = stacked(runs, "fairness.csv")
     if found.empty:
         return pd.DataFrame(columns=[*keys, "jain"])
     return found.rename(columns={"jain_index": "jain"})[[*keys, "jain"]]
@@ -108,7 +109,7 @@ def _jain(runs: list[SiteRun]) -> pd.DataFrame:
 def throughput(runs: list[SiteRun]) -> pd.DataFrame:
     """Per run, server, strategy and workers of a drained backlog: jobs/s, claim latency
     and the drain's length, over repetitions."""
-    found = _stacked(runs, "throughput.csv")
+    found = stacked(runs, "throughput.csv")
     if found.empty:
         return found
     figures = {
@@ -125,7 +126,7 @@ def plans(runs: list[SiteRun]) -> pd.DataFrame:
     """Per run, server, plan variant and strategy: one dequeue's time and shared buffers
     (medians over the captured executions), the backlog it ran on, and its flags (the
     plan's dangerous shapes, the backlog read, the cost growing with the backlog)."""
-    found = _stacked(runs, "plans.csv")
+    found = stacked(runs, "plans.csv")
     if found.empty:
         return found
     keys = [RUN_ID, "href", PG, "variant", "strategy"]
@@ -165,7 +166,7 @@ def faults(runs: list[SiteRun]) -> pd.DataFrame:
     """Per fault run and strategy of a library's fault scenario: the jobs in each outcome
     (summed over repetitions), the time until a killed worker's jobs started again, and
     the verdicts against the library's promise (library-faults.csv)."""
-    found = _stacked(runs, "library-faults.csv")
+    found = stacked(runs, "library-faults.csv")
     if found.empty:
         return found
     found["scenario"] = [_scenario(runs, run_id) for run_id in found[RUN_ID]]
@@ -186,7 +187,7 @@ def _joined(values: pd.Series) -> str:
 def sql_faults(runs: list[SiteRun]) -> pd.DataFrame:
     """Per fault run and strategy of the harness's own fault scenarios (faults.csv): each
     count summed over repetitions."""
-    found = _stacked(runs, "faults.csv")
+    found = stacked(runs, "faults.csv")
     if found.empty:
         return found
     found["scenario"] = [_scenario(runs, run_id) for run_id in found[RUN_ID]]
