@@ -28,7 +28,8 @@ table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.55em; text-align: left; }
 th { background: #f2f2f2; position: sticky; top: 0; } td.n { text-align: right; }
 td a { text-decoration: none; } td a:hover { text-decoration: underline; }
-.wide { overflow-x: auto; } pre { background: #f7f7f7; padding: 0.5em; margin: 0; }
+.wide { overflow-x: auto; } pre { background: #f7f7f7; padding: 0.5em; margin: 0;
+      white-space: pre-wrap; overflow-wrap: anywhere; max-width: 32em; }
 code { font-size: 0.88em; } .flag { color: #a11; font-weight: 600; }
 """
 
