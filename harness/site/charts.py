@@ -33,7 +33,6 @@ def _div(figure: go.Figure, key: str, height: int = HEIGHT) -> str:
         margin={"l": 60, "r": 20, "t": 40, "b": 60},
         template="plotly_white",
         legend={"title": {"text": ""}},
-        showlegend=True,
     )
     return str(
         figure.to_html(
@@ -87,6 +86,7 @@ def fairness_chart(table: pd.DataFrame, key: str) -> str:
                 + "<br>run %{customdata[2]}, PostgreSQL %{customdata[3]}<extra></extra>",
             )
         )
+    figure.update_layout(showlegend=True)  # a library's legend entry, even alone
     figure.update_xaxes(type="log", title="small tenants' median wait (s, log)")
     title = (
         "large tenant's makespan, x FIFO's" if price == "x_fifo" else "large tenant's makespan (s)"
