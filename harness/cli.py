@@ -391,6 +391,16 @@ def run(
             show_default=False,
         ),
     ] = None,
+    duration: Annotated[
+        float | None,
+        typer.Option(
+            "--duration",
+            metavar="SECONDS",
+            help="A horizon's duration_s instead of the scenario's (hours: 7200), up to "
+            "its max_duration_s; its phases and streams scale with it (docs/horizon.md).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run scenarios: timed workload, plan captures, report.
 
@@ -410,6 +420,7 @@ def run(
         adapters_dir=adapters_dir,
         plots=plots,
         thresholds=tuple(threshold or ()),
+        duration_s=duration,
     )
     _run(scenarios, server, results_dir, strategies_dir, options, junit)
 

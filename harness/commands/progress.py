@@ -51,6 +51,10 @@ class ProgressBars:
         if self.current is not None:
             self.progress.update(self.current, completed=done)
 
+    def horizon_progress(self, line: str) -> None:
+        if self.current is not None:
+            self.progress.update(self.current, description=f"  {line}")
+
     def capture_started(self, request: CaptureRequest, executions: int) -> None:
         self.progress.advance(self.overall)
         self._start(f"  EXPLAIN {request.strategy} on {request.variant}", executions)

@@ -48,7 +48,7 @@ def run_command(
     """Each scenario in its run folder, on each server of `choice` in turn; a suite's
     scenarios each in theirs, and the suite's tables in a folder of its own."""
     entries = catalog(strategies_dir, options.adapters_dir)
-    given = load_all(paths, entries)
+    given = load_all(paths, entries, options.duration_s)
     scenarios = scenarios_of(given)
     for loaded in scenarios:
         _check_selection(loaded, options)

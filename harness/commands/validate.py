@@ -16,11 +16,12 @@ from harness.scenario.workload import count_jobs
 
 
 def load_all(
-    paths: list[Path], entries: dict[str, QueueEntry]
+    paths: list[Path], entries: dict[str, QueueEntry], duration_s: float | None = None
 ) -> list[LoadedScenario | LoadedSuite]:
     """Every scenario validated before anything runs: a typo in the last file costs
-    nothing. A suite's scenarios are each validated too."""
-    return [load_any(path, traits(entries)) for path in paths]
+    nothing. A suite's scenarios are each validated too; `duration_s` stretches each
+    one's horizon (harness run --duration)."""
+    return [load_any(path, traits(entries), duration_s) for path in paths]
 
 
 def scenarios_of(loaded: list[LoadedScenario | LoadedSuite]) -> list[LoadedScenario]:

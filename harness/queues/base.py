@@ -285,9 +285,12 @@ class FetchExplainer(Protocol):
     def explained(self, plans_file: str) -> list[ExplainedFetch]:
         """The fetches among the plans the capture's worker wrote, in order."""
 
-    def explained_workers(self, count: int, plans_dir: str) -> list[Program]:
+    def explained_workers(
+        self, count: int, plans_dir: str, gate: str | None = None
+    ) -> list[Program]:
         """The timed workers for `count` workers, as `workers` makes them, each process's
-        plan notices appended, stamped, to a file of its own in `plans_dir`."""
+        plan notices appended, stamped, to a file of its own in `plans_dir`; with `gate`,
+        only those that arrive while that file exists (a horizon's moments)."""
 
     def timed_fetches(self, plans_dir: str) -> list[TimedFetch]:
         """The fetches among the plans the timed workers wrote, in the order they arrived."""

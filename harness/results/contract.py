@@ -29,6 +29,7 @@ PLOTS = (
     "scaling",
     "plans",
     "bloat",
+    "horizon",
 )
 _NAME = r"[a-z0-9][a-z0-9_-]{0,62}"  # the scenario's Name: strategies and variants
 NAME_PATTERN = f"^{_NAME}$"  # a <variant> or <strategy> in a file's path
@@ -96,6 +97,32 @@ RUN_FILES: tuple[RunFile, ...] = (
         "when the run ends, with `long_transaction.explain_fetches` and a library whose "
         "fetches were explained",
         "one row per fetch of the library's timed workers",
+    ),
+    RunFile(
+        "horizon.csv",
+        "raw",
+        "when the run ends, with `horizon`",
+        "every sample_s: the oldest xmin's age, WAL bytes, the notification queue's use, "
+        "the queue's tables and indexes together (live, dead, sizes, autovacuums)",
+    ),
+    RunFile(
+        "horizon-relations.csv",
+        "raw",
+        "when the run ends, with `horizon`",
+        "every sample_s, each table and index of the queue's own schemas: tuples, size, "
+        "(auto)vacuum and (auto)analyze counts and ages, index scans",
+    ),
+    RunFile(
+        "horizon-waits.csv",
+        "raw",
+        "when the run ends, with `horizon`",
+        "every second: the database's active sessions per wait event",
+    ),
+    RunFile(
+        "horizon-pgstattuple.csv",
+        "raw",
+        "when the run ends, with `horizon` and pgstattuple on the server",
+        "at each phase boundary, each table's dead and free percentages (pgstattuple)",
     ),
     RunFile(
         "explain/<variant>/<strategy>.json",
@@ -203,6 +230,20 @@ RUN_FILES: tuple[RunFile, ...] = (
         "derived",
         _RENDER + ", with `long_transaction`",
         "per repetition: claim latency and waits before, during and after the hold, bloat",
+    ),
+    RunFile(
+        "horizon-windows.csv",
+        "derived",
+        _RENDER + ", with `horizon`",
+        "per repetition, window_s window and tenant class (and all): jobs started, jobs/s, "
+        "wait p50, p95 and p99, the phase",
+    ),
+    RunFile(
+        "horizon-drift.csv",
+        "derived",
+        _RENDER + ", with `horizon`",
+        "per repetition: each figure's steady first and last window, the change with its "
+        "bootstrap interval, Theil-Sen slopes per hour, the held phase's peak, the verdict",
     ),
     RunFile(
         "thresholds.csv",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -37,12 +38,14 @@ class ExplainedFetches:
     """The timed workers of a FetchExplainer with auto_explain on, and their fetches read
     back; the folder of their plans removed on close."""
 
-    def __init__(self, explainer: FetchExplainer) -> None:
+    def __init__(self, explainer: FetchExplainer, gated: bool = False) -> None:
+        """`gated`: a horizon's, whose holder opens the gate at its moments."""
         self.explainer = explainer
         self.folder = tempfile.mkdtemp(prefix="tqb-held-plans-")
+        self.gate = str(Path(self.folder) / "gate") if gated else None
 
     def workers(self, count: int) -> list[Program]:
-        return self.explainer.explained_workers(count, self.folder)
+        return self.explainer.explained_workers(count, self.folder, self.gate)
 
     def record(self, hold: HoldRecord) -> None:
         """The fetches as rows of fetch-plans.csv (but for the repetition's keys) in the
@@ -75,11 +78,14 @@ def explained_fetches(
         return None
     explainer = queue.explainer()
     if explainer is None:
+        if queue.dequeue_sql() is not None and inputs.horizon is not None:
+            return None  # the holder explains its dequeue at the horizon's moments
         return OWN_STRATEGY if queue.dequeue_sql() is not None else str(queue.traits.explain)
     if placement is not LOCAL:
         return FLEET
     refused = why_not_captured(conn, queue)
-    return refused if refused is not None else ExplainedFetches(explainer)
+    gated = inputs.horizon is not None
+    return refused if refused is not None else ExplainedFetches(explainer, gated)
 
 
 def workers_of(queue: Queue, explained: ExplainedFetches | str | None) -> Workers:

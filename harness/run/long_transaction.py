@@ -20,16 +20,20 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing.synchronize import Event
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import pandas as pd
 import psycopg
 from psycopg import sql
 
+from harness.analysis.held_fetches import fetch_figures, phase_of
 from harness.analysis.plans import plan_figures
 from harness.errors import RunFailed
 from harness.queues.base import Site
-from harness.scenario.model import LongTransaction
+from harness.run.horizon import HorizonRecord, HorizonSampler, analytics_read
+from harness.scenario.model import Horizon, LongTransaction
 from harness.server.connections import connect
 from harness.server.schema import CLEANUP_LOCK_TIMEOUT_S, mark, marked_token, schema_sql
 from harness.sqlfiles import builtin_blocks
@@ -72,6 +76,7 @@ class HoldRecord:
     # explain_fetches: the fetches' plans (fetch-plans.csv's rows), or why there are none
     fetches: list[dict[str, Any]] = field(default_factory=list)
     fetches_skipped: str | None = None
+    horizon: HorizonRecord | None = None  # a horizon's samples (harness/run/horizon.py)
 
     def window(self) -> dict[str, Any]:
         """The hold as run.json records it."""
@@ -102,11 +107,17 @@ class Holder:
         dequeue: str | None = None,
         params: dict[str, Any] | None = None,
         schemas: tuple[str, ...] | None = None,
+        horizon: Horizon | None = None,
+        gate: str | None = None,
     ) -> None:
         """`schemas`: a library's queue, whose tables are all those of its schemas (the
         run's, and those it makes by a fixed name), summed; else the harness's own
-        `jobs` and `queue_tenants`."""
-        self.hold = hold
+        `jobs` and `queue_tenants`. `horizon`: a long steady run, its held phase `hold`,
+        sampled by a HorizonSampler beside; `gate`: the file whose presence lets a
+        library's explained workers keep their plans (its fetch every explain_every_s)."""
+        self.hold, self.horizon, self._gate = hold, horizon, gate
+        self._readers: list[psycopg.Connection] = []
+        self._sampler: HorizonSampler | None = None
         self._dequeue, self._params = dequeue, params or {}
         self._schemas = list(schemas) if schemas is not None else None
         self.record = HoldRecord()
@@ -122,6 +133,16 @@ class Holder:
         self._holding = connect(self._site.dsn, schema=self._site.schema, utc=True)
         self._sampling = connect(self._site.dsn, schema=self._site.schema, utc=True)
         self._pgstattuple = self._find_pgstattuple(self._sampling)
+        if self.horizon is not None:
+            schemas = self._schemas or [self._site.schema]
+            self._sampler = HorizonSampler(
+                self._sampling, self.horizon, schemas, self._pgstattuple
+            )
+            self.record.horizon = self._sampler.record
+            others = range(self.horizon.held.readers - 1)
+            self._readers = [
+                connect(self._site.dsn, schema=self._site.schema, utc=True) for _ in others
+            ]
         self._thread.start()
         return self
 
@@ -133,7 +154,7 @@ class Holder:
     ) -> None:
         self._stop.set()
         self._thread.join(timeout=_JOIN_TIMEOUT_S)
-        for conn in (self._holding, self._sampling):
+        for conn in (self._holding, self._sampling, *self._readers):
             if conn is not None:
                 conn.close()  # a hold still open ends here, rolled back; the shared lock too
         if self._pgstattuple:
@@ -170,6 +191,9 @@ class Holder:
             if self._stop.is_set():
                 return
         origin = self.record.origin = time.monotonic()
+        if self._sampler is not None:
+            self._horizon_loop(origin, self._sampler)
+            return
         begin_s, end_s = self.hold.from_s, self.hold.from_s + self.hold.for_s
         phase, next_sample = "before", 0.0
         while not self._stop.is_set():
@@ -191,15 +215,77 @@ class Holder:
         if phase == "during":
             self._end(cut_short=True)
 
+    def _horizon_loop(self, origin: float, sampler: HorizonSampler) -> None:
+        """A horizon: the held phase's readers begin and end on time, the sampler's
+        samples (and the bloat row beside each of its table samples) come when due, and
+        the fetch is explained every explain_every_s."""
+        assert self.horizon is not None
+        begin_s, end_s = self.hold.from_s, self.hold.from_s + self.hold.for_s
+        phase, next_explain, gate_until = "before", 0.0, math.inf
+        while not self._stop.is_set():
+            now = time.monotonic() - origin
+            if phase == "before" and now >= begin_s:
+                self._begin()
+                phase = "during"
+            elif phase == "during" and now >= end_s:
+                self._end()
+                phase = "after"
+            sampled, next_sample = sampler.tick(now)
+            if sampled:
+                self._sample(phase, explain=False)
+            if now >= next_explain:
+                gate_until = self._explain_now(now)
+                next_explain = max(next_explain + self.horizon.explain_every_s, now + 1)
+            if now >= gate_until:
+                self._close_gate()
+                gate_until = math.inf
+            transition = {"before": begin_s, "during": end_s}.get(phase, math.inf)
+            due = min(next_sample, next_explain, gate_until, transition)
+            self._stop.wait(max(0.0, due - (time.monotonic() - origin)))
+        self._close_gate()
+        sampler.close(time.monotonic() - origin)
+        self._sample(phase, explain=False)
+        if phase == "during":
+            self._end(cut_short=True)
+
+    def _explain_now(self, now: float) -> float:
+        """The fetch explained now: the harness's own dequeue by EXPLAIN, a row of
+        fetch-plans.csv; a library's by opening the gate of its explained workers for
+        explain_for_s. When the gate is to close (inf: none opened)."""
+        assert self.horizon is not None and self._sampling is not None
+        if self._dequeue is not None:
+            plan = self._explain_plan(self._sampling)
+            at_s = pd.Series([round(now, 4)])
+            phase = phase_of(at_s, self.record.began_s, self.record.ended_s).iloc[0]
+            figures = fetch_figures(plan["Plan"], plan["Execution Time"])
+            self.record.fetches.append({"at_s": round(now, 4), "phase": phase} | figures)
+            return math.inf
+        if self._gate is None:
+            return math.inf
+        Path(self._gate).touch()
+        return now + self.horizon.explain_for_s
+
+    def _close_gate(self) -> None:
+        if self._gate is not None:
+            Path(self._gate).unlink(missing_ok=True)
+
     def _begin(self) -> None:
         assert self._holding is not None
         self.record.began_s = self.record.since_origin()
         self._holding.execute("begin isolation level repeatable read")
         self.record.began_at = self._scalar(self._holding, SQL["hold"].sql)
+        if self.horizon is not None:  # analytics-like readers: each reads the queue's tables
+            schemas = self._schemas or [self._site.schema]
+            analytics_read(self._holding, schemas)
+            for reader in self._readers:
+                reader.execute("begin isolation level repeatable read")
+                analytics_read(reader, schemas)
 
     def _end(self, cut_short: bool = False) -> None:
         assert self._holding is not None and self._sampling is not None
         self._holding.execute("commit")
+        for reader in self._readers:
+            reader.execute("commit")
         self.record.ended_s = self.record.since_origin()
         self.record.ended_at = self._scalar(self._sampling, "select clock_timestamp()")
         self.record.cut_short = cut_short
@@ -216,7 +302,7 @@ class Holder:
         if tables:
             conn.execute(sql.SQL("vacuum {}").format(sql.SQL(", ").join(tables)))
 
-    def _sample(self, phase: str) -> None:
+    def _sample(self, phase: str, explain: bool = True) -> None:
         assert self._sampling is not None and self._holding is not None
         library = self._schemas is not None
         row = self._sampling.execute(
@@ -236,7 +322,7 @@ class Holder:
             phase,
             *figures,
             *versions,
-            *self._explain_dequeue(self._sampling),
+            *(self._explain_dequeue(self._sampling) if explain else (None, None)),
         ]
         self.record.samples.append(dict(zip(SAMPLE_COLUMNS, values, strict=True)))
 
@@ -253,6 +339,15 @@ class Holder:
         assert row is not None
         figures = plan_figures(row[0])
         return figures.shared_buffers, round(figures.execution_ms, 4)
+
+    def _explain_plan(self, conn: psycopg.Connection) -> dict[str, Any]:
+        """The dequeue's EXPLAIN (ANALYZE, BUFFERS) as JSON, rolled back: its one plan."""
+        assert self._dequeue is not None
+        statement = "explain (analyze, buffers, format json) " + self._dequeue
+        with conn.transaction(force_rollback=True):
+            row = conn.execute(statement, self._params).fetchone()  # type: ignore[arg-type]
+        assert row is not None
+        return row[0][0]  # type: ignore[no-any-return]
 
     @staticmethod
     def _scalar_row(conn: psycopg.Connection, statement: str) -> tuple[Any, ...]:

@@ -112,3 +112,62 @@ select n.nspname, c.relname
   from pg_class c join pg_namespace n on n.oid = c.relnamespace
  where c.relkind in ('r', 'p') and n.nspname = any(%(schemas)s)
  order by 1, 2;
+
+-- name: horizon_sample
+-- A horizon's sample of the whole server (docs/horizon.md): the oldest xmin any session,
+-- prepared transaction or replication slot holds, as an age in transactions (what keeps
+-- vacuum from removing dead versions anywhere); the WAL written since the cluster began,
+-- in bytes (differences between samples are what the run wrote); the share of the
+-- LISTEN/NOTIFY queue in use (0 to 1).
+select
+  clock_timestamp(),
+  greatest(
+    (select max(greatest(age(backend_xmin), age(backend_xid))) from pg_stat_activity),
+    (select max(age(transaction)) from pg_prepared_xacts),
+    (select max(greatest(age(xmin), age(catalog_xmin))) from pg_replication_slots)
+  ),
+  pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint,
+  pg_notification_queue_usage();
+
+-- name: horizon_relations
+-- Each table and index of the queue's own schemas: live and dead tuples (the
+-- statistics', up to a second behind), size in bytes, (auto)vacuum and (auto)analyze
+-- counts and the seconds since the last of each; an index has its size and scans only.
+select
+  t.schemaname, t.relname, 'table', null::text,
+  t.n_live_tup, t.n_dead_tup, pg_relation_size(t.relid),
+  t.vacuum_count, t.autovacuum_count, t.analyze_count, t.autoanalyze_count,
+  extract(epoch from clock_timestamp() - t.last_autovacuum)::float8,
+  extract(epoch from clock_timestamp() - t.last_autoanalyze)::float8,
+  null::bigint
+from pg_stat_user_tables t
+where t.schemaname = any(%(schemas)s)
+union all
+select
+  i.schemaname, i.indexrelname, 'index', i.relname,
+  null, null, pg_relation_size(i.indexrelid),
+  null, null, null, null, null, null,
+  i.idx_scan
+from pg_stat_user_indexes i
+where i.schemaname = any(%(schemas)s)
+order by 1, 3 desc, 2;
+
+-- name: horizon_waits
+-- What the database's other active sessions wait on, this second: one row per wait
+-- event (CPU where a session waits on none), the sessions counted.
+select coalesce(wait_event_type, 'CPU'), coalesce(wait_event, 'CPU'), count(*)
+from pg_stat_activity
+where datname = current_database() and state = 'active' and pid <> pg_backend_pid()
+  and backend_type = 'client backend'
+group by 1, 2
+order by 1, 2;
+
+-- name: horizon_pgstattuple
+-- At each phase boundary, each table of the queue's own schemas read whole by
+-- pgstattuple: the share of its bytes in dead versions and free space.
+select n.nspname, c.relname, s.table_len, s.dead_tuple_percent, s.free_percent
+from pg_class c
+join pg_namespace n on n.oid = c.relnamespace
+cross join lateral pgstattuple(c.oid) s
+where c.relkind = 'r' and n.nspname = any(%(schemas)s)
+order by 1, 2;

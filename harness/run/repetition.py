@@ -80,6 +80,9 @@ class Observer(Protocol):
 
     def jobs_done(self, done: int) -> None: ...
 
+    def horizon_progress(self, line: str) -> None:
+        """A horizon's state, once a second: elapsed, phase, jobs/s, dead tuples."""
+
     def repetition_finished(self, result: RepetitionResult) -> None: ...
 
 
@@ -186,13 +189,15 @@ def _measure(
     try:
         workers = workers_of(queue, explained)
         crew = placement.crew(workers, repetition.workers, enqueuers, spares)
-        with _holder(queue, inputs, crew) as holder, crew:
+        gate = explained.gate if isinstance(explained, ExplainedFetches) else None
+        with _holder(queue, inputs, crew, gate) as holder, crew:
             # The backlog goes in once every process is connected, just before the clock
             # starts, so that its waits do not include the processes' start-up.
             if inputs.backlog is not None:
                 queue.load_backlog(driver.conn, inputs.backlog)
             crew.go()
-            samples = _watch(driver, crew, queue, inputs, observer)
+            progress = _horizon_progress(holder, observer)
+            samples = _watch(driver, crew, queue, inputs, observer, progress)
             reports = crew.stop()
         hold = holder.record if holder is not None else None
         if hold is not None:
@@ -212,7 +217,12 @@ def _keep_fetches(hold: HoldRecord, explained: ExplainedFetches | str | None) ->
 
 
 def _watch(
-    driver: Driver, crew: Crew, queue: Queue, inputs: RunInputs, observer: Observer
+    driver: Driver,
+    crew: Crew,
+    queue: Queue,
+    inputs: RunInputs,
+    observer: Observer,
+    progress: Callable[[float, int], None] | None = None,
 ) -> list[tuple[float, int, float]]:
     """Progress until the driver says the run is over; the queue's monitor sampled."""
     start, samples, timeout_s = time.monotonic(), [], inputs.scenario.timeout_s
@@ -223,6 +233,8 @@ def _watch(
         if sample is not None:
             samples.append((round(elapsed, 4), *sample))
         observer.jobs_done(crew.done())
+        if progress is not None:
+            progress(elapsed, crew.done())
         if driver.finished(crew, inputs.total_jobs):
             return samples
         crew.fail_if_one_died()
@@ -259,15 +271,57 @@ def _driver(
     return FaultDriver(inputs.faults, recovery, site, own, restart, cuts, crasher, full)
 
 
-def _holder(queue: Queue, inputs: RunInputs, crew: Crew) -> AbstractContextManager[Holder | None]:
-    """The scenario's long transaction, timed from the crew's start; nothing without one."""
+def _holder(
+    queue: Queue, inputs: RunInputs, crew: Crew, gate: str | None = None
+) -> AbstractContextManager[Holder | None]:
+    """The scenario's long transaction (or its horizon's held phase and sampler), timed
+    from the crew's start; nothing without one."""
     hold = inputs.long_transaction
     if hold is None:
         return nullcontext()
     # a library's tables are its own: every table of its schemas is sampled
     library = queue.provenance().kind == "adapter"
     schemas = (queue.site.schema, *queue.outside_schemas()) if library else None
-    return Holder(queue.site, hold, crew.signals.start, queue.dequeue_sql(), inputs.params, schemas)
+    return Holder(
+        queue.site,
+        hold,
+        crew.signals.start,
+        queue.dequeue_sql(),
+        inputs.params,
+        schemas,
+        horizon=inputs.horizon,
+        gate=gate,
+    )
+
+
+PROGRESS_EVERY_S = 1.0
+
+
+def _horizon_progress(
+    holder: Holder | None, observer: Observer
+) -> Callable[[float, int], None] | None:
+    """A horizon's line on the console, once a second: elapsed, phase, jobs/s over the
+    last ten seconds, the queue's dead tuples at the latest sample."""
+    if holder is None or holder.horizon is None or holder.record.horizon is None:
+        return None
+    record, duration = holder.record.horizon, holder.horizon.duration_s
+    seen: list[tuple[float, int]] = []
+
+    def show(elapsed: float, done: int) -> None:
+        if seen and elapsed - seen[-1][0] < PROGRESS_EVERY_S:
+            return
+        seen.append((elapsed, done))
+        del seen[:-12]
+        then, before = next((t, d) for t, d in seen if elapsed - t <= 10)
+        rate = (done - before) / (elapsed - then) if elapsed > then else 0.0
+        phase, _, dead = record.progress()
+        dead_text = f"{dead:,}" if dead is not None else "-"
+        observer.horizon_progress(
+            f"{elapsed:,.0f}/{duration:,.0f} s, {phase}, {rate:,.1f} jobs/s, "
+            f"dead tuples {dead_text}"
+        )
+
+    return show
 
 
 def _timed(records: list[JobRecord], books: Books) -> list[JobRecord]:

@@ -32,6 +32,12 @@ from harness.results.jobs import PG, jobs_csv
 from harness.run.captures import CaptureObserver, capture_all, requests
 from harness.run.crew import LOCAL, Placement
 from harness.run.faults import refuse_restart
+from harness.run.horizon import (
+    PGSTATTUPLE_COLUMNS,
+    RELATION_COLUMNS,
+    SERIES_COLUMNS,
+    WAIT_COLUMNS,
+)
 from harness.run.long_transaction import SAMPLE_COLUMNS
 from harness.run.repetition import Observer, RepetitionResult, plan, run_repetition
 from harness.scenario.inputs import RunInputs
@@ -70,6 +76,17 @@ class RunOptions:
     # the test suite's runs that look at no figure ask for none.
     plots: bool = True
     thresholds: tuple[str, ...] = ()  # --threshold: on top of each scenario's own
+    duration_s: float | None = None  # --duration: a horizon's, stretched (docs/horizon.md)
+
+
+KEYS = ["strategy", "workers", "repetition"]
+# A horizon's raw files: run.json's key and the columns of each (harness/run/horizon.py)
+HORIZON_FILES = {
+    "horizon.csv": ("horizon", SERIES_COLUMNS),
+    "horizon-relations.csv": ("horizon_relations", RELATION_COLUMNS),
+    "horizon-waits.csv": ("horizon_waits", WAIT_COLUMNS),
+    "horizon-pgstattuple.csv": ("horizon_pgstattuple", PGSTATTUPLE_COLUMNS),
+}
 
 
 @dataclass
@@ -81,6 +98,10 @@ class Measured:
     monitor: list[dict[str, Any]] = field(default_factory=list)
     bloat: list[dict[str, Any]] = field(default_factory=list)  # long_transaction samples
     fetch_plans: list[dict[str, Any]] = field(default_factory=list)  # explain_fetches
+    # a horizon's samples, per raw file (HORIZON_FILES)
+    horizon: dict[str, list[dict[str, Any]]] = field(
+        default_factory=lambda: {name: [] for name in HORIZON_FILES}
+    )
 
 
 Turn = Callable[[], contextlib.AbstractContextManager[Server]]
@@ -229,6 +250,8 @@ def _run_timed(timed: Timed, observer: Observer, document: RunDocument, measured
         measured.monitor += [{**row, **on_server} for row in monitor_records(result)]
         measured.bloat += [{**row, **on_server} for row in bloat_records(result)]
         measured.fetch_plans += [{**row, **on_server} for row in fetch_plan_records(result)]
+        for name, rows in horizon_records(result).items():
+            measured.horizon[name] += [{**row, **on_server} for row in rows]
         document.repetitions.append(_repetition_entry(result, timed.pg_version))
 
 
@@ -355,6 +378,10 @@ def _write_raw(folder: RunFolder, document: RunDocument, measured: Measured) -> 
         document.files["fetch_plans"] = _write(
             folder, "fetch-plans.csv", fetches.to_csv(index=False)
         )
+    for name, (key, columns) in HORIZON_FILES.items():
+        if measured.horizon[name] and key not in document.files:
+            frame = pd.DataFrame.from_records(measured.horizon[name], columns=[*KEYS, *columns, PG])
+            document.files[key] = _write(folder, name, frame.to_csv(index=False))
     document.plans = [_plan_entry(capture) for capture in measured.captures]
 
 
@@ -434,6 +461,20 @@ def fetch_plan_records(result: RepetitionResult) -> list[dict[str, Any]]:
     if result.hold is None:
         return []
     return [{**_keys(result), **fetch} for fetch in result.hold.fetches]
+
+
+def horizon_records(result: RepetitionResult) -> dict[str, list[dict[str, Any]]]:
+    """A horizon's samples per raw file, keyed by repetition like jobs.csv."""
+    found = result.hold.horizon if result.hold is not None else None
+    if found is None:
+        return {}
+    parts = {
+        "horizon.csv": found.series,
+        "horizon-relations.csv": found.relations,
+        "horizon-waits.csv": found.waits,
+        "horizon-pgstattuple.csv": found.pgstattuple,
+    }
+    return {name: [{**_keys(result), **row} for row in rows] for name, rows in parts.items()}
 
 
 def _utc_now() -> str:

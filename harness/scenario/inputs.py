@@ -20,6 +20,7 @@ from harness.scenario.model import (
     ConnectionExhaustion,
     Crash,
     Faults,
+    Horizon,
     LongTransaction,
     Scenario,
     ServerCrash,
@@ -71,12 +72,13 @@ class RunInputs:
     schedules: list[Arrivals]  # per enqueuer: its batches, by offset
     backlog: BacklogRows | None  # the pre-loaded queue, if the scenario has one
     faults: FaultPlan | None  # None: no fault features at all
-    long_transaction: LongTransaction | None
+    long_transaction: LongTransaction | None  # the scenario's, or its horizon's held phase
     kills: tuple[WorkerKill, ...] = ()  # a library's worker processes killed (worker_kills)
     backend_kills: tuple[BackendKill, ...] = ()  # its workers' sessions terminated
     server_crash: ServerCrash | None = None  # the server crashed under a library's queue
     # connections held until the server has none left to give a library's workers
     connection_exhaustion: ConnectionExhaustion | None = None
+    horizon: Horizon | None = None  # a long steady run, sampled by the long transaction's holder
 
     @property
     def library_faults(self) -> bool:
@@ -117,12 +119,20 @@ class RunInputs:
             schedules=enqueuer_schedules(scenario),
             backlog=backlog_rows(scenario, scenario.backlog) if scenario.backlog else None,
             faults=fault_plan(scenario) if _harness_plan(scenario) else None,
-            long_transaction=scenario.long_transaction,
+            long_transaction=_hold_of(scenario),
             kills=tuple(scenario.worker_kills),
             backend_kills=tuple(scenario.backend_kills),
             server_crash=scenario.server_crash,
             connection_exhaustion=scenario.connection_exhaustion,
+            horizon=scenario.horizon,
         )
+
+
+def _hold_of(scenario: Scenario) -> LongTransaction | None:
+    """The transaction the holder keeps: the scenario's, or its horizon's held phase."""
+    if scenario.horizon is not None:
+        return scenario.horizon.hold()
+    return scenario.long_transaction
 
 
 def statement_params(scenario: Scenario) -> dict[str, Any]:

@@ -13,10 +13,13 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from harness.errors import HarnessError, unknown_name
-from harness.scenario.model import Model, Scenario, Suite
+from harness.scenario.model import Horizon, Model, Scenario, Suite
 from harness.scenario.parse import Parsed, ParseRefused, parse, read_limited
 from harness.scenario.traits import QueueTraits
 from harness.shipped import scenario_file
+
+
+HORIZON_MAX_S = Horizon.model_fields["max_duration_s"].default
 
 
 class _Read(Model):
@@ -67,13 +70,16 @@ class LoadedSuite(_Read):
     cases: list[LoadedScenario]  # the suite's, in its order
 
 
-def load_any(path: Path, queues: Mapping[str, QueueTraits]) -> LoadedScenario | LoadedSuite:
-    """A scenario, or a suite of them (a file with `suite:`), each scenario validated."""
+def load_any(
+    path: Path, queues: Mapping[str, QueueTraits], duration_s: float | None = None
+) -> LoadedScenario | LoadedSuite:
+    """A scenario, or a suite of them (a file with `suite:`), each scenario validated;
+    `duration_s` (harness run --duration) stretches a horizon's (docs/horizon.md)."""
     path = scenario_file(path)
     parsed = _mapping(path)
     if "suite" in parsed.data:
-        return _load_suite(path, parsed, queues)
-    return _scenario(path, parsed, queues)
+        return _load_suite(path, parsed, queues, duration_s)
+    return _scenario(path, parsed, queues, duration_s)
 
 
 def _mapping(path: Path) -> Parsed:
@@ -87,18 +93,72 @@ def _mapping(path: Path) -> Parsed:
     return parsed
 
 
-def _scenario(path: Path, parsed: Parsed, queues: Mapping[str, QueueTraits]) -> LoadedScenario:
+def _scenario(
+    path: Path, parsed: Parsed, queues: Mapping[str, QueueTraits], duration_s: float | None = None
+) -> LoadedScenario:
+    data, text = parsed.data, parsed.text
+    if duration_s is not None:
+        data = _stretched(path, parsed, duration_s)
+        text = _stretched_text(parsed.text, data, duration_s)
     try:
         # Strict: `tenants: true` or `tenants: "3"` is a mistake, not a 1 or a 3.
-        scenario = Scenario.model_validate(parsed.data, strict=True)
+        scenario = Scenario.model_validate(data, strict=True)
     except ValidationError as error:
         raise HarnessError(_first_error(path, parsed.node, error)) from error
     _refuse_unknown_queues(path, parsed.node, scenario, queues)
     _refuse_what_queues_cannot_take(path, parsed.node, scenario, queues)
-    return LoadedScenario(scenario=scenario, path=str(path), text=parsed.text)
+    return LoadedScenario(scenario=scenario, path=str(path), text=text)
 
 
-def _load_suite(path: Path, parsed: Parsed, queues: Mapping[str, QueueTraits]) -> LoadedSuite:
+def _stretched(path: Path, parsed: Parsed, duration_s: float) -> dict[str, Any]:
+    """The scenario's fields with its horizon run for `duration_s` (--duration): the
+    phases scaled in proportion, each stream and the timeout lengthened (or shortened)
+    by the difference. Refused, one line, where the file has no horizon or the duration
+    is past its max_duration_s."""
+    horizon = parsed.data.get("horizon")
+    if not isinstance(horizon, dict) or not isinstance(horizon.get("duration_s"), int | float):
+        raise HarnessError(f"{path}:1: horizon: --duration needs a scenario with a horizon")
+    line = _line_of(parsed.node, ("horizon", "duration_s"))
+    most = horizon.get("max_duration_s", HORIZON_MAX_S)
+    if not 0 < duration_s <= most:
+        raise HarnessError(
+            f"{path}:{line}: horizon.duration_s: --duration {duration_s:g} s is outside "
+            f"the scenario's limits; allowed: over 0 up to max_duration_s ({most:g} s)"
+        )
+    old = float(horizon["duration_s"])
+    scale, longer = duration_s / old, duration_s - old
+    held = dict(horizon.get("held") or {})
+    for key in ("from_s", "for_s"):
+        if isinstance(held.get(key), int | float):
+            held[key] = round(held[key] * scale, 3)
+    stretched = dict(horizon, duration_s=duration_s, held=held)
+    if isinstance(horizon.get("warmup_s"), int | float):
+        stretched["warmup_s"] = round(horizon["warmup_s"] * scale, 3)
+    groups = [
+        dict(group, window_s=round(group["window_s"] + longer, 3))
+        if isinstance(group, dict) and isinstance(group.get("window_s"), int | float)
+        else group
+        for group in parsed.data.get("tenant_groups") or []
+    ]
+    timeout = parsed.data.get("timeout_s", Scenario.model_fields["timeout_s"].default)
+    return dict(
+        parsed.data,
+        horizon=stretched,
+        tenant_groups=groups,
+        timeout_s=round(float(timeout) + longer, 3),
+    )
+
+
+def _stretched_text(text: str, data: dict[str, Any], duration_s: float) -> str:
+    """What the run folder keeps of a stretched scenario: the fields that ran, after a
+    comment saying so (the file's own text is in its repository)."""
+    note = f"# harness run --duration {duration_s:g}: the scenario as it ran\n"
+    return note + yaml.safe_dump(data, sort_keys=False)
+
+
+def _load_suite(
+    path: Path, parsed: Parsed, queues: Mapping[str, QueueTraits], duration_s: float | None = None
+) -> LoadedSuite:
     """Each case's scenario file, named from the suite's folder, loaded as a scenario of
     its own: its problems are said on its own file's lines."""
     try:
@@ -119,7 +179,7 @@ def _load_suite(path: Path, parsed: Parsed, queues: Mapping[str, QueueTraits]) -
             raise HarnessError(
                 f"{where}: {str(member)!r} is a suite; a suite's cases are scenarios"
             )
-        loaded = _scenario(member, inner, queues)
+        loaded = _scenario(member, inner, queues, duration_s)
         names = [done.scenario.name for done in cases]
         name = loaded.scenario.name
         if name in names:
@@ -192,6 +252,8 @@ def _features_used(scenario: Scenario) -> list[tuple[str, str, str]]:
         used.append(("connection_exhaustion", "faults.connection_exhaustion", "strategies"))
     if scenario.long_transaction is not None:
         used.append(("long_transaction", "a long_transaction", "strategies"))
+    if scenario.horizon is not None:
+        used.append(("long_transaction", "a horizon's held phase", "strategies"))
     if scenario.backlog is not None and scenario.timed:
         used.append(("backlog", "a backlog", "strategies"))
     if scenario.explain is not None:

@@ -459,6 +459,58 @@ class LongTransaction(Model):
     explain_fetches: bool = False
 
 
+class HeldPhase(Model):
+    """A horizon's held-snapshot phase: from `from_s` for `for_s` seconds, `readers`
+    analytics-like sessions each hold a repeatable-read transaction that reads the
+    queue's tables, pinning the xmin horizon as long-running reports do."""
+
+    from_s: float = Field(ge=0, le=86_400)
+    for_s: float = Field(gt=0, le=86_400)
+    readers: int = Field(default=3, ge=1, le=16)
+
+
+HORIZON_PHASES = ("warmup", "steady", "held", "recovery")
+
+
+class Horizon(Model):
+    """A long steady run (docs/horizon.md): the tenant groups' Poisson streams for
+    `duration_s`, in four phases (warm-up until `warmup_s`, steady until the held
+    phase, the held phase, recovery to the end); the queue's tables sampled every
+    `sample_s`, its wait events every second; its fetch explained every
+    `explain_every_s` (a library's: the fetches its workers make in the `explain_for_s`
+    after each moment); waits and throughput per `window_s`; drift from the steady
+    phase's first window to its last. `harness run --duration` sets `duration_s` (up to
+    `max_duration_s`) and scales the phases and streams with it."""
+
+    duration_s: float = Field(gt=0, le=86_400)
+    max_duration_s: float = Field(default=21_600, gt=0, le=86_400)
+    warmup_s: float = Field(default=0, ge=0, le=86_400)
+    held: HeldPhase
+    sample_s: float = Field(default=10, ge=1, le=3600)
+    window_s: float = Field(default=60, ge=1, le=3600)
+    explain_every_s: float = Field(default=300, ge=1, le=86_400)
+    explain_for_s: float = Field(default=2, gt=0, le=600)
+    explain_fetches: bool = True  # a library's fetches under auto_explain (it slows them)
+
+    @property
+    def phases(self) -> list[tuple[str, float, float]]:
+        """(name, from_s, to_s) of each phase, in order."""
+        held_end = self.held.from_s + self.held.for_s
+        bounds = [0.0, self.warmup_s, self.held.from_s, held_end, self.duration_s]
+        return [
+            (name, start, end)
+            for name, start, end in zip(HORIZON_PHASES, bounds, bounds[1:], strict=True)
+        ]
+
+    def hold(self) -> LongTransaction:
+        """The held phase as the long transaction's holder runs it."""
+        return LongTransaction(
+            from_s=self.held.from_s,
+            for_s=self.held.for_s,
+            explain_fetches=self.explain_fetches,
+        )
+
+
 class ReportOptions(Model):
     """What the report shows beside what every run's shows."""
 
@@ -485,6 +537,7 @@ class Scenario(Model):
     reference: Reference | None = None
     faults: Faults | None = None
     long_transaction: LongTransaction | None = None
+    horizon: Horizon | None = None  # a long steady run (docs/horizon.md)
     report: ReportOptions = Field(default_factory=ReportOptions)
     # Bounds on its figures (harness/scenario/thresholds.py): `harness run` exits 1 when
     # one is not kept.
@@ -599,6 +652,8 @@ class Scenario(Model):
                 raise ValueError(
                     "long_transaction and faults are measured apart: give one of them per scenario"
                 )
+        if self.horizon is not None:
+            self._check_horizon(self.horizon)
         if self.reference is not None:
             for figure in self.reference.figures:
                 self._check_figure(figure)
@@ -824,6 +879,77 @@ class Scenario(Model):
             raise ValueError(
                 f"long_transaction.for_s: the hold ends at {hold.from_s + hold.for_s:g} s, not "
                 f"before the scenario's timeout_s={self.timeout_s:g}"
+            )
+
+    def _check_horizon(self, horizon: Horizon) -> None:
+        """Steady streams within its duration, its phases in order inside it, a sampler
+        interval and windows that fit; nothing else held or faulted beside it."""
+        if self.long_transaction is not None or self.faults is not None:
+            raise ValueError(
+                "horizon has its own held phase: long_transaction and faults are measured "
+                "apart, give none of them with it"
+            )
+        if horizon.duration_s > horizon.max_duration_s:
+            raise ValueError(
+                f"horizon.duration_s: {horizon.duration_s:g} s is over max_duration_s "
+                f"({horizon.max_duration_s:g} s); allowed: up to max_duration_s"
+            )
+        if horizon.duration_s >= self.timeout_s:
+            raise ValueError(
+                f"horizon.duration_s: {horizon.duration_s:g} s is not before timeout_s "
+                f"({self.timeout_s:g} s); allowed: below timeout_s, with time to drain"
+            )
+        self._check_streams(horizon)
+        self._check_phases(horizon)
+        for name in ("sample_s", "window_s", "explain_every_s"):
+            if getattr(horizon, name) > horizon.duration_s:
+                raise ValueError(
+                    f"horizon.{name}: {getattr(horizon, name):g} s is above duration_s "
+                    f"({horizon.duration_s:g} s); allowed: 1 s to duration_s"
+                )
+        if horizon.window_s < horizon.sample_s:
+            raise ValueError(
+                f"horizon.window_s: {horizon.window_s:g} s is shorter than sample_s "
+                f"({horizon.sample_s:g} s); allowed: sample_s to duration_s"
+            )
+
+    def _check_streams(self, horizon: Horizon) -> None:
+        """Steady arrivals: every tenant group a Poisson stream that ends by duration_s."""
+        if not self.tenant_groups:
+            raise ValueError("horizon needs tenant_groups: steady streams (arrival: poisson)")
+        for index, group in enumerate(self.tenant_groups):
+            if group.arrival != "poisson":
+                raise ValueError(
+                    f"tenant_groups[{index}].arrival: a horizon's arrivals are steady; "
+                    "allowed: poisson"
+                )
+            if group.last_arrival_s > horizon.duration_s:
+                raise ValueError(
+                    f"tenant_groups[{index}].window_s: its stream ends at "
+                    f"{group.last_arrival_s:g} s, after horizon.duration_s "
+                    f"({horizon.duration_s:g} s); allowed: ending by duration_s"
+                )
+
+    def _check_phases(self, horizon: Horizon) -> None:
+        """Warm-up, steady, held, recovery: in order, none overlapping, all inside the
+        duration, the steady phase two windows long at least (its first and last)."""
+        held, end = horizon.held, horizon.held.from_s + horizon.held.for_s
+        if held.from_s < horizon.warmup_s:
+            raise ValueError(
+                f"horizon.held.from_s: the held phase begins at {held.from_s:g} s, inside "
+                f"the warm-up (until warmup_s {horizon.warmup_s:g} s); phases must not overlap"
+            )
+        if end > horizon.duration_s:
+            raise ValueError(
+                f"horizon.held.for_s: the held phase ends at {end:g} s, after duration_s "
+                f"({horizon.duration_s:g} s); allowed: ending by duration_s"
+            )
+        steady = held.from_s - horizon.warmup_s
+        if steady < 2 * horizon.window_s:
+            raise ValueError(
+                f"horizon.window_s: the steady phase ({steady:g} s, warmup_s to "
+                f"held.from_s) holds fewer than two windows of {horizon.window_s:g} s; "
+                "allowed: up to half the steady phase"
             )
 
     def _check_figure(self, figure: ReferenceFigure) -> None:

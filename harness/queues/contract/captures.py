@@ -33,6 +33,7 @@ after the hold.
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -75,9 +76,13 @@ def append_notice(path: str, message: str) -> None:
             handle.write(message + SEPARATOR)
 
 
-def append_stamped(path: str, message: str) -> None:
+def append_stamped(path: str, message: str, gate: str | None = None) -> None:
     """A timed run's plan notice into its worker process's file, after the moment it
-    arrived (time.monotonic: one clock for every process of this host) and a tab."""
+    arrived (time.monotonic: one clock for every process of this host) and a tab; with
+    `gate`, only while that file exists (a horizon explains at moments: the file stays
+    small over hours)."""
+    if gate is not None and not os.path.exists(gate):
+        return
     if message.startswith("duration:"):
         with Path(path).open("a", encoding="utf-8") as handle:
             handle.write(f"{time.monotonic():.6f}\t{message}{SEPARATOR}")

@@ -116,6 +116,7 @@ class ContractSpec:
     # a timed worker explained (long_transaction.explain_fetches): no job held, the node
     # timings off, each notice stamped with its arrival in `plans_file`
     timed_plans: bool = False
+    plans_gate: str | None = None  # a horizon's: plans kept only while this file exists
     kills: tuple[WorkerKill, ...] = ()  # this worker process's (faults.worker_kills)
     # faults.backend_kills or server_crash: a worker that exits on its own is started
     # again this long after, an enqueuer's failed stop counted (None: either fails the run)
@@ -209,8 +210,9 @@ def _work(index: int, spec: ContractSpec, signals: Signals, report: WorkerReport
 def _plans_sink(spec: ContractSpec) -> Any:
     if spec.plans_file is None:
         return None
-    append = captures.append_stamped if spec.timed_plans else captures.append_notice
-    return partial(append, spec.plans_file)
+    if spec.timed_plans:
+        return partial(captures.append_stamped, spec.plans_file, gate=spec.plans_gate)
+    return partial(captures.append_notice, spec.plans_file)
 
 
 def enqueuer_main(index: int, spec: ContractSpec, signals: Signals) -> None:
@@ -523,8 +525,11 @@ class ContractQueue:
         fetch = self.fetch()
         return captures.explained(plans_file, fetch.marker, fetch.locks, fetch.rows)
 
-    def explained_workers(self, count: int, plans_dir: str) -> list[Program]:
-        """Its timed workers, each process's plans in `plans_dir`/<slot>.plans."""
+    def explained_workers(
+        self, count: int, plans_dir: str, gate: str | None = None
+    ) -> list[Program]:
+        """Its timed workers, each process's plans in `plans_dir`/<slot>.plans (with
+        `gate`, those that arrive while that file exists)."""
         return [
             replace(
                 program,
@@ -532,6 +537,7 @@ class ContractQueue:
                     program.spec,
                     plans_file=str(Path(plans_dir) / f"{slot}.plans"),
                     timed_plans=True,
+                    plans_gate=gate,
                 ),
             )
             for slot, program in enumerate(self.workers(count))
