@@ -369,6 +369,51 @@ def bloat_over_time(buckets: pd.DataFrame, samples: pd.DataFrame, windows: pd.Da
     return figure
 
 
+_PHASE_SHADES = {"warmup": "0.93", "held": "0.8"}
+
+
+def horizon_over_time(
+    series: pd.DataFrame,
+    windows: pd.DataFrame,
+    fetches: pd.DataFrame | None,
+    phases: list[tuple[str, float, float]],
+) -> Figure:
+    """A horizon, repetition 1 of each strategy: dead tuples, the tables' and indexes'
+    size, the p99 wait per window and the explained fetch's buffers over time, the
+    warm-up and held phases shaded. Inputs: horizon.csv, horizon-windows.csv and
+    fetch-plans.csv (harness/analysis/horizon.py)."""
+    first = series[series["repetition"] == 1]
+    panels = list(first.groupby(["strategy", "workers"], sort=False))
+    figure = Figure(figsize=(18, 3.2 * len(panels)))
+    for row, ((strategy, workers), sampled) in enumerate(panels):
+        title = f"{strategy}, {workers} workers"
+        axes = [figure.add_subplot(len(panels), 4, 4 * row + column) for column in (1, 2, 3, 4)]
+        axes[0].plot(sampled["t_s"], sampled["dead"], label="n_dead_tup")
+        axes[0].plot(sampled["t_s"], sampled["live"], label="n_live_tup", alpha=0.6)
+        axes[0].set_ylabel("tuples")
+        axes[1].plot(sampled["t_s"], sampled["table_bytes"] / 2**20, label="tables")
+        axes[1].plot(sampled["t_s"], sampled["index_bytes"] / 2**20, label="indexes")
+        axes[1].set_ylabel("MiB")
+        mine = _first_repetition(windows, strategy, workers)
+        pooled = mine[mine["tenant_class"] == "all"]
+        axes[2].step(pooled["from_s"], pooled["wait_p99_s"], where="post", label="p99 wait")
+        axes[2].set_ylabel("seconds")
+        if fetches is not None:
+            explained = _first_repetition(fetches, strategy, workers)
+            axes[3].plot(explained["at_s"], explained["shared_buffers"], ".", label="one fetch")
+        axes[3].set_ylabel("shared buffers")
+        for axis, name in zip(axes, ("dead tuples", "size", "p99 wait", "fetch"), strict=True):
+            axis.set_title(f"{title}: {name}")
+            for phase, start, end in phases:
+                if phase in _PHASE_SHADES:
+                    axis.axvspan(start, end, color=_PHASE_SHADES[phase], label=phase)
+            axis.set_xlabel("seconds since the start")
+            axis.grid(True, alpha=0.3)
+            axis.legend(loc="upper left", fontsize="x-small")
+    figure.subplots_adjust(hspace=0.7, wspace=0.3)
+    return figure
+
+
 def _claim_latency(axis: Axes, claims: pd.DataFrame, title: str) -> None:
     for column, label in (("claim_p50_ms", "p50"), ("claim_p95_ms", "p95")):
         axis.step(claims["bucket_s"], claims[column], where="post", label=label)

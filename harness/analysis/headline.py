@@ -3,7 +3,8 @@
 Per strategy, worker count and tenant class: the p50 and p95 wait and the class's last
 job done; per strategy and worker count: throughput and the median claim latency; per
 plan capture: its time and buffers; with a held snapshot's explained fetches, a
-library's fetch buffers before, during and after the hold (bloat-summary.csv's); and
+library's fetch buffers before, during and after the hold (bloat-summary.csv's); a
+horizon's drift (horizon-drift.csv's: dead tuples' peak, the slopes, p99's change); and
 every reference figure the scenario gives, with its reference and whether the measured
 range is within it. Each figure's value is the
 median over repetitions (plan executions), its range the lowest and highest.
@@ -59,6 +60,7 @@ def run_headline(
     plan_runs: pd.DataFrame | None,
     reference: Reference | None,
     bloat: pd.DataFrame | None = None,
+    horizon: pd.DataFrame | None = None,
 ) -> list[Figure]:
     """Every headline figure of a run, reference figures first."""
     found = _reference_figures(scenario, reference, summary, plan_runs)
@@ -68,6 +70,8 @@ def run_headline(
         found += _plan_figures(scenario, plan_runs)
     if bloat is not None and "fetch_buffers_p50_before" in bloat:
         found += _held_fetch_figures(scenario, bloat)
+    if horizon is not None:
+        found += _horizon_figures(scenario, horizon)
     return [figure for figure in found if figure is not None]
 
 
@@ -79,6 +83,29 @@ def _held_fetch_figures(scenario: str, bloat: pd.DataFrame) -> list[Figure | Non
         for phase in ("before", "during", "after"):
             name = f"{where}: one fetch's shared buffers, {phase} the hold (median)"
             found.append(figure_of(name, "buffers", rows[f"fetch_buffers_p50_{phase}"], True))
+    return found
+
+
+_HORIZON = (
+    ("dead_peak", "dead tuples, peak", "tuples"),
+    ("size_slope_bytes_per_h", "tables and indexes, Theil-Sen slope over the steady phase", "B/h"),
+    ("p99_change", "p99 wait, steady phase's last window less its first", "s"),
+    ("p99_slope_s_per_h", "p99 wait, Theil-Sen slope over the steady phase", "s/h"),
+    (
+        "fetch_buffers_last",
+        "one fetch's shared buffers, the steady phase's last (median)",
+        "buffers",
+    ),
+)
+
+
+def _horizon_figures(scenario: str, drift: pd.DataFrame) -> list[Figure | None]:
+    """Per strategy and workers, a horizon's drift figures (horizon-drift.csv's)."""
+    found: list[Figure | None] = []
+    for (strategy, workers), rows in drift.groupby(["strategy", "workers"], sort=False):
+        where = f"{scenario}: {strategy}, {workers} workers: horizon"
+        for column, label, unit in _HORIZON:
+            found.append(figure_of(f"{where}: {label}", unit, rows[column], True))
     return found
 
 

@@ -11,7 +11,6 @@ horizon-relations.csv, horizon-waits.csv and horizon-pgstattuple.csv.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,14 +85,6 @@ class HorizonRecord:
         return str(last["phase"]), float(last["t_s"]), last["dead"]
 
 
-def phase_at(horizon: Horizon, t_s: float) -> str:
-    """The horizon's phase at `t_s` seconds from the clock's start (its last phase on)."""
-    for name, _, end in horizon.phases:
-        if t_s < end:
-            return name
-    return horizon.phases[-1][0]
-
-
 class HorizonSampler:
     """The horizon's samples on the holder's sampling connection, each when it is due."""
 
@@ -113,7 +104,7 @@ class HorizonSampler:
     def tick(self, t_s: float) -> tuple[bool, float]:
         """Whatever is due at `t_s`: (whether the tables were sampled, when the next
         sample of any kind is due)."""
-        phase = phase_at(self.horizon, t_s)
+        phase = self.horizon.phase_at(t_s)
         if phase != self._phase:
             self._boundary(t_s, f"{self._phase or 'start'}->{phase}")
             self._phase = phase
@@ -128,7 +119,7 @@ class HorizonSampler:
 
     def close(self, t_s: float) -> None:
         """The last sample and boundary, as the workload ends."""
-        self._sample(t_s, phase_at(self.horizon, t_s))
+        self._sample(t_s, self.horizon.phase_at(t_s))
         self._boundary(t_s, f"{self._phase or 'start'}->end")
 
     def _sample(self, t_s: float, phase: str) -> None:
@@ -201,8 +192,3 @@ def analytics_read(conn: psycopg.Connection[Any], schemas: list[str]) -> None:
     ]
     if counts:
         conn.execute(sql.SQL(" union all ").join(counts)).fetchall()
-
-
-def due_in(now: float, *moments: float) -> float:
-    """Seconds until the earliest of `moments` (0 when one is past)."""
-    return max(0.0, min((m for m in moments if not math.isinf(m)), default=now + 1) - now)

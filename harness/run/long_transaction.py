@@ -135,9 +135,7 @@ class Holder:
         self._pgstattuple = self._find_pgstattuple(self._sampling)
         if self.horizon is not None:
             schemas = self._schemas or [self._site.schema]
-            self._sampler = HorizonSampler(
-                self._sampling, self.horizon, schemas, self._pgstattuple
-            )
+            self._sampler = HorizonSampler(self._sampling, self.horizon, schemas, self._pgstattuple)
             self.record.horizon = self._sampler.record
             others = range(self.horizon.held.readers - 1)
             self._readers = [

@@ -45,6 +45,7 @@ from harness.analysis.faults import (
     recovery_waits,
 )
 from harness.analysis.headline import run_headline
+from harness.analysis.horizon import horizon_drift, horizon_section, horizon_windows
 from harness.analysis.ideal import ideal_section, ideal_summary, run_calibration, versus_ideal
 from harness.analysis.majors import majors_section, stack
 from harness.analysis.plans import Capture, plan_runs, plans_section, plans_summary
@@ -103,6 +104,7 @@ PLOT_TITLES = {
     "scaling": "Worker sweep: waits and throughput against the worker count",
     "plans": "Dequeue plans: time and buffers per variant",
     "bloat": "Long transaction: claim latency and dead tuples over time (repetition 1)",
+    "horizon": "Horizon: dead tuples, size, p99 wait and fetch buffers over time (repetition 1)",
 }
 
 # The plots of the report's first screen, in this order, under the verdict.
@@ -122,6 +124,7 @@ class RawRun:
     monitor: pd.DataFrame  # monitor.csv, empty where the strategies have no monitor
     bloat_samples: pd.DataFrame | None  # bloat.csv, with a long transaction
     fetch_plans: pd.DataFrame | None = None  # fetch-plans.csv, with explain_fetches
+    horizon_series: pd.DataFrame | None = None  # horizon.csv, with a horizon
 
     @property
     def versions(self) -> list[str]:
@@ -148,6 +151,7 @@ class RawRun:
             monitor=rows(self.monitor),
             bloat_samples=rows(self.bloat_samples) if self.bloat_samples is not None else None,
             fetch_plans=rows(self.fetch_plans) if self.fetch_plans is not None else None,
+            horizon_series=(rows(self.horizon_series) if self.horizon_series is not None else None),
         )
 
 
@@ -173,6 +177,8 @@ class RunTables:
     library_faults: pd.DataFrame | None = None  # library-faults.csv
     recovery_waits: pd.DataFrame | None = None  # recovery-waits.csv: waits around each kill
     bloat: pd.DataFrame | None = None  # bloat-summary.csv
+    horizon_windows: pd.DataFrame | None = None  # horizon-windows.csv
+    horizon_drift: pd.DataFrame | None = None  # horizon-drift.csv
     thresholds: pd.DataFrame | None = None  # thresholds.csv
     calibration: Calibration | None = None  # calibration.json: the costs of ideal.csv's costed
 
@@ -190,6 +196,8 @@ class RunTables:
             ("library_faults", "library-faults.csv", self.library_faults),
             ("recovery_waits", "recovery-waits.csv", self.recovery_waits),
             ("bloat_summary", "bloat-summary.csv", self.bloat),
+            ("horizon_windows", "horizon-windows.csv", self.horizon_windows),
+            ("horizon_drift", "horizon-drift.csv", self.horizon_drift),
             ("thresholds", "thresholds.csv", self.thresholds),
         ]
 
@@ -308,6 +316,7 @@ def headline(raw: RawRun, parts: list[tuple[str, RunTables]]) -> Results:
                 part.runs,
                 raw.scenario.reference,
                 part.bloat,
+                part.horizon_drift,
             )
         ],
     )
@@ -323,7 +332,7 @@ def read_raw(folder: RunFolder) -> RawRun:
     scenario_yaml = read_capped(path / "scenario.yaml", "a scenario", SCENARIO_BYTES).decode()
     scenario = Scenario.model_validate(yaml.safe_load(scenario_yaml))
     monitor_path, bloat_path = path / "monitor.csv", path / "bloat.csv"
-    fetches_path = path / "fetch-plans.csv"
+    fetches_path, horizon_path = path / "fetch-plans.csv", path / "horizon.csv"
     on_servers = partial(on_server, document=document)
     return RawRun(
         folder=folder,
@@ -339,6 +348,9 @@ def read_raw(folder: RunFolder) -> RawRun:
         ),
         bloat_samples=on_servers(read_versioned_csv(bloat_path)) if bloat_path.exists() else None,
         fetch_plans=on_servers(read_versioned_csv(fetches_path)) if fetches_path.exists() else None,
+        horizon_series=(
+            on_servers(read_versioned_csv(horizon_path)) if horizon_path.exists() else None
+        ),
     )
 
 
@@ -374,6 +386,7 @@ def derive(raw: RawRun) -> RunTables:
         library_faults=library_fault_table(raw.document),
         recovery_waits=recovery_waits(raw.document, jobs),
         bloat=_bloat_summary(raw, jobs),
+        **_horizon_tables(raw, jobs),
         thresholds=_thresholds(raw, summary, runs),
         calibration=calibration,
     )
@@ -447,6 +460,8 @@ def feature_sections(raw: RawRun, tables: RunTables) -> list[Section]:
         )
     if tables.bloat is not None:
         sections.append(bloat_section(tables.bloat))
+    if tables.horizon_drift is not None:
+        sections.append(horizon_section(tables.horizon_drift))
     if tables.thresholds is not None:
         sections.insert(1 if sections else 0, threshold_section(tables.thresholds))
     return sections
@@ -486,6 +501,7 @@ def run_figures(raw: RawRun, tables: RunTables) -> dict[str, Figure]:
         backlog_draining,
         bloat_over_time,
         claim_latency,
+        horizon_over_time,
         plans_chart,
         scaling,
         tenant_share,
@@ -514,6 +530,12 @@ def run_figures(raw: RawRun, tables: RunTables) -> dict[str, Figure]:
             claim_buckets(jobs, BLOAT_BUCKET_S),
             samples_on_clock(raw.bloat_samples, jobs),
             windows_on_clock(windows, jobs),
+        )
+    horizon = raw.scenario.horizon
+    if horizon is not None and tables.horizon_windows is not None:
+        assert raw.horizon_series is not None
+        plots["horizon"] = horizon_over_time(
+            raw.horizon_series, tables.horizon_windows, raw.fetch_plans, horizon.phases
         )
     return plots
 
@@ -613,6 +635,17 @@ def _bloat_summary(raw: RawRun, jobs: pd.DataFrame | None) -> pd.DataFrame | Non
     if jobs is None or raw.bloat_samples is None or windows.empty:
         return None
     return bloat_summary(jobs, raw.bloat_samples, windows, raw.fetch_plans)
+
+
+def _horizon_tables(raw: RawRun, jobs: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
+    """A horizon's windows and drift (harness/analysis/horizon.py)."""
+    horizon, series = raw.scenario.horizon, raw.horizon_series
+    if horizon is None or jobs is None or series is None or series.empty:
+        return {}
+    return {
+        "horizon_windows": horizon_windows(jobs, horizon),
+        "horizon_drift": horizon_drift(jobs, series, raw.fetch_plans, horizon, raw.scenario.seed),
+    }
 
 
 def _writer(folder: RunFolder, files: dict[str, str]) -> Callable[[str, str, str | bytes], None]:

@@ -18,7 +18,6 @@ from harness.scenario.parse import Parsed, ParseRefused, parse, read_limited
 from harness.scenario.traits import QueueTraits
 from harness.shipped import scenario_file
 
-
 HORIZON_MAX_S = Horizon.model_fields["max_duration_s"].default
 
 

@@ -499,8 +499,15 @@ class Horizon(Model):
         bounds = [0.0, self.warmup_s, self.held.from_s, held_end, self.duration_s]
         return [
             (name, start, end)
-            for name, start, end in zip(HORIZON_PHASES, bounds, bounds[1:], strict=True)
+            for name, start, end in zip(HORIZON_PHASES, bounds[:-1], bounds[1:], strict=True)
         ]
+
+    def phase_at(self, t_s: float) -> str:
+        """The phase at `t_s` seconds from the clock's start (the last one after it)."""
+        for name, _, end in self.phases:
+            if t_s < end:
+                return name
+        return HORIZON_PHASES[-1]
 
     def hold(self) -> LongTransaction:
         """The held phase as the long transaction's holder runs it."""

@@ -33,7 +33,6 @@ after the hold.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -81,7 +80,7 @@ def append_stamped(path: str, message: str, gate: str | None = None) -> None:
     arrived (time.monotonic: one clock for every process of this host) and a tab; with
     `gate`, only while that file exists (a horizon explains at moments: the file stays
     small over hours)."""
-    if gate is not None and not os.path.exists(gate):
+    if gate is not None and not Path(gate).exists():
         return
     if message.startswith("duration:"):
         with Path(path).open("a", encoding="utf-8") as handle:

@@ -1,0 +1,149 @@
+"""The drift statistics on synthetic series of known shape: Theil-Sen's slope, the
+bootstrap interval of a change, and the verdict over whole frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness.analysis.horizon import (
+    _median,
+    _p99,
+    bootstrap_change,
+    horizon_drift,
+    horizon_windows,
+    theil_sen,
+)
+from harness.scenario.model import Horizon
+
+HORIZON = Horizon.model_validate(
+    {
+        "duration_s": 3600,
+        "warmup_s": 300,
+        "held": {"from_s": 2700, "for_s": 300},
+        "sample_s": 10,
+        "window_s": 300,
+    }
+)
+HOURS = np.arange(0, 3600, 10) / 3600
+
+
+def test_theil_sen_finds_a_zero_a_positive_and_a_step_slope() -> None:
+    noise = np.random.default_rng(1).normal(0, 1, len(HOURS))
+    assert theil_sen(HOURS, 100 + noise) == pytest.approx(0, abs=1.0)
+    assert theil_sen(HOURS, 100 + 50 * HOURS + noise) == pytest.approx(50, abs=1.5)
+    # a step of 30 halfway: no steady slope, but the pairs across it lean it up
+    step = 100 + 30 * (HOURS >= 0.5) + noise
+    assert 0 < theil_sen(HOURS, step) < 60
+
+
+def test_theil_sen_shrugs_off_outliers_that_bend_least_squares() -> None:
+    y = 10 * HOURS
+    y[-10:] += 1000  # a burst at the end
+    assert theil_sen(HOURS, y) == pytest.approx(10, abs=0.5)
+    assert np.polyfit(HOURS, y, 1)[0] > 50
+
+
+def test_theil_sen_has_no_slope_without_two_distinct_moments() -> None:
+    assert np.isnan(theil_sen(np.array([1.0, 1.0]), np.array([2.0, 3.0])))
+
+
+def test_the_bootstrap_interval_holds_zero_without_change_and_not_with_one() -> None:
+    rng = np.random.default_rng(7)
+    same = rng.normal(10, 1, 200), rng.normal(10, 1, 200)
+    change, low, high = bootstrap_change(*same, _median, np.random.default_rng(1))
+    assert low < 0 < high and low <= change <= high
+    moved = rng.normal(10, 1, 200), rng.normal(12, 1, 200)
+    change, low, high = bootstrap_change(*moved, _median, np.random.default_rng(1))
+    assert 1.5 < low < change < high < 2.5
+
+
+def test_the_bootstrap_is_seeded() -> None:
+    data = np.arange(100.0), np.arange(100.0) * 1.1
+    first = bootstrap_change(*data, _p99, np.random.default_rng([3, 1]))
+    assert bootstrap_change(*data, _p99, np.random.default_rng([3, 1])) == first
+    assert np.isnan(bootstrap_change([], [1.0], _median, np.random.default_rng(0))[0])
+
+
+def _jobs(p99_growth: float, step: bool = False) -> pd.DataFrame:
+    """A job a second for the hour; its wait 10 ms, and every 20th job's (its tail: the
+    p99 is among them) growing by `p99_growth` s an hour, or stepping up in the held
+    phase and staying."""
+    t = np.arange(3600.0)
+    tail = (np.arange(3600) % 20) == 0
+    extra = p99_growth * t / 3600 if not step else 0.5 * (t >= 2700)
+    wait = 0.01 + np.where(tail, 0.05 + extra, 0)
+    t0 = pd.Timestamp("2026-12-05", tz="UTC")
+    enqueued = t0 + pd.to_timedelta(t, unit="s")
+    return pd.DataFrame(
+        {
+            "strategy": "q",
+            "workers": 2,
+            "repetition": 1,
+            "tenant_class": np.where(tail, "big", "small"),
+            "enqueued_at": enqueued,
+            "started_at": enqueued + pd.to_timedelta(wait, unit="s"),
+        }
+    )
+
+
+def _series(size_per_h: float, dead: np.ndarray | None = None) -> pd.DataFrame:
+    t = np.arange(0, 3600.0, 10)
+    return pd.DataFrame(
+        {
+            "strategy": "q",
+            "workers": 2,
+            "repetition": 1,
+            "t_s": t,
+            "phase": [HORIZON.phase_at(s) for s in t],
+            "dead": dead if dead is not None else np.full(len(t), 100.0),
+            "live": 50,
+            "table_bytes": 1_000_000 + size_per_h * t / 3600,
+            "index_bytes": 0,
+            "oldest_xmin_age": 5,
+            "autovacuums": 0,
+            "wal_bytes": t * 1000,
+        }
+    )
+
+
+def _verdict(jobs: pd.DataFrame, series: pd.DataFrame) -> pd.Series:
+    return horizon_drift(jobs, series, None, HORIZON, seed=1).iloc[0]
+
+
+def test_a_flat_queue_is_stable() -> None:
+    row = _verdict(_jobs(0), _series(0))
+    assert row["verdict"] == "stable", row["why"]
+    assert row["size_slope_bytes_per_h"] == 0 and row["p99_change"] == pytest.approx(0, abs=1e-9)
+
+
+def test_a_queue_whose_size_grows_is_growing() -> None:
+    row = _verdict(_jobs(0), _series(200_000))
+    assert row["verdict"] == "growing" and "size grows" in row["why"]
+    assert row["size_slope_bytes_per_h"] == pytest.approx(200_000)
+    assert row["size_slope_share_per_h"] == pytest.approx(200_000 / row["size_last"], rel=0.1)
+
+
+def test_a_queue_whose_tail_grows_is_growing() -> None:
+    row = _verdict(_jobs(2.0), _series(0))
+    assert row["verdict"] == "growing" and "p99 rose" in row["why"]
+    assert row["p99_change_low"] > 0
+    assert row["p99_slope_s_per_h"] == pytest.approx(2.0 * 0.99, rel=0.2)
+
+
+def test_a_step_in_the_held_phase_that_stays_is_recovering() -> None:
+    """Flat through the steady phase, then dead tuples and the tail step up in the held
+    phase and are still up at the end: not growing, not back yet."""
+    t = np.arange(0, 3600.0, 10)
+    row = _verdict(_jobs(0, step=True), _series(0, np.where(t >= 2700, 5000.0, 100.0)))
+    assert row["verdict"] == "recovering", row["why"]
+    assert row["dead_held_peak"] == 5000 and row["dead_end"] == 5000
+
+
+def test_the_windows_count_every_job_once_per_class_and_in_all() -> None:
+    windows = horizon_windows(_jobs(0), HORIZON)
+    pooled = windows[windows["tenant_class"] == "all"]
+    assert pooled["jobs"].sum() == 3600 and len(pooled) == 12
+    assert (pooled["jobs_per_s"] == 1).all()
+    assert list(pooled["phase"]) == ["warmup"] + ["steady"] * 8 + ["held"] + ["recovery"] * 2
