@@ -87,7 +87,7 @@ def _held_fetch_figures(scenario: str, bloat: pd.DataFrame) -> list[Figure | Non
 
 
 _HORIZON = (
-    ("dead_peak", "dead tuples, peak", "tuples"),
+    ("dead_peak", "dead tuples, peak", "rows"),
     ("size_slope_bytes_per_h", "tables and indexes, Theil-Sen slope over the steady phase", "B/h"),
     ("p99_change", "p99 wait, steady phase's last window less its first", "s"),
     ("p99_slope_s_per_h", "p99 wait, Theil-Sen slope over the steady phase", "s/h"),
