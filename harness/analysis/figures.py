@@ -377,6 +377,7 @@ def horizon_over_time(
     windows: pd.DataFrame,
     fetches: pd.DataFrame | None,
     phases: list[tuple[str, float, float]],
+    window_s: float,
 ) -> Figure:
     """A horizon, repetition 1 of each strategy: dead tuples, the tables' and indexes'
     size, the p99 wait per window and the explained fetch's buffers over time, the
@@ -396,7 +397,9 @@ def horizon_over_time(
         axes[1].set_ylabel("MiB")
         mine = _first_repetition(windows, strategy, workers)
         pooled = mine[mine["tenant_class"] == "all"]
-        axes[2].step(pooled["from_s"], pooled["wait_p99_s"], where="post", label="p99 wait")
+        ends = [*pooled["from_s"], pooled["from_s"].iloc[-1] + window_s] if len(pooled) else []
+        p99 = [*pooled["wait_p99_s"], *pooled["wait_p99_s"].iloc[-1:]]
+        axes[2].step(ends, p99, where="post", label="p99 wait")
         axes[2].set_ylabel("seconds")
         if fetches is not None:
             explained = _first_repetition(fetches, strategy, workers)

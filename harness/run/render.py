@@ -535,7 +535,11 @@ def run_figures(raw: RawRun, tables: RunTables) -> dict[str, Figure]:
     if horizon is not None and tables.horizon_windows is not None:
         assert raw.horizon_series is not None
         plots["horizon"] = horizon_over_time(
-            raw.horizon_series, tables.horizon_windows, raw.fetch_plans, horizon.phases
+            raw.horizon_series,
+            tables.horizon_windows,
+            raw.fetch_plans,
+            horizon.phases,
+            horizon.window_s,
         )
     return plots
 
