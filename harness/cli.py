@@ -992,6 +992,16 @@ def worker(
             show_default=False,
         ),
     ] = None,
+    join_timeout: Annotated[
+        float,
+        typer.Option(
+            "--join-timeout",
+            metavar="SECONDS",
+            min=0,
+            help="Seconds to wait for the coordinator to open the run (a launcher may "
+            "start the members first); 0: refused at once if it is not open.",
+        ),
+    ] = 120.0,
     strategies_dir: StrategiesDirOption = None,
     adapters_dir: AdaptersDirOption = None,
     run_user: RunUserOption = None,
@@ -1004,7 +1014,9 @@ def worker(
     from harness.server.run_user import choose
 
     _guarded(lambda: choose(run_user))
-    _guarded(lambda: worker_command(dsn, run_id, strategies_dir, console, adapters_dir))
+    _guarded(
+        lambda: worker_command(dsn, run_id, strategies_dir, console, adapters_dir, join_timeout)
+    )
 
 
 @app.command()

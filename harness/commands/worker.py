@@ -20,6 +20,7 @@ def worker_command(
     strategies_dir: Path | None,
     console: Console,
     adapters_dir: Path | None = None,
+    join_timeout_s: float = 0.0,
 ) -> None:
     """Work the fleet run's repetitions until it ends; its failure is ours (exit 1)."""
     options = ServerOptions(pg="external", dsn=dsn, allow_version_mismatch=True)
@@ -34,4 +35,5 @@ def worker_command(
         lambda line: console.print(line, markup=False, highlight=False),
         strategies_dir,
         adapters_dir,
+        join_timeout_s,
     )

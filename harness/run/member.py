@@ -1,11 +1,12 @@
 """`harness worker`: a member of a fleet, on any host that reaches the server.
 
 It finds the run by the id the coordinator printed (the fleet's schema on the server),
-refuses a run of another harness version or protocol, a run that is over or full, and
-joins. Then, repetition by repetition: it waits for its assignment, accepts it only as
-the harness's own registered programs with valid specs (harness/queues/wire.py; SQL from
-its own install, checked by its SHA-256), starts them in processes of its own
-(connecting through its own DSN), says it is ready,
+waiting for it up to its join timeout (a launcher, compose or a Kubernetes Job, starts
+members before or beside the coordinator), refuses a run of another harness version or
+protocol, a run that is over or full, and joins. Then, repetition by repetition: it
+waits for its assignment, accepts it only as the harness's own registered programs with
+valid specs (harness/queues/wire.py; SQL from its own install, checked by its SHA-256),
+starts them in processes of its own (connecting through its own DSN), says it is ready,
 starts at the coordinator's `go`, says how many jobs its crew has done as it goes,
 and at the `stop` uploads its processes' reports. A thread says it lives every BEAT_S.
 It leaves when the run is done (exit 0), failed (exit 1), or its coordinator is gone;
@@ -42,6 +43,7 @@ from harness.server.dsn import scrub
 
 POLL_S = 0.005  # while waiting for `go`: the start barrier's lag on this side
 WAIT_S = 0.05  # while waiting for an assignment or the stop
+OPEN_POLL_S = 0.2  # while waiting for the coordinator to open the run
 Say = Callable[[str], None]
 
 
@@ -94,8 +96,10 @@ def serve(
     say: Say,
     strategies_dir: Path | None = None,
     adapters_dir: Path | None = None,
+    join_timeout_s: float = 0.0,
 ) -> None:
-    """Join the fleet and work its repetitions until the run ends."""
+    """Join the fleet (waiting up to `join_timeout_s` for the coordinator to open it) and
+    work its repetitions until the run ends."""
     local = Local(dsn, load_strategies(strategies_dir), load_adapters(adapters_dir))
     try:
         conn = connect(dsn, schema=fleet_schema(fleet_id))
@@ -103,7 +107,7 @@ def serve(
         raise HarnessError(f"cannot reach the server: {_first_line(error)}") from error
     with conn:
         member = Member(conn, local, fleet_id)
-        _check_run(member, fleet_id)
+        _wait_for_run(member, join_timeout_s, say)
         member.number = _join(member)
         here = f"{platform.node()}, pid {os.getpid()}"
         say(f"joined fleet {fleet_id} as member {member.number} ({here})")
@@ -122,16 +126,40 @@ def serve(
             member.leave()
 
 
+class _NoRun(Exception):
+    """The run is not (yet) on the server: its coordinator has not opened it."""
+
+
+def _wait_for_run(member: Member, timeout_s: float, say: Say) -> None:
+    """The run checked once its coordinator has opened it: a member a launcher started
+    first waits for it (the fleet's schema, its tables and its row come one after the
+    other); any other refusal is at once."""
+    deadline, said = time.monotonic() + timeout_s, False
+    while True:
+        try:
+            _check_run(member, member.fleet_id)
+            return
+        except _NoRun:
+            if time.monotonic() >= deadline:
+                waited = f" after {timeout_s:g} s" if timeout_s > 0 else ""
+                raise HarnessError(
+                    f"no fleet run {member.fleet_id} on this server{waited} "
+                    "(is the coordinator started?)"
+                ) from None
+            if not said:
+                say(f"waiting up to {timeout_s:g} s for fleet run {member.fleet_id} to open")
+                said = True
+        time.sleep(OPEN_POLL_S)
+
+
 def _check_run(member: Member, fleet_id: str) -> None:
     try:
         rows = member.run("run_state")
     except psycopg.errors.UndefinedTable as error:
-        raise HarnessError(
-            f"no fleet run {fleet_id} on this server (is the coordinator started?)"
-        ) from error
+        raise _NoRun(fleet_id) from error
     run = RunState(*rows[0]) if rows else None
     if run is None or run.run_id != fleet_id:
-        raise HarnessError(f"no fleet run {fleet_id} on this server")
+        raise _NoRun(fleet_id)
     if (run.version, run.protocol) != (harness.__version__, PROTOCOL):
         raise HarnessError(
             f"fleet run {fleet_id} is coordinated by harness {run.version} (fleet protocol "

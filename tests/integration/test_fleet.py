@@ -143,14 +143,14 @@ def test_a_killed_member_fails_the_run_and_leaves_nothing_behind(tmp_path: Path)
 
 @pytest.mark.fleets
 def test_a_member_of_another_run_or_version_is_refused(tmp_path: Path) -> None:
-    """Wrong run id: refused at once. Another version (its row says so): refused. The
-    coordinator waits far longer than the two members take to start and be refused (it
-    waited 8 s, and on a busy machine had given up and stopped its server before the
-    second member connected); a Ctrl-C ends it."""
+    """Wrong run id: refused (at once with --join-timeout 0). Another version (its row
+    says so): refused. The coordinator waits far longer than the two members take to
+    start and be refused (it waited 8 s, and on a busy machine had given up and stopped
+    its server before the second member connected); a Ctrl-C ends it."""
     run, line = coordinator(tmp_path, FLEET, "--fleet", "1", "--fleet-timeout", "300")
     found = WAITING.search(line)
     assert found is not None
-    wrong = harness("worker", "--dsn", found["dsn"], "--run", "no-such-run")
+    wrong = harness("worker", "--dsn", found["dsn"], "--run", "no-such-run", "--join-timeout", "0")
     _, err = wrong.communicate(timeout=60)
     assert wrong.returncode == 2 and "no fleet run no-such-run on this server" in err
     schema = "harness_fleet_" + found["run"].replace("-", "_")

@@ -259,3 +259,40 @@ def test_a_negative_first_slot_is_refused(
     open_fleet_tables(server, fleet_id, [rows(server, strategies)["sql"]], first_slot=-5)
     with pytest.raises(Refused, match=r"^fleet assignment refused: first_slot: -5 is not a "):
         serve(server.dsn, fleet_id, lambda line: None)
+
+
+def test_a_member_started_before_its_coordinator_waits_for_the_run_and_joins(
+    server: Server, strategies: dict[str, Strategy], fleet_id: str
+) -> None:
+    """A launcher (compose, a Kubernetes Job) starts the members beside or before the
+    coordinator: a member waits for the run to open, then joins it and reads its row
+    (here a hostile one, so that it ends by itself: refused, in its one line)."""
+    said: list[str] = []
+    ended: list[BaseException] = []
+
+    def member() -> None:
+        try:
+            serve(server.dsn, fleet_id, said.append, join_timeout_s=120)
+        except BaseException as error:  # the test's thread: kept for the assert
+            ended.append(error)
+
+    thread = threading.Thread(target=member)
+    thread.start()
+    while not said and thread.is_alive():
+        thread.join(0.05)
+    make, expected = HOSTILE["os.system"]
+    open_fleet_tables(server, fleet_id, make(rows(server, strategies)))
+    thread.join(120)
+    assert said[0] == f"waiting up to 120 s for fleet run {fleet_id} to open"
+    assert said[1].startswith(f"joined fleet {fleet_id} as member 1")
+    assert [type(error) for error in ended] == [Refused] and expected in str(ended[0])
+
+
+def test_a_member_whose_run_never_opens_gives_up_at_its_join_timeout(server: Server) -> None:
+    done = harness_cli(
+        "worker", "--dsn", server.dsn, "--run", "never-opened", "--join-timeout", "1"
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip() == (
+        "error: no fleet run never-opened on this server after 1 s (is the coordinator started?)"
+    )
