@@ -152,13 +152,14 @@ def test_the_shipped_compose_fleet_balances_its_books_and_leaves_nothing(
         *("--project-directory", str(tmp_path), "-p", project),
     ]
 
-    def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [*compose, *args], capture_output=True, text=True, timeout=timeout, check=False
+            [*compose, *args], capture_output=True, text=True, timeout=120, check=False
         )
 
     try:
-        assert run("up", "-d", "postgres").returncode == 0
+        server = run("up", "-d", "postgres")
+        assert server.returncode == 0, server.stderr
         ready = ("exec", "-T", "postgres", "pg_isready", "-q", "-U", "bench", "-d", "bench")
         deadline = time.monotonic() + 120
         while run(*ready).returncode != 0:
