@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from harness.queues.adapters.awa import awa_adapter as adapter
-from harness.queues.adapters.awa import notice_relay
 from harness.queues.adapters.awa.awa_adapter import Setup, queue_of
+from harness.queues.adapters.python import notice_relay
 from harness.queues.base import Site
 from harness.queues.contract.manifest import load_adapters
 from harness.queues.contract.process import run_role
@@ -133,11 +133,11 @@ def test_the_relay_copies_a_session_and_hands_over_its_notices(
 
 
 def test_a_capture_connects_through_the_relay_with_auto_explain() -> None:
-    url = adapter.awa_url(config("one_queue", explain_options="-c a.b=on"), "/tmp/x/relay")
+    url = notice_relay.sqlx_url(config("one_queue", explain_options="-c a.b=on"), "/tmp/x/relay")
     assert url.startswith("postgres://u:p%40ss@localhost/d?")
     assert "host=%2Ftmp%2Fx%2Frelay&port=5432" in url and "sslmode=disable" in url
     assert "options=-c%20a.b%3Don" in url
-    assert "host=%2Frun%2Fpg&port=5433" in adapter.awa_url(config("one_queue"))
+    assert "host=%2Frun%2Fpg&port=5433" in notice_relay.sqlx_url(config("one_queue"))
 
 
 def test_each_tenants_queue_takes_its_weight_from_the_config() -> None:

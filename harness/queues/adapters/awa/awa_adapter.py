@@ -26,7 +26,8 @@ for its LISTEN: a queue per tenant needs a connection per tenant, and the instal
 a mapping the server has too few connections for. The queues are paused at install
 (`pause_queue`) and resumed at the start, so the runtime starts before the clock and
 claims nothing before it. Its driver (sqlx) keeps the server's notices to itself: a plan
-capture's worker connects through a relay that hands them over (notice_relay.py).
+capture's worker connects through a relay that hands them over
+(python/notice_relay.py).
 """
 
 from __future__ import annotations
@@ -34,18 +35,15 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import sys
-import tempfile
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlencode
 
 import psycopg
 
-from harness.queues.adapters.awa import notice_relay
-from harness.queues.adapters.python import kit
+from harness.queues.adapters.python import kit, notice_relay
 
 KIND = "harness_job"
 QUEUE = "harness"
@@ -155,28 +153,6 @@ def rotate_ms(timeout_s: float) -> int:
     return min(MAX_ROTATE_MS, max(DEFAULT_ROTATE_MS, run_ms))
 
 
-def awa_url(config: kit.Config, relay: str | None = None) -> str:
-    """The connection as the URL awa's driver (sqlx) takes; `relay`: the socket directory
-    of a notice relay instead of the server, with auto_explain in the session (a plan
-    capture)."""
-    parts = config["connection"]
-    host, port = str(parts.get("host") or "localhost").split(",")[0], str(parts.get("port") or 5432)
-    query = {
-        key: str(parts[key]) for key in ("application_name", "sslmode", "options") if parts.get(key)
-    }
-    if relay is not None:
-        host, port = relay, str(notice_relay.PORT)
-        query["sslmode"] = "disable"
-        query["options"] = f"{parts.get('options') or ''} {config['explain_options']}".strip()
-    netloc = f"{quote(host, safe='')}:{port}"
-    if host.startswith("/"):
-        netloc, query["host"], query["port"] = "localhost", host, port
-    user, password = quote(parts.get("user") or "", safe=""), parts.get("password")
-    auth = f"{user}:{quote(password, safe='')}@" if password else f"{user}@" if user else ""
-    database = quote(parts.get("dbname") or "", safe="")
-    return f"postgres://{auth}{netloc}/{database}?{urlencode(query, quote_via=quote)}"
-
-
 @asynccontextmanager
 async def _client(
     config: kit.Config, relay: str | None = None, pool: int = DEFAULT_POOL
@@ -184,7 +160,7 @@ async def _client(
     """awa's client on the run's server (through a plan capture's relay), closed after."""
     import awa
 
-    client = awa.AsyncClient(awa_url(config, relay), max_connections=pool)
+    client = awa.AsyncClient(notice_relay.sqlx_url(config, relay), max_connections=pool)
     try:
         yield client
     finally:
@@ -276,25 +252,9 @@ async def worker(config: kit.Config, work: kit.Work) -> None:
     """Its runtime started before the clock, its queues resumed at the start, shut down
     (running jobs drained) at the stop."""
     setup = Setup.of(config)
-    with _relayed(config, work) as relay:
+    with notice_relay.relayed(config, work.out.plan) as relay:
         async with _client(config, relay, setup.pool) as client:
             await _serve(setup, work, client)
-
-
-@contextmanager
-def _relayed(config: kit.Config, work: kit.Work) -> Iterator[str | None]:
-    """In a plan capture, a relay that forwards its sessions' plans: its socket's folder."""
-    if not config.get("explain_options"):
-        yield None
-        return
-    with tempfile.TemporaryDirectory(prefix="tqb-awa-") as folder:
-        server = kit.conninfo(config, search_path=False)
-        relay = notice_relay.Relay(server, work.out.plan, str(Path(folder) / "relay"))
-        relay.start()
-        try:
-            yield relay.folder
-        finally:
-            relay.close()
 
 
 async def _serve(setup: Setup, work: kit.Work, client: Any) -> None:

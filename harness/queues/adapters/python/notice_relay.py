@@ -1,5 +1,6 @@
 """A relay that hands a session's notices to the harness, for a library whose driver keeps
-them to itself (awa's sqlx logs them to Rust's tracing, which nothing in Python reads).
+them to itself (awa's and pgqrs's sqlx log them to Rust's tracing, which nothing in
+Python reads), and the URL such a driver connects by.
 
 A plan capture reads auto_explain's plans from the notices the server sends the
 library's own sessions (the adapter forwards each as a `plan` event, docs/adapters.md).
@@ -9,6 +10,10 @@ way back every NoticeResponse's message is also handed to `on_notice`. Nothing i
 changed: the relay reads the protocol's typed messages (a type byte, a length) only to
 find the notices. The library is told to ask for no TLS (sslmode=disable on the unix
 socket), so every message it gets is a typed one.
+
+`relayed(config, on_notice)` runs one for a plan capture's worker (and nothing
+otherwise); `sqlx_url(config, relay)` is the connection as sqlx takes it, through the
+relay where there is one.
 """
 
 from __future__ import annotations
@@ -17,13 +22,17 @@ import asyncio
 import contextlib
 import shutil
 import struct
+import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import psycopg
+
+from harness.queues.adapters.python import kit
 
 PORT = 5432  # the socket's name only: <folder>/.s.PGSQL.5432
 TIMEOUT_S = 10
@@ -36,7 +45,7 @@ class Relay:
     """Serving, on a thread and event loop of its own (a library may connect from the
     thread that runs the caller's loop, and block it until it has), from `start()` until
     `close()`; `folder` is the libpq-style host to give the library: a directory it makes
-    for the socket, and removes (the awa adapter's sits in a temporary folder of its own,
+    for the socket, and removes (`relayed`'s sits in a temporary folder of its own,
     removed with it)."""
 
     dsn: str
@@ -132,3 +141,42 @@ def notice_message(body: bytes) -> str:
             return body[position + 1 : end].decode("utf-8", "replace")
         position = end + 1
     return ""
+
+
+@contextlib.contextmanager
+def relayed(config: kit.Config, on_notice: Callable[[str], None]) -> Iterator[str | None]:
+    """In a plan capture (`explain_options` set), a relay that hands its sessions' notices
+    to `on_notice`: its socket's folder; None otherwise."""
+    if not config.get("explain_options"):
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="tqb-relay-") as folder:
+        server = kit.conninfo(config, search_path=False)
+        relay = Relay(server, on_notice, str(Path(folder) / "relay"))
+        relay.start()
+        try:
+            yield relay.folder
+        finally:
+            relay.close()
+
+
+def sqlx_url(config: kit.Config, relay: str | None = None) -> str:
+    """The connection as the URL a library on sqlx takes; `relay`: the socket directory
+    of a notice relay instead of the server, with auto_explain in the session (a plan
+    capture)."""
+    parts = config["connection"]
+    host, port = str(parts.get("host") or "localhost").split(",")[0], str(parts.get("port") or 5432)
+    query = {
+        key: str(parts[key]) for key in ("application_name", "sslmode", "options") if parts.get(key)
+    }
+    if relay is not None:
+        host, port = relay, str(PORT)
+        query["sslmode"] = "disable"
+        query["options"] = f"{parts.get('options') or ''} {config['explain_options']}".strip()
+    netloc = f"{quote(host, safe='')}:{port}"
+    if host.startswith("/"):
+        netloc, query["host"], query["port"] = "localhost", host, port
+    user, password = quote(parts.get("user") or "", safe=""), parts.get("password")
+    auth = f"{user}:{quote(password, safe='')}@" if password else f"{user}@" if user else ""
+    database = quote(parts.get("dbname") or "", safe="")
+    return f"postgres://{auth}{netloc}/{database}?{urlencode(query, quote_via=quote)}"
