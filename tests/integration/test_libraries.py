@@ -67,7 +67,8 @@ LIBRARY_OBJECTS = (
     r"|delayed_jobs"  # the four before, and the adapters' (tests/integration/test_adapters.py)
     r"|workflow_status$|dbos_migrations$"  # DBOS, in the run's schema
     r"|ready_entries|queue_claim_heads$|jobs_hot$"  # awa, in its schema awa
-    r"|[qa]_harness$|message_record$|saq_)"  # pgmq (its script moved into the run's schema), saq
+    r"|[qa]_harness$|message_record$|saq_"  # pgmq (its script moved into the run's schema), saq
+    r"|_?pgqrs_|_?worker_status$|_sqlx_migrations$)"  # pgqrs, in the run's schema
 )
 
 
@@ -80,6 +81,7 @@ SMOKE = {
     "awa",
     "pgmq_round_robin",
     "saq_group_key",
+    "pgqrs",
 }
 
 
@@ -166,6 +168,8 @@ PLANS = {
             *sorted(AWA),
             "pgmq_round_robin",
             "saq_group_key",
+            "pgqrs",
+            "pgqrs_tuned",
         ]
     ),
 )
@@ -190,6 +194,7 @@ def test_plan_capture_is_the_library_fetch_as_it_ran(
         "awa": "claim_ready_runtime",
         "pgmq": "q_harness",
         "saq": "saq_jobs",
+        "pgqrs": "pgqrs_messages",
     }
     table = next(table for library, table in read.items() if name.startswith(library))
     saved = json.loads((outcome.folder.path / "explain" / "backlog" / f"{name}.json").read_text())

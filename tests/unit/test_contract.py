@@ -63,6 +63,7 @@ SHIPPED = {
     "awa",
     "pgmq",
     "saq",
+    "pgqrs",
 }
 
 
@@ -155,7 +156,8 @@ def test_each_shipped_adapter_says_what_its_library_does_with_a_dead_workers_job
     promised = {name: adapter.manifest.recovery for name, adapter in load_adapters().items()}
     assert set(promised) == SHIPPED and all(promised.values()), promised
     left = {name for name, recovery in promised.items() if recovery and recovery.then == "left"}
-    assert left == {"procrastinate", "dbos"}  # a user's periodic task; the same executor id
+    # a user's periodic task; the same executor id; an admin's reclaim (pgqrs)
+    assert left == {"procrastinate", "dbos", "pgqrs"}
 
 
 def test_a_command_runs_only_from_the_adapters_folder(tmp_path: Path) -> None:

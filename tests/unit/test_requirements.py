@@ -42,6 +42,7 @@ PYTHON_LIBRARIES = {  # adapter -> the modules it imports of the `libraries` ext
     "awa": "awa",
     "pgmq": "pgmq",
     "saq": "saq",
+    "pgqrs": "pgqrs",
 }
 
 
