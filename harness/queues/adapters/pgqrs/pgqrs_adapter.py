@@ -113,7 +113,6 @@ async def _store(config: kit.Config, relay: str | None = None) -> Any:
 
 def versions(config: kit.Config) -> kit.Said:
     setup = Setup.of(config)
-    consumers = len(setup.consumer_queues)
     return kit.Said(
         versions={"pgqrs": importlib.metadata.version("pgqrs")},
         settings={
@@ -122,7 +121,7 @@ def versions(config: kit.Config) -> kit.Said:
             "enqueue": "enqueue_batch of a producer per queue (INSERT ... unnest)",
             "enqueue_rate_limit": "off (max_enqueue_per_second None), as its benchmark runs",
             "queues": "one per tenant" if setup.per_tenant else "one, 'harness'",
-            "consumers": consumers,
+            "consumers": "one per worker slot, each slot's queue's, at least one per queue",
             "loop": "dequeue().worker(consumer).poll(): handle_batch"
             if setup.batch > 1
             else "dequeue().worker(consumer).poll(): handle",
