@@ -136,14 +136,14 @@ def versions(config: kit.Config) -> kit.Said:
 
 
 def departures(setup: Setup) -> list[str]:
-    """A queue per tenant runs a consumer per queue, more than the workers if need be."""
-    consumers = len(setup.consumer_queues)
-    if consumers <= setup.slots:
+    """A queue per tenant runs a consumer per queue, more than the workers if need be (the
+    versions role is not told the workers: a run may sweep them)."""
+    if not setup.per_tenant:
         return []
     return [
-        f"runs a consumer per tenant's queue, {consumers} jobs at once at most, not the "
-        f"scenario's {setup.slots} workers (a pgqrs consumer serves one queue): compare its "
-        "figures with that in mind"
+        f"runs a consumer per tenant's queue, {len(setup.queues)} of them (a pgqrs consumer "
+        "serves one queue): as many jobs at once as tenants with work, more than the "
+        "scenario's workers where they are fewer; compare its figures with that in mind"
     ]
 
 
