@@ -50,12 +50,13 @@ from tests.integration.test_libraries import (
 
 slow = pytest.mark.adapters
 FIXTURES = ROOT / "tests" / "fixtures" / "adapters"
-SHIPPED = ("pgboss", "graphile", "minion", "delayed_job")
+SHIPPED = ("pgboss", "graphile", "minion", "delayed_job", "river")
 ADAPTER_TABLES = {  # the table each adapter's library locks a row of in its fetch
     "pgboss": "job_common",
     "graphile": "_private_jobs",
     "minion": "minion_jobs",
     "delayed_job": "delayed_jobs",
+    "river": "river_job",
 }
 # The fixtures are Python with psycopg: the harness's own interpreter first on PATH.
 ON_PATH = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -189,6 +190,8 @@ def test_every_adapter_mapping_runs_through_the_repetition_with_balanced_books(
         "graphile_worker_queue_per_tenant",
         "minion_lock_per_tenant",
         "delayed_job_priority_per_tenant",
+        "river",
+        "river_queue_per_tenant",
     ],
 )
 def test_an_adapters_plan_capture_is_its_fetch_as_it_ran(

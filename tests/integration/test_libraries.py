@@ -68,7 +68,8 @@ LIBRARY_OBJECTS = (
     r"|workflow_status$|dbos_migrations$"  # DBOS, in the run's schema
     r"|ready_entries|queue_claim_heads$|jobs_hot$"  # awa, in its schema awa
     r"|[qa]_harness$|message_record$|saq_"  # pgmq (its script moved into the run's schema), saq
-    r"|_?pgqrs_|_?worker_status$|_sqlx_migrations$)"  # pgqrs, in the run's schema
+    r"|_?pgqrs_|_?worker_status$|_sqlx_migrations$"  # pgqrs, in the run's schema
+    r"|river_)"  # River, in the run's schema
 )
 
 

@@ -53,6 +53,7 @@ max_workers = 1
 """
 T = "2026-12-01 10:00:00.123456+00"
 SHIPPED = {
+    "river",
     "pgboss",
     "graphile",
     "minion",
@@ -244,22 +245,23 @@ def test_an_adapter_travels_to_a_member_by_name_and_digest(tmp_path: Path) -> No
     """Its spec holds no path, no command, no DSN; the member takes its own install's
     adapter of that name, refused without it or with a folder that differs."""
     ours, theirs = tmp_path / "ours", tmp_path / "theirs"
-    write(ours / "river", MANIFEST)
-    write(theirs / "river", MANIFEST.replace("one global order", "another order"))
-    adapter = load_adapters(ours)["river"]
+    rapids = MANIFEST.replace("river", "rapids")  # an adapter no install ships (river is)
+    write(ours / "rapids", rapids)
+    write(theirs / "rapids", rapids.replace("one global order", "another order"))
+    adapter = load_adapters(ours)["rapids"]
     site = Site("postgresql://coordinator:Sekr3t@db.example/bench", "harness_run_1")
     spec = ContractSpec(adapter, "queue_per_tenant", site, 10.0, tenants=(1, 2))
     row = program_to_wire(Program("worker", worker_main, spec))
     text = str(row)
-    assert str(ours) not in text and "bin/river-adapter" not in text and "Sekr3t" not in text
+    assert str(ours) not in text and "bin/rapids-adapter" not in text and "Sekr3t" not in text
     member = "postgresql://member@10.0.0.7/bench"
     accepted = program_from_wire(row, Local(member, load_strategies(), load_adapters(ours)))
     assert accepted.spec == ContractSpec(
         adapter, "queue_per_tenant", Site(member, site.schema), 10.0, tenants=(1, 2)
     )
-    with pytest.raises(Refused, match=r"adapter 'river' is not in this member's install"):
+    with pytest.raises(Refused, match=r"adapter 'rapids' is not in this member's install"):
         program_from_wire(row, Local(member, load_strategies(), load_adapters()))
-    with pytest.raises(Refused, match=r"adapter 'river': this member's folder differs"):
+    with pytest.raises(Refused, match=r"adapter 'rapids': this member's folder differs"):
         program_from_wire(row, Local(member, load_strategies(), load_adapters(theirs)))
 
 

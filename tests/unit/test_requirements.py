@@ -15,7 +15,7 @@ from harness.queues.catalog import catalog, require, unmet
 from harness.queues.contract import runtime
 from harness.queues.contract.manifest import HARNESS_PYTHON, load_adapters
 from harness.scenario.traits import QueueTraits
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SHORT_NOISY, harness_cli
 
 
 class Tracked:
@@ -102,6 +102,23 @@ def test_an_adapter_whose_runtime_is_absent_says_what_to_install(
         absent = runtime.AdapterRuntime(adapter).missing()
         assert absent is not None, adapter.name
         assert absent.what.endswith("fails here") and absent.install, adapter.name
+
+
+def test_without_go_a_river_strategy_is_one_line_naming_it_before_any_server(
+    tmp_path: Path,
+) -> None:
+    """The River adapter is built by Go on first use: where no `go` is on PATH, a run that
+    names a River strategy says so in one line, with where to get it, exit 2."""
+    scenario = tmp_path / "river.yaml"
+    scenario.write_text(SHORT_NOISY.replace("[fifo, round_robin]", "[fifo, river_tuned]"))
+    no_go = {"PATH": str(Path(sys.executable).parent)}  # the harness's interpreter, no go
+    done = harness_cli("run", str(scenario), "--results-dir", str(tmp_path / "r"), env=no_go)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "strategy river_tuned needs `go version` fails here" in done.stderr
+    assert "Go 1.26 or newer" in done.stderr and "https://go.dev/dl/" in done.stderr
+    assert "Starting PostgreSQL" not in done.stdout
+    assert not (tmp_path / "r").exists()  # no run folder: nothing was measured
 
 
 # The libraries' modules made unimportable, as in an install without the `libraries` extra.
