@@ -393,6 +393,7 @@ type worker struct {
 	task     *task
 	mu       sync.Mutex
 	stopping bool
+	started  []*river.Client[pgx.Tx] // those whose Start was called: a stop stops them
 }
 
 func serveWorker(ctx context.Context, cfg *config, out *events, next <-chan command) error {
@@ -409,10 +410,10 @@ func serveWorker(ctx context.Context, cfg *config, out *events, next <-chan comm
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
 	for range slots {
 		client, err := river.NewClient(riverpgxv5.New(pool), s.clientConfig(cfg, workers(w.task), s.queues(cfg)))
 		if err != nil {
+			pool.Close()
 			return err
 		}
 		w.clients = append(w.clients, client)
@@ -423,7 +424,9 @@ func serveWorker(ctx context.Context, cfg *config, out *events, next <-chan comm
 		case "start":
 			go w.startInTurn(ctx, out)
 		case "stop":
-			w.stop(cfg.Hold, out)
+			if w.stop(cfg.Hold) {
+				pool.Close() // every client stopped: none holds a connection
+			}
 			out.emit(map[string]any{"event": "stopped"})
 			return nil
 		default:
@@ -438,18 +441,28 @@ func (w *worker) startInTurn(ctx context.Context, out *events) {
 		for w.task.held.Load() < int64(k) && !w.isStopping() {
 			time.Sleep(5 * time.Millisecond)
 		}
-		w.mu.Lock()
-		if w.stopping {
-			w.mu.Unlock()
+		if !w.willStart(client) {
 			return
 		}
-		err := client.Start(ctx)
-		w.mu.Unlock()
-		if err != nil {
+		// A stop during its Start cancels it: River starts its producers one by one (a
+		// queue per tenant of a thousand tenants takes a while), each on the context
+		// its Stop cancels.
+		if err := client.Start(ctx); err != nil && !w.isStopping() {
 			out.fail(1, "River's client did not start: "+err.Error())
 		}
 		go w.failIfItStops(client, out)
 	}
+}
+
+// willStart counts the client among those a stop stops, unless the stop has come.
+func (w *worker) willStart(client *river.Client[pgx.Tx]) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopping {
+		return false
+	}
+	w.started = append(w.started, client)
+	return true
 }
 
 func (w *worker) isStopping() bool {
@@ -467,17 +480,21 @@ func (w *worker) failIfItStops(client *river.Client[pgx.Tx], out *events) {
 	}
 }
 
-// stop lets the running jobs finish (River's Stop, its completer flushed), within the
-// contract's bound; a plan capture's held jobs are let go.
-func (w *worker) stop(hold bool, out *events) {
+// stop lets the running jobs finish (River's Stop: its producers stop fetching, its
+// executors finish, its completer flushes) within the contract's bound; a plan
+// capture's held jobs are let go and its fetches cancelled. Whether every client
+// stopped in time.
+func (w *worker) stop(hold bool) bool {
 	w.mu.Lock()
 	w.stopping = true
+	started := w.started
 	w.mu.Unlock()
 	close(w.task.stopping)
 	ctx, cancel := context.WithTimeout(context.Background(), stopBound)
 	defer cancel()
 	var wg sync.WaitGroup
-	for _, client := range w.clients {
+	var late atomic.Int32
+	for _, client := range started {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -486,11 +503,13 @@ func (w *worker) stop(hold bool, out *events) {
 				stop = client.StopAndCancel
 			}
 			if err := stop(ctx); err != nil {
-				fmt.Fprintf(os.Stderr, "river adapter: River's client did not stop in time: %v\n", err)
+				late.Add(1)
+				fmt.Fprintf(os.Stderr, "river adapter: River's client did not stop within %s: %v\n", stopBound, err)
 			}
 		}()
 	}
 	wg.Wait()
+	return late.Load() == 0
 }
 
 // -- the connection -------------------------------------------------------------------
