@@ -50,13 +50,14 @@ from tests.integration.test_libraries import (
 
 slow = pytest.mark.adapters
 FIXTURES = ROOT / "tests" / "fixtures" / "adapters"
-SHIPPED = ("pgboss", "graphile", "minion", "delayed_job", "river")
+SHIPPED = ("pgboss", "graphile", "minion", "delayed_job", "river", "dbscheduler")
 ADAPTER_TABLES = {  # the table each adapter's library locks a row of in its fetch
     "pgboss": "job_common",
     "graphile": "_private_jobs",
     "minion": "minion_jobs",
     "delayed_job": "delayed_jobs",
     "river": "river_job",
+    "dbscheduler": "scheduled_tasks",
 }
 # The fixtures are Python with psycopg: the harness's own interpreter first on PATH.
 ON_PATH = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -192,6 +193,7 @@ def test_every_adapter_mapping_runs_through_the_repetition_with_balanced_books(
         "delayed_job_priority_per_tenant",
         "river",
         "river_queue_per_tenant",
+        "dbscheduler_lock_and_fetch",
     ],
 )
 def test_an_adapters_plan_capture_is_its_fetch_as_it_ran(

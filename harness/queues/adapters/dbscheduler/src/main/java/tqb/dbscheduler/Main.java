@@ -90,7 +90,7 @@ public final class Main {
     Map<String, Object> versions = new HashMap<>();
     versions.put("java", System.getProperty("java.version"));
     versions.put("db-scheduler", mavenVersion("com.github.kagkarlsson", "db-scheduler"));
-    versions.put("postgresql-jdbc", mavenVersion("org.postgresql", "postgresql"));
+    versions.put("postgresql-jdbc", org.postgresql.util.DriverInfo.DRIVER_VERSION);
     versions.put("HikariCP", mavenVersion("com.zaxxer", "HikariCP"));
     versions.put("gson", mavenVersion("com.google.code.gson", "gson"));
     return versions;

@@ -1,6 +1,7 @@
 package tqb.dbscheduler;
 
 import com.google.gson.Gson;
+import com.google.gson.GsonBuilder;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import java.io.BufferedReader;
@@ -21,7 +22,7 @@ import java.util.concurrent.LinkedBlockingQueue;
  * a stop.
  */
 final class Wire {
-  private static final Gson GSON = new Gson();
+  private static final Gson GSON = new GsonBuilder().disableHtmlEscaping().create();
   private static final PrintStream OUT =
       new PrintStream(new FileOutputStream(FileDescriptor.out), false, StandardCharsets.UTF_8);
   private static final BlockingQueue<JsonObject> COMMANDS = new LinkedBlockingQueue<>();
