@@ -192,3 +192,37 @@ def test_a_preparation_that_hangs_without_output_is_killed_at_its_timeout(
         1,
         "timed out after 0.5 s",
     )
+
+
+JVM_SCENARIO = """
+name: jvm-missing
+workers: 2
+strategies: [fifo, dbscheduler]
+tenant_groups:
+  - {name: a, tenants: 1, jobs_per_tenant: 2, duration_ms: 1}
+"""
+
+
+def test_without_a_jdk_and_maven_the_jvm_queue_is_one_line_before_any_server(
+    tmp_path: Path,
+) -> None:
+    """db-scheduler's adapter on a machine without javac (PATH holds neither a JDK nor
+    Maven): one line naming the Debian packages, exit 2, no server, no run folder."""
+    scenario = tmp_path / "jvm-missing.yaml"
+    scenario.write_text(JVM_SCENARIO)
+    results = tmp_path / "results"
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "run", str(scenario), "--results-dir", str(results)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=ROOT,
+        env={"PATH": str(tmp_path), "HOME": str(tmp_path)},
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert "strategy dbscheduler needs `javac --release 17 --version` fails here" in done.stderr
+    assert "apt-get install default-jdk-headless" in done.stderr
+    assert "Starting PostgreSQL" not in done.stdout
+    assert not results.exists() or list(results.iterdir()) == []
