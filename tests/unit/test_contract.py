@@ -65,6 +65,7 @@ SHIPPED = {
     "pgmq",
     "saq",
     "pgqrs",
+    "dbscheduler",
 }
 
 
