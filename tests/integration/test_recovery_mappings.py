@@ -1,5 +1,5 @@
-"""The recovery mappings of the Perl and Ruby adapters, each through a worker kill: the
-jobs the killed worker held are started again, as their manifests promise, and every
+"""The recovery mappings of the Perl, Ruby and Java adapters, each through a worker kill:
+the jobs the killed worker held are started again, as their manifests promise, and every
 job is done once. Apart from test_library_faults.py, so that pytest-xdist runs their
 minutes beside that module's."""
 
@@ -26,6 +26,8 @@ JOBS = 60  # of 200 ms, two at a time: 6 s of work, the kill at the first held j
         ("delayed_job", 30),
         # missing after 15 s, a repair every 5-10 s, then Minion's backoff of 15 s
         ("minion", 90),
+        # dead after 8 s without a heartbeat (every 2 s), looked for every 4 s
+        ("dbscheduler", 60),
     ],
 )
 def test_a_recovery_mapping_starts_its_killed_workers_jobs_again(
