@@ -206,7 +206,7 @@ tenant_groups:
 def test_without_a_jdk_and_maven_the_jvm_queue_is_one_line_before_any_server(
     tmp_path: Path,
 ) -> None:
-    """db-scheduler's adapter on a machine without javac (PATH holds neither a JDK nor
+    """db-scheduler's adapter on a machine without java (PATH holds neither a JDK nor
     Maven): one line naming the Debian packages, exit 2, no server, no run folder."""
     scenario = tmp_path / "jvm-missing.yaml"
     scenario.write_text(JVM_SCENARIO)
@@ -222,7 +222,7 @@ def test_without_a_jdk_and_maven_the_jvm_queue_is_one_line_before_any_server(
     )
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-    assert "strategy dbscheduler needs `javac --release 17 --version` fails here" in done.stderr
+    assert "strategy dbscheduler needs `java -version` fails here" in done.stderr
     assert "apt-get install default-jdk-headless" in done.stderr
     assert "Starting PostgreSQL" not in done.stdout
     assert not results.exists() or list(results.iterdir()) == []
