@@ -102,7 +102,8 @@ _HORIZON = (
 def _horizon_figures(scenario: str, drift: pd.DataFrame) -> list[Figure | None]:
     """Per strategy and workers, a horizon's drift figures (horizon-drift.csv's)."""
     found: list[Figure | None] = []
-    for (strategy, workers), rows in drift.groupby(["strategy", "workers"], sort=False):
+    whole = drift[drift["cut_s"].isna()] if "cut_s" in drift else drift  # no cut repetition's
+    for (strategy, workers), rows in whole.groupby(["strategy", "workers"], sort=False):
         where = f"{scenario}: {strategy}, {workers} workers: horizon"
         for column, label, unit in _HORIZON:
             found.append(figure_of(f"{where}: {label}", unit, rows[column], True))

@@ -25,6 +25,10 @@ explained at the horizon's moments) and the scenario's horizon. Definitions:
               window) dead tuples or p99 stand above the steady phase's last window by
               more than RECOVERY_MARGIN: the held phase's mark is not gone yet;
               stable: neither
+  cut       = a repetition the run's end cut short (run.json's `cut`, at its latest
+              sample): first and last are the steady phase's first and last whole
+              window before the cut, its end is not measured and its jobs are in no
+              file (no p99); with fewer than 2 whole windows, the verdict is `cut`
 """
 
 from __future__ import annotations
@@ -96,12 +100,27 @@ def _resampled(values: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return values[rng.integers(0, len(values), size=(BOOTSTRAP_DRAWS, len(values)))]
 
 
-def horizon_windows(jobs: pd.DataFrame, horizon: Horizon) -> pd.DataFrame:
+WINDOW_COLUMNS = [
+    *REPETITION,
+    "window",
+    "tenant_class",
+    "from_s",
+    "phase",
+    "jobs",
+    "jobs_per_s",
+    "wait_p50_s",
+    "wait_p95_s",
+    "wait_p99_s",
+]
+
+
+def horizon_windows(jobs: pd.DataFrame | None, horizon: Horizon) -> pd.DataFrame:
     """Per repetition, window and tenant class (and all): jobs started, jobs/s, wait
-    p50, p95 and p99, the window's phase."""
-    started = jobs.assign(
-        start_s=seconds_since_t0(jobs, "started_at", jobs), wait_s=wait_seconds(jobs)
-    )
+    p50, p95 and p99, the window's phase; no rows without jobs (a run cut short in its
+    first repetition)."""
+    started = _started(jobs)
+    if started.empty:
+        return pd.DataFrame(columns=WINDOW_COLUMNS)
     started["window"] = (started["start_s"] // horizon.window_s).astype(int)
     pooled = pd.concat([started, started.assign(tenant_class=ALL_TENANTS)])
     grouped = pooled.groupby([*REPETITION, "window", "tenant_class"], sort=True)["wait_s"]
@@ -118,19 +137,32 @@ def horizon_windows(jobs: pd.DataFrame, horizon: Horizon) -> pd.DataFrame:
     return table
 
 
+def _started(jobs: pd.DataFrame | None) -> pd.DataFrame:
+    """jobs with start_s (seconds from the repetition's first enqueue) and wait_s."""
+    if jobs is None or jobs.empty:
+        return pd.DataFrame(columns=[*REPETITION, "tenant_class", "start_s", "wait_s"])
+    return jobs.assign(
+        start_s=seconds_since_t0(jobs, "started_at", jobs), wait_s=wait_seconds(jobs)
+    )
+
+
+Cuts = dict[tuple[Any, ...], float]  # a repetition's keys -> its latest sample's seconds
+
+
 def horizon_drift(
-    jobs: pd.DataFrame,
+    jobs: pd.DataFrame | None,
     series: pd.DataFrame,
     fetches: pd.DataFrame | None,
     horizon: Horizon,
     seed: int,
+    cuts: Cuts | None = None,
 ) -> pd.DataFrame:
     """Per repetition: each figure's first and last steady window, its change and
-    interval, the slopes, the held phase's peak, the end, and the verdict."""
+    interval, the slopes, the held phase's peak, the end, and the verdict. `cuts`: the
+    repetition a run's end cut short (run.json's `cut`), whose drift is over the steady
+    phase's whole windows before the cut, where there are two or more."""
     windows = horizon_windows(jobs, horizon)
-    started = jobs.assign(
-        start_s=seconds_since_t0(jobs, "started_at", jobs), wait_s=wait_seconds(jobs)
-    )
+    started = _started(jobs)
     rows = []
     for keys, samples in series.groupby(REPETITION, sort=False):
         repetition: dict[Hashable, Any] = dict(zip(REPETITION, keys, strict=True))
@@ -141,6 +173,7 @@ def horizon_drift(
             repetition_rows(started, repetition),
             repetition_rows(windows, repetition),
             repetition_rows(fetches, repetition) if fetches is not None else None,
+            (cuts or {}).get(tuple(keys)),
         )
         rows.append(repetition | mine.figures(rng))
     return pd.DataFrame(rows)
@@ -156,18 +189,26 @@ class _Repetition:
         jobs: pd.DataFrame,
         windows: pd.DataFrame,
         fetches: pd.DataFrame | None,
+        cut_s: float | None = None,
     ) -> None:
         self.horizon, self.samples, self.jobs = horizon, samples, jobs
         self.windows = windows[windows["tenant_class"] == ALL_TENANTS]
-        self.fetches = fetches
-        steady = next((start, end) for name, start, end in horizon.phases if name == "steady")
-        self.steady = steady
-        self.first = (steady[0], steady[0] + horizon.window_s)
-        self.last = (steady[1] - horizon.window_s, steady[1])
+        self.fetches, self.cut_s = fetches, cut_s
+        start, end = next((a, b) for name, a, b in horizon.phases if name == "steady")
+        self.whole = int((end - start) // horizon.window_s)  # the steady phase's windows
+        if cut_s is not None and cut_s < end:
+            # cut in or before the steady phase: its whole windows before the cut
+            self.whole = max(0, int((cut_s - start) // horizon.window_s))
+            end = start + self.whole * horizon.window_s
+        self.steady = (start, end)
+        self.first = (start, start + horizon.window_s)
+        self.last = (end - horizon.window_s, end)
         self.end = (horizon.duration_s - horizon.window_s, horizon.duration_s)
+        if cut_s is not None and cut_s < horizon.duration_s:
+            self.end = (horizon.duration_s, horizon.duration_s)  # never reached: no end
 
     def figures(self, rng: np.random.Generator) -> dict[str, Any]:
-        found: dict[str, Any] = {}
+        found: dict[str, Any] = {"cut_s": self.cut_s if self.cut_s is not None else float("nan")}
         for figure, values, statistic in (
             ("dead", self._sampled("dead"), _median),
             ("size", self._sampled("size"), _median),
@@ -176,7 +217,20 @@ class _Repetition:
             found |= _change(figure, values(self.first), values(self.last), statistic, rng)
         found |= _change("fetch_buffers", *self._fetch_moments(), _median, rng)
         found |= self._slopes() | self._peaks()
-        return found | _verdict(found)
+        if self.cut_s is None:
+            return found | _verdict(found)
+        cut = f"cut at {number(self.cut_s)} s"
+        if self.whole < 2:
+            start = number(self.steady[0])
+            return found | {
+                "verdict": "cut",
+                "why": f"{cut}: {self.whole} whole window of the steady phase (from {start} s) "
+                "before it, drift needs 2",
+            }
+        found |= _verdict(found)
+        steady = f"the steady phase to {number(self.steady[1])} s"
+        jobs = ", no p99 (its jobs are in no file)" if self.jobs.empty else ""
+        return found | {"why": f"{cut}, drift over {steady}, no end{jobs}: {found['why']}"}
 
     def _sampled(self, column: str) -> Callable[[tuple[float, float]], np.ndarray]:
         def within(window: tuple[float, float]) -> np.ndarray:
@@ -340,10 +394,19 @@ def drift_rows(drift: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
                 span(kb.min(), kb.max()),
                 _changes(group, "p99"),
                 f"{_range(group, 'fetch_buffers_first')} -> {_range(group, 'fetch_buffers_last')}",
-                ", ".join(dict.fromkeys(group["verdict"])),
+                ", ".join(dict.fromkeys(_verdicts(group))),
             ]
         )
     return headers, rows
+
+
+def _verdicts(group: pd.DataFrame) -> list[str]:
+    """Each repetition's verdict, `(cut)` after a cut one's."""
+    cut = group["cut_s"].notna() if "cut_s" in group else pd.Series(False, index=group.index)
+    return [
+        f"{verdict} (cut)" if is_cut and verdict != "cut" else str(verdict)
+        for verdict, is_cut in zip(group["verdict"], cut, strict=True)
+    ]
 
 
 def drift_sentences(drift: pd.DataFrame) -> list[str]:

@@ -87,41 +87,41 @@ RUN_FILES: tuple[RunFile, ...] = (
     RunFile(
         "bloat.csv",
         "raw",
-        "when the run ends, with `long_transaction`",
+        "as sampled (appended row by row), with `long_transaction`",
         "the long transaction's samples: xmin age, live and dead tuples, sizes, vacuums, "
         "one dequeue's buffers",
     ),
     RunFile(
         "fetch-plans.csv",
         "raw",
-        "when the run ends, with `long_transaction.explain_fetches` and a library whose "
-        "fetches were explained",
+        "as explained (a library's: when its repetition ends or is cut), with "
+        "`long_transaction.explain_fetches` or `horizon`",
         "one row per fetch of the library's timed workers",
     ),
     RunFile(
         "horizon.csv",
         "raw",
-        "when the run ends, with `horizon`",
+        "as sampled (appended row by row), with `horizon`",
         "every sample_s: the oldest xmin's age, WAL bytes, the notification queue's use, "
         "the queue's tables and indexes together (live, dead, sizes, autovacuums)",
     ),
     RunFile(
         "horizon-relations.csv",
         "raw",
-        "when the run ends, with `horizon`",
+        "as sampled (appended row by row), with `horizon`",
         "every sample_s, each table and index of the queue's own schemas: tuples, size, "
         "(auto)vacuum and (auto)analyze counts and ages, index scans",
     ),
     RunFile(
         "horizon-waits.csv",
         "raw",
-        "when the run ends, with `horizon`",
+        "as sampled (appended row by row), with `horizon`",
         "every second: the database's active sessions per wait event",
     ),
     RunFile(
         "horizon-pgstattuple.csv",
         "raw",
-        "when the run ends, with `horizon` and pgstattuple on the server",
+        "as sampled, with `horizon` and pgstattuple on the server",
         "at each phase boundary, each table's dead and free percentages (pgstattuple)",
     ),
     RunFile(

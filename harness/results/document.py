@@ -29,6 +29,11 @@ Format history (RUN_FORMAT_VERSION):
   5  jobs.csv's first column is the run's `run_id`, as every derived table's is, so that
      the jobs of several runs concatenated still say whose they are. The document is as
      version 4's; a folder of version 4 has jobs.csv without the column.
+  6  `cut`: the repetition an interrupt (or a failure) cut short, whose samples the run
+     folder keeps (bloat.csv, fetch-plans.csv and horizon*.csv are appended to as they
+     are sampled): its keys, its server's version, the latest sample's seconds from its
+     clock's start (the cut) and the rows kept per file. Its jobs are in no file (its
+     books were never checked). Version 5 documents read with `cut` null.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from harness.errors import HarnessError
 from harness.results.contract import NAME_PATTERN
 from harness.results.versioned import Migrations, Versioned
 
-RUN_FORMAT_VERSION = 5
+RUN_FORMAT_VERSION = 6
 HARNESS = "harness"  # the library of the built-in SQL strategies, in tables grouped by one
 
 Status = Literal["running", "complete", "failed", "interrupted"]
@@ -145,6 +150,17 @@ class RepetitionEntry(_Part):
     pg_version: PgVersion | None = None  # the server it ran on (format 3)
 
 
+class CutEntry(_Part):
+    """The repetition a run's end cut short, and what its samples' files kept of it."""
+
+    strategy: str
+    workers: int
+    repetition: int
+    pg_version: PgVersion | None = None
+    last_sample_s: float | None = None  # the latest sample, from the clock's start
+    rows: dict[str, int] = Field(default_factory=dict)  # per file, the rows kept
+
+
 # A capture's files are explain/<variant>/<strategy>.*: its names are the contract's, never
 # a path (`harness report` opens what run.json names).
 FileName = Annotated[str, Field(pattern=NAME_PATTERN)]
@@ -202,7 +218,8 @@ def _one_server(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _as_it_was(data: dict[str, Any]) -> dict[str, Any]:
-    """Version 5 changed jobs.csv, not the document."""
+    """Version 5 changed jobs.csv, not the document; version 6 added `cut`, null unless
+    a repetition was cut short."""
     return data
 
 
@@ -214,6 +231,7 @@ class RunDocument(Versioned):
         2: _one_server,
         3: _typed_queues,
         4: _as_it_was,
+        5: _as_it_was,
     }
 
     run_id: str
@@ -231,6 +249,7 @@ class RunDocument(Versioned):
     files: dict[str, str] = Field(default_factory=dict)  # what each render wrote
     simulation: dict[str, str | None] = Field(default_factory=dict)  # strategy -> policy
     queues: dict[str, QueueProvenance] = Field(default_factory=dict)  # strategy -> its record
+    cut: CutEntry | None = None  # the repetition cut short, if one was (format 6)
 
     def document(self) -> dict[str, Any]:
         data = super().document()

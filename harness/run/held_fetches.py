@@ -62,7 +62,7 @@ class ExplainedFetches:
             at_s = pd.Series([row["at_s"] for row in rows])
             for row, phase in zip(rows, phase_of(at_s, hold.began_s, hold.ended_s), strict=True):
                 row["phase"] = phase
-        hold.fetches = rows
+        hold.keep("fetch-plans.csv", rows)
 
     def close(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)

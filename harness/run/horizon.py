@@ -5,8 +5,9 @@ transaction (harness/run/long_transaction.py): `HorizonSampler` adds, on that
 connection, every `sample_s` the server's oldest xmin, WAL and notification queue and
 each table and index of the queue's own schemas; every second the wait events of the
 database's active sessions; at each phase boundary pgstattuple's dead and free shares
-of each table (where the extension is there). Its rows become horizon.csv,
-horizon-relations.csv, horizon-waits.csv and horizon-pgstattuple.csv.
+of each table (where the extension is there). Each row goes, as it is taken, to
+horizon.csv, horizon-relations.csv, horizon-waits.csv or horizon-pgstattuple.csv
+(appended by harness/results/series.py): an interrupted run keeps them all.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from harness.results.series import Sink
 from harness.scenario.model import Horizon
 from harness.sqlfiles import builtin_blocks
 
@@ -67,6 +69,20 @@ PGSTATTUPLE_COLUMNS = [
     "free_percent",
 ]
 
+# Each raw file and the record's list of its rows
+FILES = {
+    "horizon.csv": "series",
+    "horizon-relations.csv": "relations",
+    "horizon-waits.csv": "waits",
+    "horizon-pgstattuple.csv": "pgstattuple",
+}
+COLUMNS = {
+    "horizon.csv": SERIES_COLUMNS,
+    "horizon-relations.csv": RELATION_COLUMNS,
+    "horizon-waits.csv": WAIT_COLUMNS,
+    "horizon-pgstattuple.csv": PGSTATTUPLE_COLUMNS,
+}
+
 
 @dataclass
 class HorizonRecord:
@@ -76,6 +92,14 @@ class HorizonRecord:
     relations: list[dict[str, Any]] = field(default_factory=list)
     waits: list[dict[str, Any]] = field(default_factory=list)
     pgstattuple: list[dict[str, Any]] = field(default_factory=list)
+    sink: Sink | None = None  # each row also to the run folder's file as it is taken
+
+    def keep(self, name: str, rows: list[dict[str, Any]]) -> None:
+        """Rows of one of FILES' files, kept here and handed to the sink."""
+        getattr(self, FILES[name]).extend(rows)
+        if self.sink is not None:
+            for row in rows:
+                self.sink(name, row)
 
     def progress(self) -> tuple[str, float, int | None]:
         """The latest sample's phase, seconds and dead tuples (the console's line)."""
@@ -94,10 +118,11 @@ class HorizonSampler:
         horizon: Horizon,
         schemas: list[str],
         pgstattuple: bool,
+        sink: Sink | None = None,
     ) -> None:
         self.conn, self.horizon, self.schemas = conn, horizon, schemas
         self.pgstattuple = pgstattuple
-        self.record = HorizonRecord()
+        self.record = HorizonRecord(sink=sink)
         self._next_sample = self._next_wait = 0.0
         self._phase: str | None = None
 
@@ -134,18 +159,22 @@ class HorizonSampler:
                 {"schemas": self.schemas},
             )
         ]
-        self.record.relations += relations
-        self.record.series.append(
-            stamp
-            | {"oldest_xmin_age": oldest, "wal_bytes": wal, "notify_usage": float(notify)}
-            | _totals(relations)
+        self.record.keep("horizon-relations.csv", relations)
+        self.record.keep(
+            "horizon.csv",
+            [
+                stamp
+                | {"oldest_xmin_age": oldest, "wal_bytes": wal, "notify_usage": float(notify)}
+                | _totals(relations)
+            ],
         )
 
     def _waits(self, t_s: float, phase: str) -> None:
         found = self.conn.execute(SQL["horizon_waits"].sql).fetchall()  # type: ignore[arg-type]
-        self.record.waits += [
-            dict(zip(WAIT_COLUMNS, [round(t_s, 4), phase, *row], strict=True)) for row in found
-        ]
+        self.record.keep(
+            "horizon-waits.csv",
+            [dict(zip(WAIT_COLUMNS, [round(t_s, 4), phase, *row], strict=True)) for row in found],
+        )
 
     def _boundary(self, t_s: float, boundary: str) -> None:
         """pgstattuple's figures of each table, read whole: at phase boundaries only."""
@@ -158,9 +187,10 @@ class HorizonSampler:
             SQL["horizon_pgstattuple"].sql,  # type: ignore[arg-type]
             {"schemas": self.schemas},
         )
-        self.record.pgstattuple += [
-            dict(zip(PGSTATTUPLE_COLUMNS, [*stamp, *row], strict=True)) for row in found
-        ]
+        self.record.keep(
+            "horizon-pgstattuple.csv",
+            [dict(zip(PGSTATTUPLE_COLUMNS, [*stamp, *row], strict=True)) for row in found],
+        )
 
 
 def _next(previous: float, step: float, now: float) -> float:

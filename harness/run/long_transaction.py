@@ -8,7 +8,8 @@ The other samples, every `sample_ms` from the clock's start to the end of the wo
 the holder's xmin age and the tables' dead tuples, sizes and vacuum counts (`sample`).
 
 It runs as a thread of the runner's process: it only ever waits on the server or the
-clock, and its samples stay in memory for the run folder's bloat.csv.
+clock. Its samples stay in memory and, with a sink (harness/results/series.py), go to
+the run folder's bloat.csv row by row as they are taken.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from harness.analysis.held_fetches import fetch_figures, phase_of
 from harness.analysis.plans import plan_figures
 from harness.errors import RunFailed
 from harness.queues.base import Site
+from harness.results.series import Sink
 from harness.run.horizon import HorizonRecord, HorizonSampler, analytics_read
 from harness.scenario.model import Horizon, LongTransaction
 from harness.server.connections import connect
@@ -77,6 +79,15 @@ class HoldRecord:
     fetches: list[dict[str, Any]] = field(default_factory=list)
     fetches_skipped: str | None = None
     horizon: HorizonRecord | None = None  # a horizon's samples (harness/run/horizon.py)
+    # each row also to the run folder's file as it is taken (harness/results/series.py)
+    sink: Sink | None = None
+
+    def keep(self, name: str, rows: list[dict[str, Any]]) -> None:
+        """Rows of bloat.csv or fetch-plans.csv, kept here and handed to the sink."""
+        (self.samples if name == "bloat.csv" else self.fetches).extend(rows)
+        if self.sink is not None:
+            for row in rows:
+                self.sink(name, row)
 
     def window(self) -> dict[str, Any]:
         """The hold as run.json records it."""
@@ -109,18 +120,20 @@ class Holder:
         schemas: tuple[str, ...] | None = None,
         horizon: Horizon | None = None,
         gate: str | None = None,
+        sink: Sink | None = None,
     ) -> None:
         """`schemas`: a library's queue, whose tables are all those of its schemas (the
         run's, and those it makes by a fixed name), summed; else the harness's own
         `jobs` and `queue_tenants`. `horizon`: a long steady run, its held phase `hold`,
         sampled by a HorizonSampler beside; `gate`: the file whose presence lets a
-        library's explained workers keep their plans (its fetch every explain_every_s)."""
+        library's explained workers keep their plans (its fetch every explain_every_s);
+        `sink`: where each row goes as it is taken (the run folder's files)."""
         self.hold, self.horizon, self._gate = hold, horizon, gate
         self._readers: list[psycopg.Connection] = []
         self._sampler: HorizonSampler | None = None
         self._dequeue, self._params = dequeue, params or {}
         self._schemas = list(schemas) if schemas is not None else None
-        self.record = HoldRecord()
+        self.record = HoldRecord(sink=sink)
         self._site, self._start = site, start
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="harness-horizon", daemon=True)
@@ -135,7 +148,9 @@ class Holder:
         self._pgstattuple = self._find_pgstattuple(self._sampling)
         if self.horizon is not None:
             schemas = self._schemas or [self._site.schema]
-            self._sampler = HorizonSampler(self._sampling, self.horizon, schemas, self._pgstattuple)
+            self._sampler = HorizonSampler(
+                self._sampling, self.horizon, schemas, self._pgstattuple, self.record.sink
+            )
             self.record.horizon = self._sampler.record
             others = range(self.horizon.held.readers - 1)
             self._readers = [
@@ -256,7 +271,7 @@ class Holder:
             at_s = pd.Series([round(now, 4)])
             phase = phase_of(at_s, self.record.began_s, self.record.ended_s).iloc[0]
             figures = fetch_figures(plan["Plan"], plan["Execution Time"])
-            self.record.fetches.append({"at_s": round(now, 4), "phase": phase} | figures)
+            self.record.keep("fetch-plans.csv", [{"at_s": round(now, 4), "phase": phase} | figures])
             return math.inf
         if self._gate is None:
             return math.inf
@@ -322,7 +337,7 @@ class Holder:
             *versions,
             *(self._explain_dequeue(self._sampling) if explain else (None, None)),
         ]
-        self.record.samples.append(dict(zip(SAMPLE_COLUMNS, values, strict=True)))
+        self.record.keep("bloat.csv", [dict(zip(SAMPLE_COLUMNS, values, strict=True))])
 
     def _explain_dequeue(self, conn: psycopg.Connection) -> tuple[int | None, float | None]:
         """Shared buffers and execution time of one dequeue, as the workers run it, in a

@@ -73,6 +73,7 @@ from harness.report.html import VERDICT, Page, report_html
 from harness.report.sections import Section, markdown
 from harness.results.contract import listed
 from harness.results.document import (
+    CutEntry,
     PlanEntry,
     RepetitionEntry,
     RunDocument,
@@ -141,6 +142,7 @@ class RawRun:
             update={
                 "repetitions": [e for e in self.document.repetitions if _on(e, version)],
                 "plans": [e for e in self.document.plans if _on(e, version)],
+                "cut": self.document.cut if _on(self.document.cut, version) else None,
             }
         )
         return replace(
@@ -155,8 +157,8 @@ class RawRun:
         )
 
 
-def _on(entry: RepetitionEntry | PlanEntry, version: str) -> bool:
-    return (entry.pg_version or "") == version
+def _on(entry: RepetitionEntry | PlanEntry | CutEntry | None, version: str) -> bool:
+    return entry is not None and (entry.pg_version or "") == version
 
 
 @dataclass(frozen=True)
@@ -644,11 +646,18 @@ def _bloat_summary(raw: RawRun, jobs: pd.DataFrame | None) -> pd.DataFrame | Non
 def _horizon_tables(raw: RawRun, jobs: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
     """A horizon's windows and drift (harness/analysis/horizon.py)."""
     horizon, series = raw.scenario.horizon, raw.horizon_series
-    if horizon is None or jobs is None or series is None or series.empty:
+    if horizon is None or series is None or series.empty:
         return {}
+    cut = raw.document.cut
+    cuts = (
+        {(cut.strategy, cut.workers, cut.repetition): cut.last_sample_s}
+        if cut is not None and cut.last_sample_s is not None
+        else {}
+    )
+    seed = raw.scenario.seed
     return {
         "horizon_windows": horizon_windows(jobs, horizon),
-        "horizon_drift": horizon_drift(jobs, series, raw.fetch_plans, horizon, raw.scenario.seed),
+        "horizon_drift": horizon_drift(jobs, series, raw.fetch_plans, horizon, seed, cuts),
     }
 
 

@@ -10,9 +10,10 @@ the queue's ledger is read and the books are checked.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -21,6 +22,7 @@ import psycopg
 
 from harness.errors import HarnessError, RunFailed
 from harness.queues.base import JobRecord, Queue, Site, WorkerReport
+from harness.results.series import Sink
 from harness.run.books import FINISHED, Books, check_books
 from harness.run.crew import LOCAL, Crew, Placement
 from harness.run.faults import (
@@ -116,11 +118,13 @@ def run_repetition(
     restart: Callable[[], None] | None = None,
     placement: Placement = LOCAL,
     crash: Callable[[float], list[str]] | None = None,
+    sink: Sink | None = None,
 ) -> RepetitionResult:
     """`restart` stops and starts the server (one the harness started): a fault scenario's
     restart; `crash` crashes it, starts it again (faults.server_crash) and says what its
     log said of the recovery; `placement` is where the programs run (here, or over a
-    fleet)."""
+    fleet); `sink`: where the long transaction's and horizon's rows go as they are taken
+    (the run folder's files: what an interrupt keeps)."""
     with connect(site.dsn, schema=site.schema, utc=True) as conn:
         recreate(conn, site.schema, queue.outside_schemas())
         queue.install(conn, inputs.backlog)
@@ -132,7 +136,7 @@ def run_repetition(
         clock_offset_s = started_at.timestamp() - (before + time.time()) / 2
         driver = _driver(queue, inputs, site, conn, restart, crash)
         try:
-            measured = _measure(queue, inputs, repetition, driver, observer, placement)
+            measured = _measure(queue, inputs, repetition, driver, observer, placement, sink)
         finally:
             driver.close()
     with connect(site.dsn, schema=site.schema, utc=True) as conn:  # the server may have restarted
@@ -182,15 +186,18 @@ def _measure(
     driver: Driver,
     observer: Observer,
     placement: Placement,
+    sink: Sink | None = None,
 ) -> Measured:
     spares = len(inputs.faults.crashes) if inputs.faults is not None else 0
     enqueuers = queue.enqueuers(inputs.schedules)
     explained = explained_fetches(queue, inputs, placement, driver.conn)
+    holder, hold = None, None
     try:
         workers = workers_of(queue, explained)
         crew = placement.crew(workers, repetition.workers, enqueuers, spares)
         gate = explained.gate if isinstance(explained, ExplainedFetches) else None
-        with _holder(queue, inputs, crew, gate) as holder, crew:
+        holder = _holder(queue, inputs, crew, gate, sink)
+        with holder or nullcontext(), crew:
             # The backlog goes in once every process is connected, just before the clock
             # starts, so that its waits do not include the processes' start-up.
             if inputs.backlog is not None:
@@ -202,6 +209,12 @@ def _measure(
         hold = holder.record if holder is not None else None
         if hold is not None:
             _keep_fetches(hold, explained)
+    except BaseException:
+        # cut short: the library's fetches explained so far go to the sink too
+        if hold is None and holder is not None and isinstance(explained, ExplainedFetches):
+            with contextlib.suppress(Exception):
+                explained.record(holder.record)
+        raise
     finally:
         if isinstance(explained, ExplainedFetches):
             explained.close()
@@ -272,13 +285,13 @@ def _driver(
 
 
 def _holder(
-    queue: Queue, inputs: RunInputs, crew: Crew, gate: str | None = None
-) -> AbstractContextManager[Holder | None]:
+    queue: Queue, inputs: RunInputs, crew: Crew, gate: str | None, sink: Sink | None
+) -> Holder | None:
     """The scenario's long transaction (or its horizon's held phase and sampler), timed
     from the crew's start; nothing without one."""
     hold = inputs.long_transaction
     if hold is None:
-        return nullcontext()
+        return None
     # a library's tables are its own: every table of its schemas is sampled
     library = queue.provenance().kind == "adapter"
     schemas = (queue.site.schema, *queue.outside_schemas()) if library else None
@@ -291,6 +304,7 @@ def _holder(
         schemas,
         horizon=inputs.horizon,
         gate=gate,
+        sink=sink,
     )
 
 

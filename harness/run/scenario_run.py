@@ -21,6 +21,7 @@ from harness.errors import ReportInterrupted, Terminated
 from harness.queues.base import Queue, QueueEntry, Site
 from harness.results.contract import listed
 from harness.results.document import (
+    CutEntry,
     PlanEntry,
     RepetitionEntry,
     RunDocument,
@@ -29,15 +30,11 @@ from harness.results.document import (
 )
 from harness.results.folder import RunFolder, point_latest
 from harness.results.jobs import PG, jobs_csv
+from harness.results.series import SeriesFiles
 from harness.run.captures import CaptureObserver, capture_all, requests
 from harness.run.crew import LOCAL, Placement
 from harness.run.faults import refuse_restart
-from harness.run.horizon import (
-    PGSTATTUPLE_COLUMNS,
-    RELATION_COLUMNS,
-    SERIES_COLUMNS,
-    WAIT_COLUMNS,
-)
+from harness.run.horizon import COLUMNS as HORIZON_COLUMNS
 from harness.run.long_transaction import SAMPLE_COLUMNS
 from harness.run.repetition import Observer, RepetitionResult, plan, run_repetition
 from harness.scenario.inputs import RunInputs
@@ -79,13 +76,20 @@ class RunOptions:
     duration_s: float | None = None  # --duration: a horizon's, stretched (docs/horizon.md)
 
 
-KEYS = ["strategy", "workers", "repetition"]
-# A horizon's raw files: run.json's key and the columns of each (harness/run/horizon.py)
-HORIZON_FILES = {
-    "horizon.csv": ("horizon", SERIES_COLUMNS),
-    "horizon-relations.csv": ("horizon_relations", RELATION_COLUMNS),
-    "horizon-waits.csv": ("horizon_waits", WAIT_COLUMNS),
-    "horizon-pgstattuple.csv": ("horizon_pgstattuple", PGSTATTUPLE_COLUMNS),
+# The raw series appended to as they are sampled (harness/results/series.py): each
+# file's columns after the repetition's keys, and run.json's key of it
+SERIES = {
+    "bloat.csv": SAMPLE_COLUMNS,
+    "fetch-plans.csv": FETCH_COLUMNS,
+    **HORIZON_COLUMNS,
+}
+SERIES_KEYS = {
+    "bloat.csv": "bloat",
+    "fetch-plans.csv": "fetch_plans",
+    "horizon.csv": "horizon",
+    "horizon-relations.csv": "horizon_relations",
+    "horizon-waits.csv": "horizon_waits",
+    "horizon-pgstattuple.csv": "horizon_pgstattuple",
 }
 
 
@@ -96,12 +100,9 @@ class Measured:
     jobs: list[dict[str, Any]] = field(default_factory=list)
     captures: list[Capture] = field(default_factory=list)
     monitor: list[dict[str, Any]] = field(default_factory=list)
-    bloat: list[dict[str, Any]] = field(default_factory=list)  # long_transaction samples
-    fetch_plans: list[dict[str, Any]] = field(default_factory=list)  # explain_fetches
-    # a horizon's samples, per raw file (HORIZON_FILES)
-    horizon: dict[str, list[dict[str, Any]]] = field(
-        default_factory=lambda: {name: [] for name in HORIZON_FILES}
-    )
+    # long_transaction's and a horizon's samples, explain_fetches' fetches: in their
+    # files as they are taken
+    series: SeriesFiles | None = None
 
 
 Turn = Callable[[], contextlib.AbstractContextManager[Server]]
@@ -154,7 +155,8 @@ def run_scenario(
     point_latest(root, folder.path)
     # Once: every repetition, on every server, queues the same jobs.
     sitting = Sitting(folder, document, schema, RunInputs.of(scenario), entries)
-    measured, left = Measured(), []
+    series = SeriesFiles(folder.path, SERIES)
+    measured, left = Measured(series=series), []
     try:
         for turn in servers.turns:
             with turn() as server:
@@ -163,6 +165,8 @@ def run_scenario(
     except BaseException as error:
         _close_unfinished(folder, document, measured, error)
         raise
+    finally:
+        series.close()
     # A schema the cleanup had to leave (what others built on it) leaves the run whole.
     return replace(_render(folder, options.plots), notes=tuple(left))
 
@@ -233,8 +237,15 @@ class Timed:
 
 
 def _run_timed(timed: Timed, observer: Observer, document: RunDocument, measured: Measured) -> None:
+    assert measured.series is not None
     for repetition in plan(timed.inputs.scenario):
         queue = timed.queues[repetition.strategy]
+        keys = {
+            "strategy": repetition.strategy,
+            "workers": repetition.workers,
+            "repetition": repetition.index,
+        }
+        sink = measured.series.repetition(keys, timed.pg_version)
         result = run_repetition(
             queue,
             timed.site,
@@ -244,14 +255,12 @@ def _run_timed(timed: Timed, observer: Observer, document: RunDocument, measured
             timed.restart,
             timed.placement,
             crash=timed.crash,
+            sink=sink,
         )
+        sink.finished = True
         on_server = {PG: timed.pg_version}
         measured.jobs += [{**job, **on_server} for job in result.jobs]
         measured.monitor += [{**row, **on_server} for row in monitor_records(result)]
-        measured.bloat += [{**row, **on_server} for row in bloat_records(result)]
-        measured.fetch_plans += [{**row, **on_server} for row in fetch_plan_records(result)]
-        for name, rows in horizon_records(result).items():
-            measured.horizon[name] += [{**row, **on_server} for row in rows]
         document.repetitions.append(_repetition_entry(result, timed.pg_version))
 
 
@@ -357,6 +366,11 @@ def _close_unfinished(
         "; ".join([str(error) or type(error).__name__, *getattr(error, "__notes__", [])])
     )
     document.finished_at = _utc_now()
+    cut = measured.series.cut if measured.series is not None else None
+    if cut is not None and cut.rows:
+        document.cut = CutEntry(
+            **cut.keys, pg_version=cut.pg_version, last_sample_s=cut.last_s, rows=cut.rows
+        )
     _write_raw(folder, document, measured)
     _write(folder, "run.json", document.dumps(), replace=True)
 
@@ -370,18 +384,8 @@ def _write_raw(folder: RunFolder, document: RunDocument, measured: Measured) -> 
     if measured.monitor and "monitor" not in document.files:
         monitor = pd.DataFrame.from_records(measured.monitor, columns=[*MONITOR_COLUMNS, PG])
         document.files["monitor"] = _write(folder, "monitor.csv", monitor.to_csv(index=False))
-    if measured.bloat and "bloat" not in document.files:
-        bloat = pd.DataFrame.from_records(measured.bloat, columns=[*BLOAT_COLUMNS, PG])
-        document.files["bloat"] = _write(folder, "bloat.csv", bloat.to_csv(index=False))
-    if measured.fetch_plans and "fetch_plans" not in document.files:
-        fetches = pd.DataFrame.from_records(measured.fetch_plans, columns=FETCH_PLAN_COLUMNS)
-        document.files["fetch_plans"] = _write(
-            folder, "fetch-plans.csv", fetches.to_csv(index=False)
-        )
-    for name, (key, columns) in HORIZON_FILES.items():
-        if measured.horizon[name] and key not in document.files:
-            frame = pd.DataFrame.from_records(measured.horizon[name], columns=[*KEYS, *columns, PG])
-            document.files[key] = _write(folder, name, frame.to_csv(index=False))
+    for name in measured.series.written if measured.series is not None else []:
+        document.files[SERIES_KEYS[name]] = name  # appended to as they were sampled
     document.plans = [_plan_entry(capture) for capture in measured.captures]
 
 
@@ -431,50 +435,6 @@ def monitor_records(result: RepetitionResult) -> list[dict[str, Any]]:
         }
         for elapsed, stranded, age in result.monitor
     ]
-
-
-BLOAT_COLUMNS = ["strategy", "workers", "repetition", *SAMPLE_COLUMNS]
-
-
-def _keys(result: RepetitionResult) -> dict[str, Any]:
-    """A repetition's keys, as jobs.csv's rows carry them."""
-    repetition = result.repetition
-    return {
-        "strategy": repetition.strategy,
-        "workers": repetition.workers,
-        "repetition": repetition.index,
-    }
-
-
-def bloat_records(result: RepetitionResult) -> list[dict[str, Any]]:
-    """The long transaction's samples, keyed by repetition like jobs.csv."""
-    if result.hold is None:
-        return []
-    return [{**_keys(result), **sample} for sample in result.hold.samples]
-
-
-FETCH_PLAN_COLUMNS = ["strategy", "workers", "repetition", *FETCH_COLUMNS, PG]
-
-
-def fetch_plan_records(result: RepetitionResult) -> list[dict[str, Any]]:
-    """The library's fetches explained under the hold, keyed by repetition like jobs.csv."""
-    if result.hold is None:
-        return []
-    return [{**_keys(result), **fetch} for fetch in result.hold.fetches]
-
-
-def horizon_records(result: RepetitionResult) -> dict[str, list[dict[str, Any]]]:
-    """A horizon's samples per raw file, keyed by repetition like jobs.csv."""
-    found = result.hold.horizon if result.hold is not None else None
-    if found is None:
-        return {}
-    parts = {
-        "horizon.csv": found.series,
-        "horizon-relations.csv": found.relations,
-        "horizon-waits.csv": found.waits,
-        "horizon-pgstattuple.csv": found.pgstattuple,
-    }
-    return {name: [{**_keys(result), **row} for row in rows] for name, rows in parts.items()}
 
 
 def _utc_now() -> str:

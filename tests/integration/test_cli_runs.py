@@ -96,7 +96,9 @@ def marked_env() -> dict[str, str]:
     return {**os.environ, name: value, "TMPDIR": str(RUNS_TMP)}
 
 
-def start_run(tmp_path: Path, text: str, command: str = "run") -> subprocess.Popen[str]:
+def start_run(
+    tmp_path: Path, text: str, command: str = "run", *options: str
+) -> subprocess.Popen[str]:
     scenario = tmp_path / "slow.yaml"
     scenario.write_text(text)
     return subprocess.Popen(
@@ -108,6 +110,7 @@ def start_run(tmp_path: Path, text: str, command: str = "run") -> subprocess.Pop
             str(scenario),
             "--results-dir",
             str(tmp_path / "results"),
+            *options,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -3,7 +3,10 @@ are made on purpose, its held phase's readers, and a short run end to end."""
 
 from __future__ import annotations
 
+import csv
+import json
 import multiprocessing
+import signal
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +21,7 @@ from harness.scenario.model import Horizon
 from harness.server.kinds import Server
 from tests.conftest import harness_cli
 from tests.integration.conftest import run_yaml
+from tests.integration.test_cli_runs import start_run
 from tests.integration.test_long_transaction import wait_for
 
 TINY = """
@@ -184,3 +188,75 @@ def test_a_librarys_short_horizon_samples_its_own_tables_and_fetch(
     assert ((fetches["at_s"] % 2) <= 1.5 + 0.5).all(), fetches["at_s"].tolist()
     drift = pd.read_csv(run / "horizon-drift.csv")
     assert drift["verdict"].iloc[0] in {"stable", "growing", "recovering"}
+
+
+CUT = (
+    TINY.replace("name: horizon-tiny", "name: horizon-cut")
+    .replace(
+        """  duration_s: 12
+  warmup_s: 1
+  held: {from_s: 7, for_s: 2.5, readers: 2}
+  sample_s: 1
+  window_s: 3""",
+        """  duration_s: 20
+  warmup_s: 1
+  held: {from_s: 14, for_s: 3, readers: 2}
+  sample_s: 1
+  window_s: 2""",
+    )
+    .replace("window_s: 12, duration_ms", "window_s: 20, duration_ms")
+)
+
+
+def test_an_interrupted_horizon_keeps_its_samples_and_its_report_renders(
+    server: Server, tmp_path: Path
+) -> None:
+    """A 20 s horizon sent Ctrl-C 6 s into its steady phase (seen in horizon.csv, which
+    fills as it is sampled): exit 130, run.json interrupted with the repetition cut and
+    its latest sample; horizon.csv every second to the cut (the holder's last sample, at
+    the interrupt); the drift over the steady phase's whole windows before the cut; and
+    `harness report` draws the horizon up to it."""
+    assert "duration_s: 20" in CUT and "held: {from_s: 14" in CUT
+    run = start_run(tmp_path, CUT, "run", "--dsn", server.dsn)
+    latest = tmp_path / "results" / "latest"
+    try:
+        wait_for(lambda: _sampled_to(latest / "horizon.csv") >= 6, timeout_s=60)
+    finally:
+        run.send_signal(signal.SIGINT)
+    _, stderr = run.communicate(timeout=90)
+    assert run.returncode == 130, stderr
+    assert stderr.strip().startswith("interrupted") and "Traceback" not in stderr
+    document = json.loads((latest / "run.json").read_text())
+    assert (document["status"], document["repetitions"]) == ("interrupted", [])
+    cut = document["cut"]
+    assert (cut["strategy"], cut["workers"], cut["repetition"]) == ("fifo", 2, 1)
+    series = pd.read_csv(latest / "horizon.csv")
+    assert cut["rows"]["horizon.csv"] == len(series)
+    assert series["t_s"].iloc[0] < 1 and series["t_s"].diff().max() <= 2
+    assert cut["last_sample_s"] == series["t_s"].max() >= 6
+    assert set(series["phase"]) <= {"warmup", "steady"}  # cut before the held phase
+    assert (latest / "horizon-relations.csv").exists() and (latest / "bloat.csv").exists()
+    assert not (latest / "jobs.csv").exists()  # no repetition's books were checked
+    reported = harness_cli("report", str(latest.resolve()), timeout=120)
+    assert reported.returncode == 0, reported.stdout + reported.stderr
+    drift = pd.read_csv(latest / "horizon-drift.csv")
+    (row,) = drift.itertuples()
+    assert row.cut_s == cut["last_sample_s"] and row.verdict in {"stable", "growing"}
+    # the steady phase's whole 2 s windows from 1 s before the cut: first and last sampled
+    steady_to = 1 + 2 * ((cut["last_sample_s"] - 1) // 2)
+    assert f"drift over the steady phase to {steady_to:g} s, no end, no p99" in row.why
+    assert row.size_first > 0 and row.size_last > 0
+    page = (latest / "report.html").read_text()
+    assert "Horizon: dead tuples, size, p99 wait and fetch buffers over time" in page
+    assert (latest / "horizon.png").exists()
+
+
+def _sampled_to(path: Path) -> float:
+    """The latest t_s horizon.csv holds so far (0 before its first row)."""
+    if not path.exists():
+        return 0.0
+    lines = path.read_text().splitlines()
+    try:
+        return float(next(csv.DictReader(lines[:1] + lines[-1:]))["t_s"])
+    except (StopIteration, ValueError, TypeError):  # no row yet, or one half written
+        return 0.0

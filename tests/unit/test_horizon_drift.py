@@ -7,6 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from harness.analysis.headline import _horizon_figures
 from harness.analysis.horizon import (
     _median,
     _p99,
@@ -147,3 +148,40 @@ def test_the_windows_count_every_job_once_per_class_and_in_all() -> None:
     assert pooled["jobs"].sum() == 3600 and len(pooled) == 12
     assert (pooled["jobs_per_s"] == 1).all()
     assert list(pooled["phase"]) == ["warmup"] + ["steady"] * 8 + ["held"] + ["recovery"] * 2
+
+
+def _cut(series: pd.DataFrame, cut_s: float) -> pd.Series:
+    """The repetition cut at cut_s, with no jobs (as an interrupted run leaves it)."""
+    kept = series[series["t_s"] <= cut_s]
+    return horizon_drift(None, kept, None, HORIZON, seed=1, cuts={("q", 2, 1): cut_s}).iloc[0]
+
+
+def test_a_cut_repetition_drifts_over_its_steady_windows_before_the_cut() -> None:
+    """Cut at 1,250 s of a steady phase from 300 s: its whole 300 s windows before the cut
+    are three, so first is [300, 600) and last [900, 1200); size grows 200 KB an hour;
+    no end, no p99."""
+    row = _cut(_series(200_000), 1250)
+    assert row["cut_s"] == 1250 and row["verdict"] == "growing"
+    assert row["why"].startswith("cut at 1,250 s, drift over the steady phase to 1,200 s")
+    assert "no end, no p99" in row["why"]
+    sizes = _series(200_000).set_index("t_s")["table_bytes"]
+    assert row["size_first"] == sizes.loc[300:590].median()
+    assert row["size_last"] == sizes.loc[900:1190].median()
+    assert row["size_slope_bytes_per_h"] == pytest.approx(200_000)
+    assert np.isnan(row["p99_change"]) and np.isnan(row["dead_end"])
+
+
+def test_a_cut_before_two_steady_windows_has_no_drift_and_says_why() -> None:
+    row = _cut(_series(0), 800)
+    assert row["verdict"] == "cut"
+    assert row["why"] == (
+        "cut at 800 s: 1 whole window of the steady phase (from 300 s) before it, drift needs 2"
+    )
+
+
+def test_a_cut_repetition_is_no_headline_figure() -> None:
+    whole = horizon_drift(_jobs(0), _series(0), None, HORIZON, seed=1)
+    cut = horizon_drift(None, _series(0).assign(repetition=2), None, HORIZON, 1, {("q", 2, 2): 900})
+    figures = _horizon_figures("s", pd.concat([whole, cut]))
+    dead_peak = next(f for f in figures if f is not None and "dead tuples, peak" in f.name)
+    assert dead_peak.samples == 1

@@ -86,7 +86,7 @@ def test_a_format_1_document_is_migrated_on_reading(tmp_path: Path) -> None:
     [
         (
             {"format_version": RUN_FORMAT_VERSION + 1},
-            "format_version 6; this harness reads 1, 2, 3, 4, 5",
+            "format_version 7; this harness reads 1, 2, 3, 4, 5, 6",
         ),
         ({"format_version": 2, "run_id": "x"}, "started_at: Field required"),
         ("not json", "not JSON"),
