@@ -397,7 +397,7 @@ def run(
             "--duration",
             metavar="SECONDS",
             help="A horizon's duration_s instead of the scenario's (hours: 7200), up to "
-            "its max_duration_s; its phases and streams scale with it (docs/horizon.md).",
+            "its max_duration_s; its phases and streams scale with it (docs/long-horizon.md).",
             show_default=False,
         ),
     ] = None,

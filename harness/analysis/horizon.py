@@ -1,4 +1,4 @@
-"""Pure analysis of a long steady run (`horizon`, docs/horizon.md): the queue over time,
+"""Pure analysis of a long steady run (`horizon`, docs/long-horizon.md): the queue over time,
 and whether it drifts.
 
 Inputs are jobs.csv, horizon.csv (the sampler's series), fetch-plans.csv (the fetch

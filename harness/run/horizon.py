@@ -1,4 +1,4 @@
-"""A horizon's samples (docs/horizon.md), taken by the long transaction's holder.
+"""A horizon's samples (docs/long-horizon.md), taken by the long transaction's holder.
 
 A long steady run is sampled by the same thread and connection that sample a long
 transaction (harness/run/long_transaction.py): `HorizonSampler` adds, on that

@@ -114,7 +114,7 @@ select n.nspname, c.relname
  order by 1, 2;
 
 -- name: horizon_sample
--- A horizon's sample of the whole server (docs/horizon.md): the oldest xmin any session,
+-- A horizon's sample of the whole server (docs/long-horizon.md): the oldest xmin any session,
 -- prepared transaction or replication slot holds, as an age in transactions (what keeps
 -- vacuum from removing dead versions anywhere); the WAL written since the cluster began,
 -- in bytes (differences between samples are what the run wrote); the share of the

@@ -73,7 +73,7 @@ class RunOptions:
     # the test suite's runs that look at no figure ask for none.
     plots: bool = True
     thresholds: tuple[str, ...] = ()  # --threshold: on top of each scenario's own
-    duration_s: float | None = None  # --duration: a horizon's, stretched (docs/horizon.md)
+    duration_s: float | None = None  # --duration: a horizon's, stretched (docs/long-horizon.md)
 
 
 # The raw series appended to as they are sampled (harness/results/series.py): each

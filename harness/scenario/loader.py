@@ -73,7 +73,7 @@ def load_any(
     path: Path, queues: Mapping[str, QueueTraits], duration_s: float | None = None
 ) -> LoadedScenario | LoadedSuite:
     """A scenario, or a suite of them (a file with `suite:`), each scenario validated;
-    `duration_s` (harness run --duration) stretches a horizon's (docs/horizon.md)."""
+    `duration_s` (harness run --duration) stretches a horizon's (docs/long-horizon.md)."""
     path = scenario_file(path)
     parsed = _mapping(path)
     if "suite" in parsed.data:

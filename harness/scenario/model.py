@@ -473,7 +473,7 @@ HORIZON_PHASES = ("warmup", "steady", "held", "recovery")
 
 
 class Horizon(Model):
-    """A long steady run (docs/horizon.md): the tenant groups' Poisson streams for
+    """A long steady run (docs/long-horizon.md): the tenant groups' Poisson streams for
     `duration_s`, in four phases (warm-up until `warmup_s`, steady until the held
     phase, the held phase, recovery to the end); the queue's tables sampled every
     `sample_s`, its wait events every second; its fetch explained every
@@ -544,7 +544,7 @@ class Scenario(Model):
     reference: Reference | None = None
     faults: Faults | None = None
     long_transaction: LongTransaction | None = None
-    horizon: Horizon | None = None  # a long steady run (docs/horizon.md)
+    horizon: Horizon | None = None  # a long steady run (docs/long-horizon.md)
     report: ReportOptions = Field(default_factory=ReportOptions)
     # Bounds on its figures (harness/scenario/thresholds.py): `harness run` exits 1 when
     # one is not kept.
