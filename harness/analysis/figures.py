@@ -4,6 +4,7 @@ files: harness/report/plots.py encodes them)."""
 from __future__ import annotations
 
 import colorsys
+from typing import Any
 
 import pandas as pd
 from matplotlib.axes import Axes
@@ -378,11 +379,13 @@ def horizon_over_time(
     fetches: pd.DataFrame | None,
     phases: list[tuple[str, float, float]],
     window_s: float,
+    cuts: dict[tuple[Any, Any], float] | None = None,
 ) -> Figure:
     """A horizon, repetition 1 of each strategy: dead tuples, the tables' and indexes'
     size, the p99 wait per window and the explained fetch's buffers over time, the
     warm-up and held phases shaded. Inputs: horizon.csv, horizon-windows.csv and
-    fetch-plans.csv (harness/analysis/horizon.py)."""
+    fetch-plans.csv (harness/analysis/horizon.py); `cuts`: per strategy and workers, the
+    second its repetition 1 was cut at (run.json's `cut`), a dashed line."""
     first = series[series["repetition"] == 1]
     panels = list(first.groupby(["strategy", "workers"], sort=False))
     figure = Figure(figsize=(18, 3.2 * len(panels)))
@@ -401,6 +404,15 @@ def horizon_over_time(
         p99 = [*pooled["wait_p99_s"], *pooled["wait_p99_s"].iloc[-1:]]
         axes[2].step(ends, p99, where="post", label="p99 wait")
         axes[2].set_ylabel("seconds")
+        cut_s = (cuts or {}).get((strategy, workers))
+        if cut_s is not None and pooled.empty:
+            axes[2].text(
+                0.5,
+                0.5,
+                "no p99: its jobs are in no file",
+                ha="center",
+                transform=axes[2].transAxes,
+            )
         if fetches is not None:
             explained = _first_repetition(fetches, strategy, workers)
             axes[3].plot(explained["at_s"], explained["shared_buffers"], ".", label="one fetch")
@@ -410,6 +422,8 @@ def horizon_over_time(
             for phase, start, end in phases:
                 if phase in _PHASE_SHADES:
                     axis.axvspan(start, end, color=_PHASE_SHADES[phase], label=phase)
+            if cut_s is not None:
+                axis.axvline(cut_s, color="#a11", linestyle="--", label=f"cut at {cut_s:.4g} s")
             axis.set_xlabel("seconds since the start")
             axis.grid(True, alpha=0.3)
             axis.legend(loc="upper left", fontsize="x-small")

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import yaml
@@ -542,8 +542,17 @@ def run_figures(raw: RawRun, tables: RunTables) -> dict[str, Figure]:
             raw.fetch_plans,
             horizon.phases,
             horizon.window_s,
+            _first_cut(raw),
         )
     return plots
+
+
+def _first_cut(raw: RawRun) -> dict[tuple[Any, Any], float]:
+    """The strategy and workers whose repetition 1 was cut, and when (run.json's `cut`)."""
+    cut = raw.document.cut
+    if cut is None or cut.repetition != 1 or cut.last_sample_s is None:
+        return {}
+    return {(cut.strategy, cut.workers): cut.last_sample_s}
 
 
 def _title(raw: RawRun) -> str:
