@@ -25,10 +25,11 @@ explained at the horizon's moments) and the scenario's horizon. Definitions:
               window) dead tuples or p99 stand above the steady phase's last window by
               more than RECOVERY_MARGIN: the held phase's mark is not gone yet;
               stable: neither
-  cut       = a repetition the run's end cut short (run.json's `cut`, at its latest
-              sample): first and last are the steady phase's first and last whole
-              window before the cut, its end is not measured and its jobs are in no
-              file (no p99); with fewer than 2 whole windows, the verdict is `cut`
+  cut       = a repetition the run's end cut short, at its latest sample (sampled but
+              not in run.json's `repetitions`: its `cut`, or a run killed outright):
+              first and last are the steady phase's first and last whole window
+              before the cut, its end is not measured and its jobs are in no file (no
+              p99); with fewer than 2 whole windows, the verdict is `cut`
 """
 
 from __future__ import annotations

@@ -548,11 +548,10 @@ def run_figures(raw: RawRun, tables: RunTables) -> dict[str, Figure]:
 
 
 def _first_cut(raw: RawRun) -> dict[tuple[Any, Any], float]:
-    """The strategy and workers whose repetition 1 was cut, and when (run.json's `cut`)."""
-    cut = raw.document.cut
-    if cut is None or cut.repetition != 1 or cut.last_sample_s is None:
-        return {}
-    return {(cut.strategy, cut.workers): cut.last_sample_s}
+    """The strategies and workers whose repetition 1 was cut, and when (_cuts)."""
+    assert raw.horizon_series is not None
+    cuts = _cuts(raw.document, raw.horizon_series)
+    return {(strategy, workers): t_s for (strategy, workers, rep), t_s in cuts.items() if rep == 1}
 
 
 def _title(raw: RawRun) -> str:
@@ -657,16 +656,25 @@ def _horizon_tables(raw: RawRun, jobs: pd.DataFrame | None) -> dict[str, pd.Data
     horizon, series = raw.scenario.horizon, raw.horizon_series
     if horizon is None or series is None or series.empty:
         return {}
-    cut = raw.document.cut
-    cuts = (
-        {(cut.strategy, cut.workers, cut.repetition): cut.last_sample_s}
-        if cut is not None and cut.last_sample_s is not None
-        else {}
-    )
     seed = raw.scenario.seed
     return {
         "horizon_windows": horizon_windows(jobs, horizon),
-        "horizon_drift": horizon_drift(jobs, series, raw.fetch_plans, horizon, seed, cuts),
+        "horizon_drift": horizon_drift(
+            jobs, series, raw.fetch_plans, horizon, seed, _cuts(raw.document, series)
+        ),
+    }
+
+
+def _cuts(document: RunDocument, series: pd.DataFrame) -> dict[tuple[Any, ...], float]:
+    """Each repetition sampled but not finished (none in run.json's `repetitions`), and
+    its latest sample: run.json's `cut`, or a run killed outright, whose run.json still
+    says `running` and names none."""
+    finished = {(e.strategy, e.workers, e.repetition) for e in document.repetitions}
+    last = series.groupby(["strategy", "workers", "repetition"], sort=False)["t_s"].max()
+    return {
+        (str(strategy), int(workers), int(repetition)): float(t_s)
+        for (strategy, workers, repetition), t_s in zip(last.index, last, strict=True)
+        if (str(strategy), int(workers), int(repetition)) not in finished
     }
 
 

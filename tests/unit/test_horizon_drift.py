@@ -16,6 +16,8 @@ from harness.analysis.horizon import (
     horizon_windows,
     theil_sen,
 )
+from harness.results.document import RepetitionEntry, RunDocument, ScenarioRef
+from harness.run.render import _cuts
 from harness.scenario.model import Horizon
 
 HORIZON = Horizon.model_validate(
@@ -185,3 +187,28 @@ def test_a_cut_repetition_is_no_headline_figure() -> None:
     figures = _horizon_figures("s", pd.concat([whole, cut]))
     dead_peak = next(f for f in figures if f is not None and "dead tuples, peak" in f.name)
     assert dead_peak.samples == 1
+
+
+def test_a_repetition_sampled_but_never_finished_is_cut_at_its_latest_sample() -> None:
+    """Repetition 1 finished (run.json has it), repetition 2 sampled to 490 s and no more:
+    what a run killed outright leaves, its run.json naming no cut."""
+    document = RunDocument(
+        run_id="r",
+        started_at="2026-12-05T00:00:00+00:00",
+        scenario=ScenarioRef(name="s", path="s.yaml", sha256="0", seed=1),
+        repetitions=[
+            RepetitionEntry(
+                strategy="q",
+                workers=2,
+                repetition=1,
+                jobs=3600,
+                empty_polls=0,
+                lost_races=0,
+                books="balanced",
+                started_at="2026-12-05T00:00:00+00:00",
+                finished_at="2026-12-05T01:00:00+00:00",
+            )
+        ],
+    )
+    series = pd.concat([_series(0), _series(0).assign(repetition=2).iloc[:50]])
+    assert _cuts(document, series) == {("q", 2, 2): 490.0}
