@@ -8,6 +8,8 @@ Per tenant, in each repetition (t0 = the repetition's first enqueue):
                 repetition's workers to themselves: ideal FIFO, no claim cost
                 (harness.simulate.alone_makespan)
   slowdown    = makespan / alone  (>= 1 up to the harness's own costs; NaN if alone is 0)
+A tenant that enqueued under several keys (a tenant group's `keys`: a sybil's accounts,
+its job types' queues) is one tenant here, whatever the queue saw.
 Per repetition, over its tenants:
   Jain's index = (sum x)^2 / (n * sum x^2) of the slowdowns x: 1 when every tenant is
                  slowed alike, 1/n when one tenant takes all the slowdown
@@ -15,6 +17,8 @@ Per repetition, over its tenants:
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import pandas as pd
 
@@ -35,8 +39,12 @@ TENANT_COLUMNS = [
 ]
 
 
-def tenant_table(jobs: pd.DataFrame) -> pd.DataFrame:
-    """One row per repetition and tenant; `jobs` as with_waits gives it (wait_s, ...)."""
+def tenant_table(jobs: pd.DataFrame, owners: Mapping[int, int] | None = None) -> pd.DataFrame:
+    """One row per repetition and tenant; `jobs` as with_waits gives it (wait_s, ...).
+    `owners` (tenant_owners: a key -> its tenant) counts a tenant that enqueued under
+    several keys as one, under its first key's id."""
+    if owners:
+        jobs = jobs.assign(tenant_id=jobs["tenant_id"].map(lambda key: owners.get(key, key)))
     keys = [*REPETITION_KEYS, "tenant_id"]
     ordered = jobs.sort_values([*keys, "enqueued_at", "job_id"])
     grouped = ordered.groupby(keys, sort=False)

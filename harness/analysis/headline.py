@@ -61,6 +61,8 @@ def run_headline(
     reference: Reference | None,
     bloat: pd.DataFrame | None = None,
     horizon: pd.DataFrame | None = None,
+    mappings: pd.DataFrame | None = None,
+    idle: pd.DataFrame | None = None,
 ) -> list[Figure]:
     """Every headline figure of a run, reference figures first."""
     found = _reference_figures(scenario, reference, summary, plan_runs)
@@ -72,7 +74,45 @@ def run_headline(
         found += _held_fetch_figures(scenario, bloat)
     if horizon is not None:
         found += _horizon_figures(scenario, horizon)
+    if mappings is not None:
+        found += _mapping_figures(scenario, mappings)
+    if idle is not None:
+        found += _idle_figures(scenario, idle)
     return [figure for figure in found if figure is not None]
+
+
+_MAPPINGS = (
+    ("others_wait_p50_s", "the others' p50 wait", "s", True),
+    ("others_wait_p95_s", "the others' p95 wait", "s", True),
+    ("flood_vs_first", "the flood's makespan over the first strategy's", "x", True),
+    ("jain_index", "Jain's index", "x", False),
+)
+_IDLE = (
+    ("fetches_per_s", "idle fetches a second", "fetches/s", True),
+    ("statements_per_s", "idle statements a second", "statements/s", True),
+    ("server_cpu_share", "the server's CPU share of a core while idle", "x", True),
+)
+
+
+def _mapping_figures(scenario: str, mappings: pd.DataFrame) -> list[Figure | None]:
+    """Per strategy and workers, mappings.csv's figures (the flood's makespan is a wait
+    figure already)."""
+    return _per_strategy(scenario, mappings, _MAPPINGS)
+
+
+def _idle_figures(scenario: str, idle: pd.DataFrame) -> list[Figure | None]:
+    return _per_strategy(scenario, idle, _IDLE)
+
+
+def _per_strategy(
+    scenario: str, table: pd.DataFrame, columns: tuple[tuple[str, str, str, bool], ...]
+) -> list[Figure | None]:
+    found: list[Figure | None] = []
+    for (strategy, workers), rows in table.groupby(["strategy", "workers"], sort=False):
+        where = f"{scenario}: {strategy}, {workers} workers"
+        for column, label, unit, lower in columns:
+            found.append(figure_of(f"{where}: {label}", unit, rows[column], lower))
+    return found
 
 
 def _held_fetch_figures(scenario: str, bloat: pd.DataFrame) -> list[Figure | None]:

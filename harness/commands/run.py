@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -65,6 +66,8 @@ def run_command(
         say(f"Note: {replaced} (run.json records it)")
     for loaded in scenarios:  # a library or runtime missing: one line, before any server
         require(entries, named_queues(loaded.scenario), str(loaded.path), say)
+    if any(loaded.scenario.idle is not None for loaded in scenarios):
+        choice = replace(choice, statement_stats=True)  # its idle window's fetches counted
     outcomes: list[Rendered] = []
     ran: list[SuiteOutcome] = []
     with _servers(choice, options, console) as (servers, placement):

@@ -24,7 +24,7 @@ from harness.results.folder import atomic_write
 from harness.results.jobs import load_jobs
 from harness.scenario.loader import load_scenario
 from harness.scenario.model import Scenario
-from harness.scenario.workload import generate
+from harness.scenario.workload import generate, tenant_owners
 
 
 def simulate_command(
@@ -99,7 +99,7 @@ def _simulate_and_show(
     began = time.perf_counter()
     workload = generate(scenario)
     jobs = simulated_jobs(scenario, workload, policies, counts, calibration)
-    tenants = tenant_table(with_waits(jobs))
+    tenants = tenant_table(with_waits(jobs), tenant_owners(scenario))
     summary = summarize(jobs, tenants)
     elapsed = time.perf_counter() - began
     kind = "Ideal schedule" if calibration is None else "Calibrated schedule"

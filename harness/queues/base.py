@@ -236,6 +236,10 @@ class Queue(Protocol):
         """The statement that picks the next job, exactly as the workers run it: what
         EXPLAIN captures and the long transaction's sampling run. None if unknown."""
 
+    def fetch_marker(self) -> str | None:
+        """A text its fetch statement holds, as its workers send it: what an idle
+        window's fetches are counted by (pg_stat_statements). None if unknown."""
+
     def monitor(self, conn: psycopg.Connection[Any]) -> tuple[int, float] | None:
         """Sampled while the workers run: stranded jobs and the oldest one's age (s), for
         queues that can strand a job; None otherwise."""

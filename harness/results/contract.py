@@ -246,6 +246,22 @@ RUN_FILES: tuple[RunFile, ...] = (
         "bootstrap interval, Theil-Sen slopes per hour, the held phase's peak, the verdict",
     ),
     RunFile(
+        "idle.csv",
+        "derived",
+        _RENDER + ", with `idle`",
+        "per repetition: the idle window's length, the jobs done in it, the fetches and "
+        "statements its workers made (pg_stat_statements), each a second, the server's CPU "
+        "seconds and share of a core (/proc), the fetch marker, and what was not measured",
+    ),
+    RunFile(
+        "mappings.csv",
+        "derived",
+        _RENDER + ", with `report.mappings` and two tenant classes or more",
+        "per repetition: the others' wait p50 and p95 beside the flood's (the class with the "
+        "most jobs) makespan and that over the first strategy's, Jain's index, and an idle "
+        "window's fetches/s and server CPU share",
+    ),
+    RunFile(
         "thresholds.csv",
         "derived",
         _RENDER + ", with `thresholds` or `--threshold`",

@@ -34,6 +34,8 @@ Format history (RUN_FORMAT_VERSION):
      are sampled): its keys, its server's version, the latest sample's seconds from its
      clock's start (the cut) and the rows kept per file. Its jobs are in no file (its
      books were never checked). Version 5 documents read with `cut` null.
+     Within version 6 too: a repetition's optional `idle` (a scenario's idle window),
+     absent before.
 """
 
 from __future__ import annotations
@@ -146,6 +148,7 @@ class RepetitionEntry(_Part):
     # faults.worker_kills and backend_kills, counted job by job: harness/run/faults.py
     library_faults: dict[str, Any] | None = None
     long_transaction: dict[str, Any] | None = None  # harness/run/long_transaction.py
+    idle: dict[str, Any] | None = None  # the scenario's idle window: harness/run/idle.py
     fleet: list[dict[str, Any]] | None = None  # each member: host, pid, slots (--fleet)
     pg_version: PgVersion | None = None  # the server it ran on (format 3)
 

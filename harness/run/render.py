@@ -47,7 +47,9 @@ from harness.analysis.faults import (
 from harness.analysis.headline import run_headline
 from harness.analysis.horizon import horizon_drift, horizon_section, horizon_windows
 from harness.analysis.ideal import ideal_section, ideal_summary, run_calibration, versus_ideal
+from harness.analysis.idle import idle_section, idle_table
 from harness.analysis.majors import majors_section, stack
+from harness.analysis.mappings import mapping_table, mappings_section
 from harness.analysis.plans import Capture, plan_runs, plans_section, plans_summary
 from harness.analysis.properties import (
     MONITOR_COLUMNS,
@@ -88,7 +90,7 @@ from harness.results.versioned import read_capped
 from harness.scenario.model import Scenario
 from harness.scenario.parse import MAX_BYTES as SCENARIO_BYTES
 from harness.scenario.thresholds import Threshold, parse_threshold
-from harness.scenario.workload import generate
+from harness.scenario.workload import generate, tenant_owners
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -182,6 +184,8 @@ class RunTables:
     horizon_windows: pd.DataFrame | None = None  # horizon-windows.csv
     horizon_drift: pd.DataFrame | None = None  # horizon-drift.csv
     thresholds: pd.DataFrame | None = None  # thresholds.csv
+    idle: pd.DataFrame | None = None  # idle.csv: an idle window's polls
+    mappings: pd.DataFrame | None = None  # mappings.csv: the others' waits, the flood's price
     calibration: Calibration | None = None  # calibration.json: the costs of ideal.csv's costed
 
     def files(self) -> list[tuple[str, str, pd.DataFrame | None]]:
@@ -201,6 +205,8 @@ class RunTables:
             ("horizon_windows", "horizon-windows.csv", self.horizon_windows),
             ("horizon_drift", "horizon-drift.csv", self.horizon_drift),
             ("thresholds", "thresholds.csv", self.thresholds),
+            ("idle", "idle.csv", self.idle),
+            ("mappings", "mappings.csv", self.mappings),
         ]
 
     @staticmethod
@@ -319,6 +325,8 @@ def headline(raw: RawRun, parts: list[tuple[str, RunTables]]) -> Results:
                 raw.scenario.reference,
                 part.bloat,
                 part.horizon_drift,
+                part.mappings,
+                part.idle,
             )
         ],
     )
@@ -367,17 +375,20 @@ def on_server(frame: pd.DataFrame, document: RunDocument) -> pd.DataFrame:
 def derive(raw: RawRun) -> RunTables:
     """Every table of a run on one server, each by its feature's pure analysis."""
     jobs = raw.jobs if raw.jobs is not None and len(raw.jobs) else None
-    tenants = tenant_table(with_waits(jobs)) if jobs is not None else None
+    owners = tenant_owners(raw.scenario)
+    tenants = tenant_table(with_waits(jobs), owners) if jobs is not None else None
     summary = summarize(jobs, tenants) if jobs is not None else None
     runs = plan_runs(raw.captures) if raw.captures else None
     property_runs = _property_runs(raw, jobs)
     ideal, calibration = _versus_ideal(raw, jobs, summary)
     drained = raw.scenario.backlog is not None and raw.scenario.backlog.drain
+    fairness = repetition_fairness(tenants) if tenants is not None else None
+    idle = idle_table(raw.document)
     return RunTables(
         summary=summary,
         throughput=throughput_table(jobs) if jobs is not None and drained else None,
         tenants=tenants,
-        fairness=repetition_fairness(tenants) if tenants is not None else None,
+        fairness=fairness,
         ideal=ideal,
         runs=runs,
         plans=plans_summary(runs, raw.captures) if runs is not None else None,
@@ -390,6 +401,12 @@ def derive(raw: RawRun) -> RunTables:
         bloat=_bloat_summary(raw, jobs),
         **_horizon_tables(raw, jobs),
         thresholds=_thresholds(raw, summary, runs),
+        idle=idle,
+        mappings=(
+            mapping_table(jobs, fairness, idle)
+            if jobs is not None and raw.scenario.report.mappings
+            else None
+        ),
         calibration=calibration,
     )
 
@@ -447,6 +464,10 @@ def feature_sections(raw: RawRun, tables: RunTables) -> list[Section]:
         warnings = unlike_the_scenario(raw.document)
         sections.append(summary_section(tables.summary, warnings, settings))
         sections.append(fairness_section(tables.summary, tables.fairness))
+    if tables.mappings is not None:
+        sections.append(mappings_section(tables.mappings, settings))
+    if tables.idle is not None:
+        sections.append(idle_section(tables.idle, settings))
     if tables.ideal is not None and len(tables.ideal):
         sections.append(ideal_section(tables.ideal))
     if tables.plans is not None:

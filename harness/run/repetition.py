@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -37,6 +37,7 @@ from harness.run.faults import (
     tenant_class,
 )
 from harness.run.held_fetches import ExplainedFetches, explained_fetches, workers_of
+from harness.run.idle import IdleProbe
 from harness.run.long_transaction import Holder, HoldRecord
 from harness.scenario.distributions import job_duration_ms
 from harness.scenario.inputs import RunInputs
@@ -73,6 +74,7 @@ class RepetitionResult:
     fleet: list[dict[str, Any]] | None = None  # the fleet members' share, with --fleet
     # faults.worker_kills, backend_kills: harness/run/faults.py fault_summary
     library_faults: dict[str, Any] | None = None
+    idle: dict[str, Any] | None = None  # the scenario's idle window (harness/run/idle.py)
 
 
 class Observer(Protocol):
@@ -107,6 +109,7 @@ class Measured:
     hold: HoldRecord | None
     hosts: dict[int, tuple[str, int]]  # worker slot -> (host, fleet member) it ran on
     fleet: list[dict[str, Any]] | None  # where a fleet's members ran their workers
+    idle: dict[str, Any] | None = None  # the idle window's record
 
 
 def run_repetition(
@@ -160,6 +163,7 @@ def run_repetition(
         books=books.status,
         hold=measured.hold,
         fleet=measured.fleet,
+        idle=measured.idle,
         library_faults=(
             fault_summary(
                 books,
@@ -192,19 +196,20 @@ def _measure(
     enqueuers = queue.enqueuers(inputs.schedules)
     explained = explained_fetches(queue, inputs, placement, driver.conn)
     holder, hold = None, None
+    idle: IdleProbe | None = None
     try:
         workers = workers_of(queue, explained)
         crew = placement.crew(workers, repetition.workers, enqueuers, spares)
         gate = explained.gate if isinstance(explained, ExplainedFetches) else None
         holder = _holder(queue, inputs, crew, gate, sink)
-        with holder or nullcontext(), crew:
+        with holder or nullcontext(), _idle(queue, inputs) as idle, crew:
             # The backlog goes in once every process is connected, just before the clock
             # starts, so that its waits do not include the processes' start-up.
             if inputs.backlog is not None:
                 queue.load_backlog(driver.conn, inputs.backlog)
             crew.go()
             progress = _horizon_progress(holder, observer)
-            samples = _watch(driver, crew, queue, inputs, observer, progress)
+            samples = _watch(driver, crew, queue, inputs, observer, progress, idle)
             reports = crew.stop()
         hold = holder.record if holder is not None else None
         if hold is not None:
@@ -218,7 +223,22 @@ def _measure(
     finally:
         if isinstance(explained, ExplainedFetches):
             explained.close()
-    return Measured(reports, samples, hold, crew.hosts(), crew.members())
+    record = idle.record if idle is not None else None
+    return Measured(reports, samples, hold, crew.hosts(), crew.members(), record)
+
+
+@contextlib.contextmanager
+def _idle(queue: Queue, inputs: RunInputs) -> Iterator[IdleProbe | None]:
+    """The scenario's idle window's probe, on a connection of its own; or none."""
+    window = inputs.scenario.idle
+    if window is None:
+        yield None
+        return
+    probe = IdleProbe(queue.site, window, queue.fetch_marker())
+    try:
+        yield probe
+    finally:
+        probe.close()
 
 
 def _keep_fetches(hold: HoldRecord, explained: ExplainedFetches | str | None) -> None:
@@ -236,12 +256,16 @@ def _watch(
     inputs: RunInputs,
     observer: Observer,
     progress: Callable[[float, int], None] | None = None,
+    idle: IdleProbe | None = None,
 ) -> list[tuple[float, int, float]]:
-    """Progress until the driver says the run is over; the queue's monitor sampled."""
+    """Progress until the driver says the run is over; the queue's monitor sampled, the
+    idle window's ends read."""
     start, samples, timeout_s = time.monotonic(), [], inputs.scenario.timeout_s
     while True:
         elapsed = time.monotonic() - start
         driver.tick(crew, elapsed)
+        if idle is not None:
+            idle.tick(elapsed, crew.done())
         sample = queue.monitor(driver.conn)  # the driver's: a new one after a restart
         if sample is not None:
             samples.append((round(elapsed, 4), *sample))

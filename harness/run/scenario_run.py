@@ -350,6 +350,7 @@ def _repetition_entry(result: RepetitionResult, pg_version: str) -> RepetitionEn
         faults=result.faults,
         library_faults=result.library_faults,
         long_transaction=result.hold.window() if result.hold is not None else None,
+        idle=result.idle,
         fleet=result.fleet,
         pg_version=pg_version,
     )

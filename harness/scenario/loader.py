@@ -102,6 +102,9 @@ def _scenario(
     try:
         # Strict: `tenants: true` or `tenants: "3"` is a mistake, not a 1 or a 3.
         scenario = Scenario.model_validate(data, strict=True)
+        if scenario.libraries is not None:
+            chosen = _libraries_chosen(path, parsed.node, scenario, queues)
+            scenario = Scenario.model_validate({**data, "strategies": chosen}, strict=True)
     except ValidationError as error:
         raise HarnessError(_first_error(path, parsed.node, error)) from error
     _refuse_unknown_queues(path, parsed.node, scenario, queues)
@@ -204,6 +207,32 @@ def _parsed(path: Path) -> Parsed:
         ) from error
     except ParseRefused as refused:
         raise HarnessError(f"{path}:{refused.line}: {refused.message}") from refused
+
+
+def _libraries_chosen(
+    path: Path, node: yaml.Node | None, scenario: Scenario, queues: Mapping[str, QueueTraits]
+) -> list[str]:
+    """`strategies`, then every library mapping `libraries` picks by what it declares, in
+    the catalog's order (adapter by adapter, each in its manifest's order)."""
+    assert scenario.libraries is not None
+    picked = scenario.libraries
+    adapters = {t.declared.adapter for t in queues.values() if t.declared is not None}
+    for index, name in enumerate(picked.leave_out):
+        if name not in adapters and name not in queues:
+            line = _line_of(node, ("libraries", "leave_out", index))
+            raise HarnessError(
+                f"{path}:{line}: libraries.leave_out[{index}]: '{name}' is no adapter "
+                f"{sorted(adapters)} nor strategy"
+            )
+    left_out = set(picked.leave_out)
+    found = [
+        name
+        for name, traits in queues.items()
+        if traits.declared is not None
+        and traits.declared.setting in picked.settings
+        and not {name, traits.declared.adapter} & left_out
+    ]
+    return [*scenario.strategies, *(name for name in found if name not in scenario.strategies)]
 
 
 def _refuse_unknown_queues(

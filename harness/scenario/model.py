@@ -35,6 +35,7 @@ Check = Literal["never_stranded", "weighted_share", "tenant_cap", "priority_orde
 MAX_WORKERS = 256  # of a repetition: its processes, or a library's concurrency
 WorkerCount = Annotated[int, Field(ge=1, le=MAX_WORKERS)]
 MAX_TENANT_CAP = 10_000
+MAX_KEYS = 1000  # tenant keys one tenant of a group enqueues under
 
 
 class Model(BaseModel):
@@ -137,6 +138,10 @@ class TenantGroup(Durations, Model):
     every_s: float = Field(default=0, ge=0, le=86_400)
     weight: int = Field(default=1, ge=1, le=1000)  # for the weighted strategy
     priority: int = Field(default=0, ge=-1000, le=1000)  # for the priority strategy
+    # Each tenant enqueues under this many tenant keys (a sybil's accounts, a tenant's job
+    # types each with its own queue), its jobs dealt over them in turn: the queue sees
+    # tenants x keys tenants, every per-tenant figure counts each tenant's keys as one.
+    keys: int = Field(default=1, ge=1, le=MAX_KEYS)
     # Failing jobs: each attempt fails with this probability (seeded by the scenario's seed,
     # the job and the attempt); after max_attempts failures the job is dead-lettered.
     failure_probability: float = Field(default=0, ge=0, le=1)
@@ -150,6 +155,11 @@ class TenantGroup(Durations, Model):
             return math.ceil((self.rate_per_s or 0) * (self.window_s or 0))
         per_round = self.jobs or self.tenants * (self.jobs_per_tenant or 0)
         return per_round * self.repeat
+
+    @property
+    def tenant_keys(self) -> int:
+        """The tenant ids the queue sees for the group: each tenant's keys."""
+        return self.tenants * self.keys
 
     @property
     def last_arrival_s(self) -> float:
@@ -177,6 +187,12 @@ class TenantGroup(Durations, Model):
             raise ValueError("jobs spreads a total over the tenants by zipf_s; give zipf_s")
         elif self.rate_per_s is not None or self.window_s is not None:
             raise ValueError("rate_per_s and window_s are for arrival: poisson")
+        return self
+
+    @model_validator(mode="after")
+    def _keys_of_bursts(self) -> TenantGroup:
+        if self.keys > 1 and self.arrival == "poisson":
+            raise ValueError("keys deals a burst's jobs over each tenant's keys; not for poisson")
         return self
 
     def _check_poisson(self) -> None:
@@ -518,12 +534,48 @@ class Horizon(Model):
         )
 
 
+class IdleWindow(Model):
+    """From `from_s` for `for_s` seconds the queue is idle: every job that arrived before
+    it is expected done, none arrives in it, and a tenant group arrives after it (so the
+    repetition goes on through it). Its workers poll an empty queue meanwhile: the
+    harness counts their fetches (the calls of the queue's fetch statement in
+    pg_stat_statements, on a server that has it loaded: the embedded server is started
+    with it for such a scenario) and the server's CPU time (its processes' utime and
+    stime, from /proc, on a server on this host)."""
+
+    from_s: float = Field(ge=0, le=86_400)
+    for_s: float = Field(gt=0, le=3600)
+
+    @property
+    def until_s(self) -> float:
+        return self.from_s + self.for_s
+
+
+LibrarySetting = Literal["default", "tuned"]
+
+
+class Libraries(Model):
+    """Every declared library mapping of the chosen settings joins `strategies`, after
+    them, whatever adapters the harness has (a new adapter's mappings join without an
+    edit): a mapping at its library's defaults (`default`), at its maintainers' settings
+    (`tuned`), or both; never a recovery mapping (the faults scenarios'). `leave_out`
+    names adapters or strategies not to run (a comment in the file says why)."""
+
+    settings: list[LibrarySetting] = Field(
+        default_factory=lambda: list[LibrarySetting](["default"]), min_length=1, max_length=2
+    )
+    leave_out: list[Name] = Field(default_factory=list, max_length=100)
+
+
 class ReportOptions(Model):
     """What the report shows beside what every run's shows."""
 
     # Claim latency (the dequeue transaction as the workers timed it) over the run and in
     # the verdict: for a scenario about a dequeue's cost (large-tenant-alone).
     claim_latency: bool = False
+    # One row per strategy: the others' waits beside the flood's price (the class with
+    # the most jobs), Jain's index and an idle window's cost: an adversarial scenario's.
+    mappings: bool = False
 
 
 class Scenario(Model):
@@ -531,6 +583,7 @@ class Scenario(Model):
     description: str = ""
     seed: int = Field(default=1, ge=0, le=2**63 - 1)  # durations, arrivals and sizes drawn
     strategies: list[Name] = Field(min_length=1)
+    libraries: Libraries | None = None  # every library mapping of these settings, too
     workers: list[WorkerCount] = Field(default_factory=list)
     repetitions: int = Field(default=2, ge=1, le=100)
     poll_interval_ms: float = Field(default=10, gt=0, le=10_000)
@@ -545,6 +598,7 @@ class Scenario(Model):
     faults: Faults | None = None
     long_transaction: LongTransaction | None = None
     horizon: Horizon | None = None  # a long steady run (docs/long-horizon.md)
+    idle: IdleWindow | None = None  # a window of an idle queue: its polls and server CPU
     report: ReportOptions = Field(default_factory=ReportOptions)
     # Bounds on its figures (harness/scenario/thresholds.py): `harness run` exits 1 when
     # one is not kept.
@@ -661,6 +715,8 @@ class Scenario(Model):
                 )
         if self.horizon is not None:
             self._check_horizon(self.horizon)
+        if self.idle is not None:
+            self._check_idle(self.idle)
         if self.reference is not None:
             for figure in self.reference.figures:
                 self._check_figure(figure)
@@ -680,10 +736,11 @@ class Scenario(Model):
         fields += [(f"tenant_groups[{i}]", group) for i, group in enumerate(self.tenant_groups)]
         total = 0
         for where, group in fields:
-            total += group.tenants
+            seen = group.tenant_keys if isinstance(group, TenantGroup) else group.tenants
+            total += seen
             if total > MAX_TENANTS:
                 raise ValueError(
-                    f"{where}.tenants: {group.tenants:,} tenants bring the scenario to "
+                    f"{where}.tenants: {seen:,} tenants bring the scenario to "
                     f"{total:,} (backlog and tenant groups); at most {MAX_TENANTS:,} in all"
                 )
 
@@ -696,6 +753,31 @@ class Scenario(Model):
                     f"{group.last_arrival_s:g} s, not before timeout_s ({self.timeout_s:g} s); "
                     "arrivals must end before it: raise timeout_s or arrive earlier"
                 )
+
+    def _check_idle(self, idle: IdleWindow) -> None:
+        """A timed run, the window before the timeout, no arrival inside it and one after
+        it; no fault nor held snapshot, which would be measured with the polls."""
+        if not self.tenant_groups:
+            raise ValueError("idle needs tenant_groups: a group arriving after the window")
+        if idle.until_s >= self.timeout_s:
+            raise ValueError(
+                f"idle: the window ends at {idle.until_s:g} s, not before timeout_s "
+                f"({self.timeout_s:g} s)"
+            )
+        for index, group in enumerate(self.tenant_groups):
+            if group.enqueue_at_s < idle.until_s and group.last_arrival_s >= idle.from_s:
+                raise ValueError(
+                    f"tenant_groups[{index}]: its jobs arrive from {group.enqueue_at_s:g} s "
+                    f"to {group.last_arrival_s:g} s, within idle's window "
+                    f"({idle.from_s:g}-{idle.until_s:g} s): the queue would not be idle"
+                )
+        if all(group.enqueue_at_s < idle.until_s for group in self.tenant_groups):
+            raise ValueError(
+                f"idle: no tenant group arrives after the window ({idle.until_s:g} s): the "
+                "repetition would end before it"
+            )
+        if self.faults is not None or self.long_transaction is not None:
+            raise ValueError("idle and faults or long_transaction are measured apart")
 
     def _check_explain(self, explain: Explain) -> None:
         if self.backlog is None:
@@ -732,7 +814,7 @@ class Scenario(Model):
                 f"{where}: {jobs:,} backlog jobs in variant '{variant.name}'; "
                 f"at most {MAX_BACKLOG_JOBS:,}"
             )
-        tenants = sum(counts) + sum(group.tenants for group in self.tenant_groups)
+        tenants = sum(counts) + sum(group.tenant_keys for group in self.tenant_groups)
         if tenants > MAX_TENANTS:
             raise ValueError(
                 f"{where}: {tenants:,} tenants in variant '{variant.name}' (its backlog and "

@@ -8,6 +8,19 @@ asks a queue for one of them, naming the file, the line and the strategy.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
+
+Setting = Literal["default", "tuned", "recovery"]
+
+
+@dataclass(frozen=True)
+class Declared:
+    """What a library's mapping declares of itself, by which a scenario's `libraries`
+    picks it: its adapter, and its settings (its library's defaults, its maintainers'
+    `tuned`, or a recovery mapping's)."""
+
+    adapter: str
+    setting: Setting
 
 
 @dataclass(frozen=True)
@@ -21,10 +34,14 @@ class QueueTraits:
     backlog: str | None = None  # a pre-loaded backlog before the clock starts
     explain: str | None = None  # EXPLAIN captures of its dequeue
     long_transaction: str | None = None  # a transaction held beside the churning queue
+    # a library's mapping: what it declares (a scenario's `libraries` picks by it); None
+    # for the harness's own strategies
+    declared: Declared | None = None
 
     def refusals(self) -> dict[str, str]:
         """The features it cannot take, each with its reason."""
-        return {name: why for name, why in self.__dict__.items() if why is not None}
+        found = {name: why for name, why in self.__dict__.items() if name != "declared"}
+        return {name: why for name, why in found.items() if why is not None}
 
 
 ANY = QueueTraits()  # a queue that takes every feature

@@ -38,7 +38,16 @@ class TenantRange:
 
     @property
     def ids(self) -> range:
-        return range(self.first, self.first + self.group.tenants)
+        """The tenant ids the queue sees: each tenant's keys, in a row."""
+        return range(self.first, self.first + self._keys * self.group.tenants)
+
+    @property
+    def _keys(self) -> int:
+        return self.group.keys if isinstance(self.group, TenantGroup) else 1
+
+    def owner(self, key: int) -> int:
+        """The tenant a key of the group belongs to: its first key's id."""
+        return self.first + (key - self.first) // self._keys * self._keys
 
     @property
     def in_backlog(self) -> bool:
@@ -51,13 +60,25 @@ def tenant_ranges(scenario: Scenario, backlog: Backlog | None = None) -> Iterato
     first = 1
     groups: list[BacklogGroup | TenantGroup] = [*(backlog.groups if backlog else [])]
     for group in [*groups, *scenario.tenant_groups]:
-        yield TenantRange(group, first)
-        first += group.tenants
+        found = TenantRange(group, first)
+        yield found
+        first += len(found.ids)
 
 
 def tenant_classes(scenario: Scenario, backlog: Backlog | None = None) -> dict[int, str]:
     """Tenant id -> its group's name."""
     return {tenant: r.group.name for r in tenant_ranges(scenario, backlog) for tenant in r.ids}
+
+
+def tenant_owners(scenario: Scenario) -> dict[int, int]:
+    """Each key of a group whose tenants enqueue under several (`keys`) -> its tenant (its
+    first key's id); keys that are tenants of their own are not listed."""
+    return {
+        key: r.owner(key)
+        for r in tenant_ranges(scenario)
+        if isinstance(r.group, TenantGroup) and r.group.keys > 1
+        for key in r.ids
+    }
 
 
 def tenant_durations(scenario: Scenario) -> dict[int, Duration]:
@@ -133,10 +154,18 @@ def group_arrivals(seed: int, index: int, group: TenantGroup, first: int) -> tup
     if group.arrival == "poisson":
         return _poisson(rng, group, first)
     sizes = burst_sizes(rng, group)
-    one_burst = np.repeat(np.arange(first, first + group.tenants, dtype=np.int64), sizes)
+    one_burst = _dealt_over_keys(first, group.keys, sizes)
     rounds = range(group.repeat)
     offsets = np.array([round(group.enqueue_at_s + k * group.every_s, 6) for k in rounds])
     return np.repeat(offsets, len(one_burst)), np.tile(one_burst, group.repeat)
+
+
+def _dealt_over_keys(first: int, keys: int, sizes: list[int]) -> Ints:
+    """Each tenant's jobs in a row, dealt over its `keys` key ids in turn (job k of tenant
+    t to key first + t * keys + k mod keys); with one key each, the tenant's id."""
+    owners = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+    turn = np.concatenate([np.empty(0, np.int64), *(np.arange(n) for n in sizes)])
+    return (first + owners * keys + turn.astype(np.int64) % keys).astype(np.int64)
 
 
 def _group_rng(seed: int, index: int) -> random.Random:

@@ -51,6 +51,10 @@ from harness.server.run_user import (
     shared_cache,
 )
 
+# pg_stat_statements for a scenario's idle window: every statement counted, those run
+# inside a library's functions too (procrastinate's fetch is a plpgsql function's).
+STATEMENT_STATS = ("shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all")
+
 
 @dataclass
 class _Postmaster:
@@ -68,6 +72,7 @@ class _Postmaster:
     process: subprocess.Popen[bytes] | None = None
     port: int = 5432  # the socket's name, and the TCP port with --listen
     listen: str = ""  # listen_addresses: none (the socket only), or a loopback address
+    settings: tuple[str, ...] = ()  # `name=value` beyond the defaults (statement_stats)
 
     def start(self, admin_dsn: str) -> None:
         self.process = _start_postgres(self)
@@ -104,7 +109,8 @@ def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
         raise ProviderUnavailable(refusal)
     install = reachable_install(choice.target.install or locate(choice.target.major))
     workdir = Path(tempfile.mkdtemp(prefix="tqb-pg-"))
-    postmaster = _Postmaster(install, workdir / "data", workdir)
+    settings = STATEMENT_STATS if choice.statement_stats else ()
+    postmaster = _Postmaster(install, workdir / "data", workdir, settings=settings)
     if choice.listen is not None:
         host, port = choice.listen
         postmaster.listen, postmaster.port = host, port or free_port(host)
@@ -120,6 +126,9 @@ def start_embedded(choice: ProviderChoice) -> Iterator[Server]:
         postmaster.start(admin_dsn)
         with connect(admin_dsn) as conn:
             conn.execute("create database bench")
+        if choice.statement_stats:
+            with connect(admin_dsn.replace("dbname=postgres", "dbname=bench")) as conn:
+                conn.execute("create extension pg_stat_statements")
         details = {
             "install": str(install.bin.parent),
             "build": install.source,
@@ -279,7 +288,7 @@ def _initdb(install: Install, data: Path, password: str) -> None:
 def _start_postgres(postmaster: _Postmaster) -> subprocess.Popen[bytes]:
     postgres = postmaster.install.program("postgres")
     # A unix socket (and loopback TCP with --listen); every other setting is the server's
-    # default, as in the article.
+    # default, as in the article, but pg_stat_statements where a scenario counts fetches.
     command = [
         str(postgres),
         "-D",
@@ -290,6 +299,7 @@ def _start_postgres(postmaster: _Postmaster) -> subprocess.Popen[bytes]:
         str(postmaster.port),
         "-c",
         f"listen_addresses={postmaster.listen}",
+        *(arg for setting in postmaster.settings for arg in ("-c", setting)),
     ]
     log = postmaster.workdir / "postgres.log"
     return spawn_server_process(command, log, postmaster.workdir, postmaster.install.environment())

@@ -50,6 +50,10 @@ class ProviderChoice:
     allow_version_mismatch: bool = False
     listen: tuple[str, int] | None = None  # embedded: also TCP on loopback (port 0: free)
     targets: tuple[Target, ...] = (Target(),)
+    # embedded: pg_stat_statements loaded (track = all) and created in the database, for
+    # a scenario that counts an idle queue's fetches (its `idle` window); else the
+    # server's defaults, as the article's
+    statement_stats: bool = False
 
     @property
     def majors(self) -> tuple[int, ...]:

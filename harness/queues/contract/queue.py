@@ -79,7 +79,7 @@ from harness.results.document import QueueProvenance
 from harness.scenario.arrivals import Arrivals
 from harness.scenario.inputs import RunInputs
 from harness.scenario.model import MAX_WORKERS, WorkerKill
-from harness.scenario.traits import QueueTraits
+from harness.scenario.traits import Declared, QueueTraits, Setting
 from harness.scenario.workload import BacklogRows
 from harness.server.connections import RUN_TOKEN, connect, session_name, worker_session_name
 from harness.server.dsn import password_for
@@ -476,6 +476,11 @@ class ContractQueue:
     def dequeue_sql(self) -> None:
         return None  # its fetch runs inside its library: captured from its worker instead
 
+    def fetch_marker(self) -> str | None:
+        """Its fetch's marker, as its `versions` or its manifest tell it."""
+        found = self.versions.fetch or self.adapter.manifest.fetch_of(self.declared)
+        return found.marker if found is not None else None
+
     def monitor(self, conn: psycopg.Connection[Any]) -> None:
         return None
 
@@ -578,7 +583,17 @@ def traits_of(adapter: Adapter, declared: MappingDecl) -> QueueTraits:
     long transaction never (its library has its own); explain captures where the
     manifest says how its fetch is told."""
     explain = None if adapter.manifest.fetch_of(declared) is not None else NO_FETCH
-    return QueueTraits(faults=FAULTS_REFUSED, explain=explain)
+    return QueueTraits(
+        faults=FAULTS_REFUSED, explain=explain, declared=Declared(adapter.name, _setting(declared))
+    )
+
+
+def _setting(declared: MappingDecl) -> Setting:
+    """Its settings as its manifest declares them: a recovery mapping's (its `recovery`
+    promise), its maintainers' (`tuned`), or its library's defaults."""
+    if declared.recovery is not None:
+        return "recovery"
+    return "tuned" if declared.tuned is not None else "default"
 
 
 # -- the catalog ----------------------------------------------------------------------

@@ -170,6 +170,14 @@ class SqlQueue:
     def dequeue_sql(self) -> str:
         return self.strategy.sql("dequeue")
 
+    def fetch_marker(self) -> str:
+        """Its dequeue's locking clause where it has one (no other statement of the
+        claim locks rows it skips), else the dequeue's first line."""
+        dequeue = self.dequeue_sql()
+        if "skip locked" in dequeue.lower():
+            return "skip locked"
+        return next(line for line in dequeue.splitlines() if line.strip()).strip()
+
     def monitor(self, conn: psycopg.Connection[Any]) -> tuple[int, float] | None:
         if not self.strategy.has("monitor"):
             return None
