@@ -109,5 +109,16 @@ def idle_section(table: pd.DataFrame, settings: dict[str, QueueSetting]) -> Sect
         IDLE_NOTE,
         tables=[result],
         console=[result],
-        warnings=[f"not measured: {why}" for why in said],
+        warnings=[f"not measured: {why}" for why in said] + busy_windows(table),
     )
+
+
+def busy_windows(table: pd.DataFrame) -> list[str]:
+    """A sentence per strategy whose window was not idle: jobs were done in it (its queue
+    still draining), so its figures are not an idle queue's."""
+    busy = table[pd.to_numeric(table["jobs_done"]) > 0]
+    return [
+        f"{strategy} was not idle in its window: {int(group['jobs_done'].max())} jobs done "
+        "in it (its figures are a draining queue's, not an idle one's)"
+        for strategy, group in busy.groupby("strategy", sort=False)
+    ]

@@ -61,9 +61,14 @@ def marker_pattern(marker: str) -> re.Pattern[str]:
 def fetch_calls(
     before: dict[tuple[int, str], int], after: dict[tuple[int, str], int], marker: str
 ) -> int:
-    """The calls made between two readings of the statements that hold `marker`."""
+    """The calls made between two readings of the statements that hold `marker`, their
+    text's spacing collapsed (as a plan capture reads it: SQLAlchemy breaks lines)."""
     pattern = marker_pattern(marker)
-    return sum(calls - before.get(key, 0) for key, calls in after.items() if pattern.search(key[1]))
+    return sum(
+        calls - before.get(key, 0)
+        for key, calls in after.items()
+        if pattern.search(" ".join(key[1].split()))
+    )
 
 
 def process_ticks(pid: int) -> int | None:

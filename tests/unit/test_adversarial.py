@@ -180,10 +180,12 @@ def test_fetches_are_counted_by_the_marker_as_pg_stat_statements_shows_it() -> N
         (1, "SELECT 1"): 50,
         (2, "UPDATE job SET status = $1 WHERE x"): 30,
         (3, "select id from jobs for update skip locked"): 7,
+        (4, "SELECT x FROM w ORDER BY w.created_at ASC \n LIMIT $1"): 3,
     }
     assert fetch_calls(before, after, "SET status = 'picked'") == 20
     assert fetch_calls(before, after, "FOR UPDATE SKIP LOCKED") == 7
     assert fetch_calls(before, after, "read_ct = read_ct + 1") == 0
+    assert fetch_calls(before, after, "created_at ASC LIMIT") == 3  # spacing collapsed
 
 
 def test_the_windows_record_and_what_it_could_not_measure() -> None:
