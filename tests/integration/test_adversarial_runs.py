@@ -123,3 +123,31 @@ def test_an_idle_queues_fetches_are_counted_and_grow_with_its_workers(
     assert idle["server_cpu_s"].notna().all()
     results = (run.folder.path / "results.json").read_text()
     assert "poll: fifo, 4 workers: idle fetches a second" in results
+
+
+LIBRARY_POLL = """\
+name: library-poll
+workers: 2
+strategies: [fifo, awa, awa_weighted_queues]
+repetitions: 1
+poll_interval_ms: 200
+timeout_s: 120
+idle: {from_s: 6, for_s: 3}
+tenant_groups:
+  - {name: tenants, tenants: 12, jobs_per_tenant: 1, duration_ms: 1}
+  - {name: late, tenants: 1, jobs_per_tenant: 1, duration_ms: 1, enqueue_at_s: 9.5}
+"""
+
+
+@pytest.mark.libraries
+def test_a_queue_per_tenant_polls_each_queue_where_one_queue_polls_once(
+    counted_server: Server, tmp_path: Path
+) -> None:
+    """awa's weighted queues, one per tenant, each its own dispatcher: idle, they fetch
+    about as often as there are queues, where its one queue fetches once a poll."""
+    run = run_yaml(counted_server, tmp_path, LIBRARY_POLL, RunOptions(plots=False))
+    idle = table(run, "idle.csv").set_index("strategy")
+    assert list(idle.index) == ["fifo", "awa", "awa_weighted_queues"]
+    assert (idle["jobs_done"] == 0).all()
+    assert (idle["fetches"] > 0).all()
+    assert idle.loc["awa_weighted_queues", "fetches"] > 3 * idle.loc["awa", "fetches"]
