@@ -37,21 +37,20 @@ NOT_HERE = "the server's processes are not on this host"
 class Snapshot:
     at: float  # monotonic s
     calls: dict[tuple[int, str], int] | None  # (queryid, text) -> calls; None: not counted
-    cpu_ticks: int | None  # the server's processes' utime + stime; None: not on this host
+    cpu_ticks: dict[int, int] | None  # each server process's utime + stime; None: not here
     done: int  # jobs done so far
 
 
 def marker_pattern(marker: str) -> re.Pattern[str]:
     """The marker as pg_stat_statements shows a statement: its constants (quoted text,
-    numbers) and parameters (%(name)s) may read $n there; case and spacing as given."""
-    parts = re.split(r"('[^']*'|%\(\w+\)s|\b\d+\b)", marker)
+    numbers, true and false) and parameters (%(name)s) may read $n there; case and
+    spacing as given."""
+    parts = re.split(r"('[^']*'|%\(\w+\)s|\b\d+\b|\b(?:true|false)\b)", marker, flags=re.I)
     pattern = "".join(
-        r"(?:'[^']*'|\$\d+)"
-        if part.startswith("'")
-        else r"\$\d+"
+        r"\$\d+"
         if part.startswith("%(")
-        else r"(?:\d+|\$\d+)"
-        if part.isdigit()
+        else f"(?:{re.escape(part)}|\\$\\d+)"
+        if part.startswith("'") or part.isdigit() or part.lower() in ("true", "false")
         else re.escape(part)
         for part in parts
     )
@@ -90,16 +89,22 @@ def parent_pid(pid: int) -> int | None:
         return None
 
 
-def server_ticks(pids: list[int]) -> int | None:
-    """The CPU ticks of the server's processes: those named and their postmaster."""
+def server_ticks(pids: list[int]) -> dict[int, int] | None:
+    """The CPU ticks of each of the server's processes: those named and their postmaster."""
     if not pids:
         return None
     postmaster = parent_pid(pids[0])
     every = {*pids, *([postmaster] if postmaster else [])}
-    ticks = [process_ticks(pid) for pid in every]
-    if all(tick is None for tick in ticks):
-        return None
-    return sum(tick for tick in ticks if tick is not None)
+    ticks = {pid: process_ticks(pid) for pid in every}
+    found = {pid: tick for pid, tick in ticks.items() if tick is not None}
+    return found or None
+
+
+def window_ticks(first: dict[int, int], last: dict[int, int]) -> int:
+    """The ticks the server's processes spent between two readings: each process's
+    growth, a process started meanwhile all of its own; one that ended meanwhile took
+    its ticks with it (uncounted)."""
+    return sum(max(0, ticks - first.get(pid, 0)) for pid, ticks in last.items())
 
 
 class IdleProbe:
@@ -154,6 +159,7 @@ def window_record(first: Snapshot, last: Snapshot, marker: str | None) -> dict[s
         missing.append(NOT_HERE)
         record["server_cpu_s"] = None
     else:
-        record["server_cpu_s"] = (last.cpu_ticks - first.cpu_ticks) / os.sysconf("SC_CLK_TCK")
+        ticks = window_ticks(first.cpu_ticks, last.cpu_ticks)
+        record["server_cpu_s"] = ticks / os.sysconf("SC_CLK_TCK")
     record["unmeasured"] = "; ".join(missing) or None
     return record

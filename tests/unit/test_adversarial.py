@@ -4,6 +4,7 @@ table the scenarios are read by."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -186,15 +187,20 @@ def test_fetches_are_counted_by_the_marker_as_pg_stat_statements_shows_it() -> N
     assert fetch_calls(before, after, "FOR UPDATE SKIP LOCKED") == 7
     assert fetch_calls(before, after, "read_ct = read_ct + 1") == 0
     assert fetch_calls(before, after, "created_at ASC LIMIT") == 3  # spacing collapsed
+    after[(5, "WHERE jobs.is_available = $2")] = 9
+    assert fetch_calls(before, after, "jobs.is_available = true") == 9
 
 
 def test_the_windows_record_and_what_it_could_not_measure() -> None:
-    first = Snapshot(10.0, {(1, "x skip locked"): 4, (2, "begin"): 4}, 100, 75)
-    last = Snapshot(12.0, {(1, "x skip locked"): 24, (2, "begin"): 24, (3, "y"): 1}, 150, 75)
+    # process 7 grew by 40 ticks, 8 started in the window (10), 9 ended in it (uncounted)
+    first = Snapshot(10.0, {(1, "x skip locked"): 4, (2, "begin"): 4}, {7: 100, 9: 500}, 75)
+    last = Snapshot(
+        12.0, {(1, "x skip locked"): 24, (2, "begin"): 24, (3, "y"): 1}, {7: 140, 8: 10}, 75
+    )
     record = window_record(first, last, "skip locked")
     assert record["window_s"] == 2.0
     assert (record["fetches"], record["statements"], record["jobs_done"]) == (20, 41, 0)
-    assert record["server_cpu_s"] > 0
+    assert record["server_cpu_s"] == pytest.approx(50 / os.sysconf("SC_CLK_TCK"))
     assert record["unmeasured"] is None
     unknown = window_record(first, last, None)
     assert unknown["fetches"] is None and unknown["statements"] == 41
