@@ -20,6 +20,7 @@ from harness.results.contract import matching
 from harness.results.folder import RunFolder
 from harness.run.render import Rendered, render_run
 from harness.server.kinds import Server
+from tests.browser import CHROMIUM, FLAGS, NO_CHROMIUM
 from tests.conftest import ROOT, SHORT_NOISY, harness_cli
 from tests.integration.conftest import run_yaml
 
@@ -169,9 +170,6 @@ def timed_notebook(kernel_dir: Path) -> tuple[nbformat.NotebookNode, float]:
     return notebook, time.monotonic() - began
 
 
-CHROMIUM = next(
-    filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None
-)
 SCREEN = (1400, 900)
 # Where the verdict and the first plot are, measured by the browser once the page loaded.
 LAYOUT_PROBE = """<script>window.addEventListener("load", () => {
@@ -188,13 +186,7 @@ def chromium(*args: str, user_data: Path) -> subprocess.CompletedProcess[str]:
     assert CHROMIUM is not None
     flags = [
         "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
+        *FLAGS,
         f"--user-data-dir={user_data}",
         f"--window-size={SCREEN[0]},{SCREEN[1]}",
         "--virtual-time-budget=5000",  # the page's images decoded before the shot
@@ -204,9 +196,7 @@ def chromium(*args: str, user_data: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.skipif(
-    CHROMIUM is None, reason="no Chromium: apt-get install chromium (Debian) to take it"
-)
+@pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM)
 def test_the_first_screen_shows_the_verdict_and_the_waits_over_the_run(
     short_run: Rendered, tmp_path: Path
 ) -> None:

@@ -5,7 +5,6 @@ names a file of the site, the charts draw, and the front page is screenshot."""
 
 from __future__ import annotations
 
-import shutil
 import struct
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -15,25 +14,12 @@ import pytest
 from harness.run.scenario_run import RunOptions
 from harness.server.kinds import Server
 from harness.site.build import build_site
+from tests.browser import CHROMIUM, FLAGS, NO_CHROMIUM
 from tests.conftest import SHORT_NOISY
 from tests.integration.conftest import run_yaml
 from tests.site_links import broken_links
 
-CHROMIUM = next(
-    filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None
-)
-# Chromium's own flags for a machine with no network: without the background ones it
-# tries to reach its services and logs each refused connection.
 # playwright adds --headless itself (headless=True) and takes the profile's folder apart.
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 SCREEN = {"width": 1400, "height": 900}
 
 CAPTURE = """\
@@ -63,9 +49,7 @@ backlog:
 """
 
 pytestmark = [
-    pytest.mark.skipif(
-        CHROMIUM is None, reason="no Chromium: apt-get install chromium (Debian) to take it"
-    ),
+    pytest.mark.skipif(CHROMIUM is None, reason=NO_CHROMIUM),
     pytest.mark.slow,  # four runs, a build and a browser: a minute here (make test-matrix)
 ]
 
@@ -97,7 +81,7 @@ def test_every_page_loads_in_chromium_without_an_error(site: Path, tmp_path: Pat
     problems: list[str] = []
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch_persistent_context(
-            tmp_path / "profile", executable_path=CHROMIUM, args=FLAGS, viewport=SCREEN
+            tmp_path / "profile", executable_path=CHROMIUM, args=list(FLAGS), viewport=SCREEN
         )
         try:
             tab = browser.new_page()
