@@ -391,6 +391,17 @@ def run(
             show_default=False,
         ),
     ] = None,
+    strategy: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--strategy",
+            metavar="NAME",
+            help="Only this strategy of each scenario (repeatable); the run folder's "
+            "scenario.yaml is the scenario as it ran.",
+            show_default=False,
+            autocompletion=_complete_strategies,
+        ),
+    ] = None,
     duration: Annotated[
         float | None,
         typer.Option(
@@ -421,6 +432,7 @@ def run(
         plots=plots,
         thresholds=tuple(threshold or ()),
         duration_s=duration,
+        only_strategies=tuple(dict.fromkeys(strategy or ())),
     )
     _run(scenarios, server, results_dir, strategies_dir, options, junit)
 

@@ -49,7 +49,7 @@ def run_command(
     """Each scenario in its run folder, on each server of `choice` in turn; a suite's
     scenarios each in theirs, and the suite's tables in a folder of its own."""
     entries = catalog(strategies_dir, options.adapters_dir)
-    given = load_all(paths, entries, options.duration_s)
+    given = load_all(paths, entries, options.duration_s, options.only_strategies)
     scenarios = scenarios_of(given)
     for loaded in scenarios:
         _check_selection(loaded, options)
@@ -64,6 +64,9 @@ def run_command(
     say = partial(console.print, highlight=False, markup=False)
     for replaced in replacements(load_adapters(options.adapters_dir)):
         say(f"Note: {replaced} (run.json records it)")
+    for loaded in scenarios:
+        for note in loaded.notes:
+            say(f"Note: {loaded.scenario.name}: {note}")
     for loaded in scenarios:  # a library or runtime missing: one line, before any server
         require(entries, named_queues(loaded.scenario), str(loaded.path), say)
     if any(loaded.scenario.idle is not None for loaded in scenarios):

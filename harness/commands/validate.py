@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
@@ -16,12 +17,16 @@ from harness.scenario.workload import count_jobs
 
 
 def load_all(
-    paths: list[Path], entries: dict[str, QueueEntry], duration_s: float | None = None
+    paths: list[Path],
+    entries: dict[str, QueueEntry],
+    duration_s: float | None = None,
+    only: Sequence[str] = (),
 ) -> list[LoadedScenario | LoadedSuite]:
     """Every scenario validated before anything runs: a typo in the last file costs
     nothing. A suite's scenarios are each validated too; `duration_s` stretches each
-    one's horizon (harness run --duration)."""
-    return [load_any(path, traits(entries), duration_s) for path in paths]
+    one's horizon (harness run --duration), `only` keeps those strategies of each
+    (harness run --strategy)."""
+    return [load_any(path, traits(entries), duration_s, only) for path in paths]
 
 
 def scenarios_of(loaded: list[LoadedScenario | LoadedSuite]) -> list[LoadedScenario]:

@@ -74,6 +74,7 @@ class RunOptions:
     plots: bool = True
     thresholds: tuple[str, ...] = ()  # --threshold: on top of each scenario's own
     duration_s: float | None = None  # --duration: a horizon's, stretched (docs/long-horizon.md)
+    only_strategies: tuple[str, ...] = ()  # --strategy: those of each scenario's, no other
 
 
 # The raw series appended to as they are sampled (harness/results/series.py): each

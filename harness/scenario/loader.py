@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,9 +33,11 @@ class _Read(Model):
 
 
 class LoadedScenario(_Read):
-    """A validated scenario with where it came from: its path, text and hash."""
+    """A validated scenario with where it came from: its path, text and hash; and what
+    the run's options changed in it that a reader would not guess (`notes`)."""
 
     scenario: Scenario
+    notes: tuple[str, ...] = ()
 
     def refusal(self, field: str, message: str) -> HarnessError:
         """A problem known only once the run's options are (the provider, say), as one
@@ -70,15 +72,19 @@ class LoadedSuite(_Read):
 
 
 def load_any(
-    path: Path, queues: Mapping[str, QueueTraits], duration_s: float | None = None
+    path: Path,
+    queues: Mapping[str, QueueTraits],
+    duration_s: float | None = None,
+    only: Sequence[str] = (),
 ) -> LoadedScenario | LoadedSuite:
     """A scenario, or a suite of them (a file with `suite:`), each scenario validated;
-    `duration_s` (harness run --duration) stretches a horizon's (docs/long-horizon.md)."""
+    `duration_s` (harness run --duration) stretches a horizon's (docs/long-horizon.md),
+    `only` (harness run --strategy) keeps those of its strategies."""
     path = scenario_file(path)
     parsed = _mapping(path)
     if "suite" in parsed.data:
-        return _load_suite(path, parsed, queues, duration_s)
-    return _scenario(path, parsed, queues, duration_s)
+        return _load_suite(path, parsed, queues, duration_s, only)
+    return _scenario(path, parsed, queues, duration_s, only)
 
 
 def _mapping(path: Path) -> Parsed:
@@ -93,23 +99,80 @@ def _mapping(path: Path) -> Parsed:
 
 
 def _scenario(
-    path: Path, parsed: Parsed, queues: Mapping[str, QueueTraits], duration_s: float | None = None
+    path: Path,
+    parsed: Parsed,
+    queues: Mapping[str, QueueTraits],
+    duration_s: float | None = None,
+    only: Sequence[str] = (),
 ) -> LoadedScenario:
-    data, text = parsed.data, parsed.text
+    data, notes = parsed.data, []
+    left_out: list[str] = []
     if duration_s is not None:
         data = _stretched(path, parsed, duration_s)
-        text = _stretched_text(parsed.text, data, duration_s)
+        notes.append(f"--duration {duration_s:g}")
     try:
         # Strict: `tenants: true` or `tenants: "3"` is a mistake, not a 1 or a 3.
         scenario = Scenario.model_validate(data, strict=True)
         if scenario.libraries is not None:
             chosen = _libraries_chosen(path, parsed.node, scenario, queues)
             scenario = Scenario.model_validate({**data, "strategies": chosen}, strict=True)
+        if only:
+            data, left_out = _narrowed(path, data, scenario, only)
+            notes.append(" ".join(f"--strategy {name}" for name in only))
+            scenario = Scenario.model_validate(data, strict=True)
     except ValidationError as error:
         raise HarnessError(_first_error(path, parsed.node, error)) from error
     _refuse_unknown_queues(path, parsed.node, scenario, queues)
     _refuse_what_queues_cannot_take(path, parsed.node, scenario, queues)
-    return LoadedScenario(scenario=scenario, path=str(path), text=text)
+    said = [f"left out, their strategies not run: reference {label!r}" for label in left_out]
+    text = _as_ran(notes, said, data) if notes else parsed.text
+    return LoadedScenario(scenario=scenario, path=str(path), text=text, notes=tuple(said))
+
+
+def _narrowed(
+    path: Path, data: dict[str, Any], scenario: Scenario, only: Sequence[str]
+) -> tuple[dict[str, Any], list[str]]:
+    """The scenario's fields with only the strategies `only` names (harness run
+    --strategy), in the scenario's order, and what to say of it: its explain list kept to
+    them too (the section left out where none of them is in it), and its reference
+    figures on strategies left out dropped (their labels returned). A name it does not have, or none
+    of its timed strategies kept, is refused; a threshold on a strategy left out is
+    refused by the validation that follows."""
+    known = list(dict.fromkeys([*scenario.strategies, *scenario.explain_strategies]))
+    for name in only:
+        if name not in known:
+            said = unknown_name(name, known, "it has")
+            raise HarnessError(f"--strategy {name}: {path} has no such strategy; {said}")
+    kept = {key: value for key, value in data.items() if key != "libraries"}
+    kept["strategies"] = [name for name in scenario.strategies if name in only]
+    if not kept["strategies"]:
+        raise HarnessError(
+            f"--strategy: {path}: none of {list(only)} is among its strategies "
+            f"{scenario.strategies} (the explain section's alone cannot run)"
+        )
+    explain = data.get("explain")
+    if isinstance(explain, dict) and explain.get("strategies"):
+        listed = [name for name in scenario.explain_strategies if name in only]
+        if listed:
+            kept["explain"] = {**explain, "strategies": listed}
+        else:
+            del kept["explain"]
+    reference = data.get("reference")
+    if scenario.reference is None or not isinstance(reference, dict):
+        return kept, []
+    base = Scenario.model_validate({**kept, "reference": None}, strict=True)
+    figures, dropped = [], []
+    for raw, figure in zip(reference["figures"], scenario.reference.figures, strict=True):
+        try:
+            base.check_figure(figure)
+            figures.append(raw)
+        except ValueError:
+            dropped.append(figure.label)
+    if figures:
+        kept["reference"] = {**reference, "figures": figures}
+    else:
+        del kept["reference"]
+    return kept, dropped
 
 
 def _stretched(path: Path, parsed: Parsed, duration_s: float) -> dict[str, Any]:
@@ -151,15 +214,20 @@ def _stretched(path: Path, parsed: Parsed, duration_s: float) -> dict[str, Any]:
     )
 
 
-def _stretched_text(text: str, data: dict[str, Any], duration_s: float) -> str:
-    """What the run folder keeps of a stretched scenario: the fields that ran, after a
-    comment saying so (the file's own text is in its repository)."""
-    note = f"# harness run --duration {duration_s:g}: the scenario as it ran\n"
-    return note + yaml.safe_dump(data, sort_keys=False)
+def _as_ran(options: list[str], said: list[str], data: dict[str, Any]) -> str:
+    """What the run folder keeps of a scenario changed by options (--duration,
+    --strategy): the fields that ran, after comments saying which and what they left
+    out (the file's own text is in its repository)."""
+    lines = [f"harness run {' '.join(options)}: the scenario as it ran", *said]
+    return "".join(f"# {line}\n" for line in lines) + yaml.safe_dump(data, sort_keys=False)
 
 
 def _load_suite(
-    path: Path, parsed: Parsed, queues: Mapping[str, QueueTraits], duration_s: float | None = None
+    path: Path,
+    parsed: Parsed,
+    queues: Mapping[str, QueueTraits],
+    duration_s: float | None = None,
+    only: Sequence[str] = (),
 ) -> LoadedSuite:
     """Each case's scenario file, named from the suite's folder, loaded as a scenario of
     its own: its problems are said on its own file's lines."""
@@ -181,7 +249,7 @@ def _load_suite(
             raise HarnessError(
                 f"{where}: {str(member)!r} is a suite; a suite's cases are scenarios"
             )
-        loaded = _scenario(member, inner, queues, duration_s)
+        loaded = _scenario(member, inner, queues, duration_s, only)
         names = [done.scenario.name for done in cases]
         name = loaded.scenario.name
         if name in names:

@@ -719,7 +719,7 @@ class Scenario(Model):
             self._check_idle(self.idle)
         if self.reference is not None:
             for figure in self.reference.figures:
-                self._check_figure(figure)
+                self.check_figure(figure)
         for index, threshold in enumerate(self.parsed_thresholds):
             try:
                 self.check_threshold(threshold)
@@ -1041,7 +1041,7 @@ class Scenario(Model):
                 "allowed: up to half the steady phase"
             )
 
-    def _check_figure(self, figure: ReferenceFigure) -> None:
+    def check_figure(self, figure: ReferenceFigure) -> None:
         self._check_chosen(f"reference '{figure.label}'", figure, self.group_names)
 
     def check_threshold(self, threshold: Threshold) -> None:
