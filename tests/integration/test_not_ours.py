@@ -92,18 +92,35 @@ def start_explain(tmp_path: Path, *options: str) -> subprocess.Popen[str]:
 
 def loading_dsn(harness: subprocess.Popen[str], external: str | None) -> str:
     """The server the harness loads its backlog into: the external one, or the embedded
-    one it started (found by its socket directory on its postmaster's command line)."""
+    one it started (found by its socket directory on its postmaster's command line).
+    Only a descendant of this harness: the matrix runs other tests' servers beside it,
+    and one may end between being listed and being read (CI once read a gone pid)."""
     if external is not None:
         return external
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and harness.poll() is None:
         for pid in server_programs():
-            words = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+            try:
+                if not _descends(pid, harness.pid):
+                    continue
+                words = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # gone since it was listed
             if "-k" in words:
                 socket = words[words.index("-k") + 1]
                 return f"host={socket} port=5432 user=postgres dbname=bench"
         time.sleep(0.1)
     raise AssertionError("the harness started no server")
+
+
+def _descends(pid: int, ancestor: int) -> bool:
+    """Whether `ancestor` is among `pid`'s parents (by /proc's ppid, up to init)."""
+    while pid > 1:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state
+        if pid == ancestor:
+            return True
+    return False
 
 
 def wait_for_the_load(harness: subprocess.Popen[str], dsn: str) -> None:
