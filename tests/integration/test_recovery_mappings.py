@@ -14,7 +14,13 @@ from harness.server.kinds import Server
 from tests.integration.test_adapters import shipped
 from tests.integration.test_library_faults import faulted_run, kill_verdicts
 
-JOBS = 60  # of 200 ms, two at a time: 6 s of work, the kill at the first held job from 1.5 s
+# Of 3 s each, two at a time: 9 s of work. The kill comes at the first moment from 1.5 s
+# that the worker holds a job: a job begun before 1.5 s has at least 1.5 s still to run,
+# one begun later has just begun. Jobs of 200 ms left the kill, on a busy machine, at a
+# job whose run had ended and whose report had not yet been read (CI, 2026-12-05:
+# minion, nothing interrupted): this test is of the recovery, so its kill must hold one.
+JOBS = 6
+DURATION_MS = 3000
 
 
 @pytest.mark.adapters
@@ -40,7 +46,9 @@ def test_a_recovery_mapping_starts_its_killed_workers_jobs_again(
     shipped(adapter)
     kill = "worker_kills: [{at_s: 1.5, restart_after_s: 0.2, holding: true}]"
     strategy = f"{adapter}_recovery"
-    entry = faulted_run(server, tmp_path, kill, window_s, strategy, jobs=JOBS, duration_ms=200)
+    entry = faulted_run(
+        server, tmp_path, kill, window_s, strategy, jobs=JOBS, duration_ms=DURATION_MS
+    )
     kills = entry["library_faults"]
     seen = f"not ok: {kills['jobs']}; held: {kills['interrupted']}"
     assert sum(kills[o] for o in OUTCOMES) == JOBS and kills["ok"] == JOBS, seen
