@@ -407,7 +407,10 @@ def _shared_group() -> int:
 def shared_cache() -> Path:
     """Where the programs a run's user runs are copied or prepared: the caller's cache
     where the harness is not root; else SHARED_CACHE, made (root, 0750, group GROUP) or
-    checked, with every folder above it, so that no other user has planted it."""
+    checked, with every folder above it, so that no other user has planted it. One that
+    root made and no one else may write to (a `mkdir -p` of a folder inside it, as
+    .ci/postgres-image.sh's debootstrap cache, leaves it root's, 0755) is root's alone:
+    it is given the group and mode, not refused."""
     if not is_root():
         return cache_root()
     shared = _shared_group()
@@ -415,6 +418,7 @@ def shared_cache() -> Path:
         _refuse_untrusted(folder, None, sticky=True)
     with contextlib.suppress(FileExistsError):
         SHARED_CACHE.mkdir(mode=0o750)
+    if untrusted(SHARED_CACHE) is None:
         os.chown(SHARED_CACHE, 0, shared)
         SHARED_CACHE.chmod(0o750)
     _refuse_untrusted(SHARED_CACHE, shared)

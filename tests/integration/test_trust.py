@@ -5,9 +5,11 @@ refused, not performed; a schema holding another role's object is never dropped.
 
 from __future__ import annotations
 
+import grp
 import os
 import secrets
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -216,6 +218,30 @@ def test_a_planted_shared_cache_is_refused_in_one_line(
     line = str(refused.value)
     assert "\n" not in line and line.startswith(f"{planted}: is owned by uid 65534, not root")
     assert "remove it (as root) and run again" in line and not any(planted.iterdir())
+
+
+@root_only
+def test_a_shared_cache_root_made_for_another_use_is_taken_not_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """.ci/postgres-image.sh keeps debootstrap's packages inside the shared cache: its
+    `mkdir -p` left the cache root's, mode 0755, group root, before the first run, and
+    every root run then stopped in one line (a fresh machine's `make test`). A folder
+    root made and no one else may write to is root's alone: given the group and mode,
+    what is in it kept."""
+    cache = tmp_path / "cache"
+    (cache / "debootstrap").mkdir(parents=True, mode=0o755)
+    cache.chmod(0o755)
+    (cache / "debootstrap" / "kept.deb").write_text("a package")
+    monkeypatch.setattr(run_user, "SHARED_CACHE", cache)
+    assert run_user.shared_cache() == cache
+    info = cache.stat()
+    assert (stat.S_IMODE(info.st_mode), info.st_uid) == (0o750, 0)
+    assert grp.getgrgid(info.st_gid).gr_name == run_user.GROUP
+    assert (cache / "debootstrap" / "kept.deb").read_text() == "a package"
+    cache.chmod(0o775)  # written by the group: not root's alone, refused as ever
+    with pytest.raises(HarnessError, match="may be written by other users"):
+        run_user.shared_cache()
 
 
 # -- Delayed::Job's handler -------------------------------------------------------------
