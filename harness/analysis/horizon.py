@@ -322,15 +322,28 @@ def _change(
     }
 
 
+def grown(f: Any) -> list[str]:
+    """The figures whose growth makes a repetition `growing`: size, p99 (`f`: its row of
+    horizon-drift.csv, or its figures)."""
+    return [
+        name
+        for name, grows in (
+            ("size", f["size_slope_share_per_h"] >= GROWTH_PER_H),
+            ("p99", f["p99_change_low"] > 0 and f["p99_change"] >= P99_GROWTH * f["p99_first"]),
+        )
+        if grows
+    ]
+
+
 def _verdict(f: dict[str, Any]) -> dict[str, str]:
     """growing, recovering or stable, and why, from one repetition's figures."""
     growing = []
-    if f["size_slope_share_per_h"] >= GROWTH_PER_H:
+    if "size" in grown(f):
         growing.append(
             f"size grows {f['size_slope_share_per_h']:.0%} of its median an hour "
             f"({number(f['size_slope_bytes_per_h'] / 1024)} KB/h)"
         )
-    if f["p99_change_low"] > 0 and f["p99_change"] >= P99_GROWTH * f["p99_first"]:
+    if "p99" in grown(f):
         growing.append(
             f"p99 rose {number(f['p99_first'])} -> {number(f['p99_last'])} s "
             f"(+{number(f['p99_change_low'])} to +{number(f['p99_change_high'])} s)"
@@ -402,12 +415,17 @@ def drift_rows(drift: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
 
 
 def _verdicts(group: pd.DataFrame) -> list[str]:
-    """Each repetition's verdict, `(cut)` after a cut one's."""
-    cut = group["cut_s"].notna() if "cut_s" in group else pd.Series(False, index=group.index)
-    return [
-        f"{verdict} (cut)" if is_cut and verdict != "cut" else str(verdict)
-        for verdict, is_cut in zip(group["verdict"], cut, strict=True)
-    ]
+    """Each repetition's verdict, what grew after a growing one's (`growing (size)`),
+    `(cut)` after a cut one's."""
+    said = []
+    for _, row in group.iterrows():
+        verdict = str(row["verdict"])
+        if verdict == "growing":
+            verdict += f" ({', '.join(grown(row))})"
+        if "cut_s" in row and pd.notna(row["cut_s"]) and row["verdict"] != "cut":
+            verdict += " (cut)"
+        said.append(verdict)
+    return said
 
 
 def drift_sentences(drift: pd.DataFrame) -> list[str]:

@@ -12,6 +12,7 @@ from harness.analysis.horizon import (
     _median,
     _p99,
     bootstrap_change,
+    drift_rows,
     horizon_drift,
     horizon_windows,
     theil_sen,
@@ -133,6 +134,25 @@ def test_a_queue_whose_tail_grows_is_growing() -> None:
     assert row["verdict"] == "growing" and "p99 rose" in row["why"]
     assert row["p99_change_low"] > 0
     assert row["p99_slope_s_per_h"] == pytest.approx(2.0 * 0.99, rel=0.2)
+
+
+def test_the_drift_table_says_what_grew() -> None:
+    """The report's and the docs' drift table: `growing (size)`, `growing (p99)`, or
+    both, per repetition; a stable one as it is."""
+    drift = pd.concat(
+        [
+            horizon_drift(jobs, series, None, HORIZON, seed=1).assign(repetition=repetition)
+            for repetition, (jobs, series) in enumerate(
+                [(_jobs(0), _series(200_000)), (_jobs(2.0), _series(0)), (_jobs(0), _series(0))],
+                start=1,
+            )
+        ],
+        ignore_index=True,
+    )
+    headers, rows = drift_rows(drift)
+    (row,) = rows
+    assert row[headers.index("verdict")] == "growing (size), growing (p99), stable"
+    assert row[headers.index("reps")] == "3"
 
 
 def test_a_step_in_the_held_phase_that_stays_is_recovering() -> None:
