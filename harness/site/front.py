@@ -3,9 +3,9 @@ result, in the order of FRONT.
 
 A block is a function of the site's data that gives a `Block`, or None where the runs
 hold nothing for it (no throughput run, no fault run): the page shows what is there.
-To add one (the long-horizon drift, say), write `drift_block(data: SiteData, rows:
+To add one (the idle poll's cost, say), write `idle_block(data: SiteData, rows:
 pd.DataFrame | None) -> Block | None` that reads its runs' CSV with
-`data.stacked("drift.csv")` (or a table function in harness/site/tables.py), draws with
+`data.stacked("idle.csv")` (or a table function in harness/site/tables.py), draws with
 harness/site/charts.py, returns None where no run has it, and add it to FRONT; `rows`
 is None on the front page (take each strategy's newest run, `tables.newest_rows`) and a
 library's rows on its page where the function is also listed in `library_blocks`.
@@ -58,6 +58,10 @@ class SiteData:
     @cached_property
     def sql_faults(self) -> pd.DataFrame:
         return tables.sql_faults(self.runs)
+
+    @cached_property
+    def horizon(self) -> pd.DataFrame:
+        return tables.horizon_rows(self.runs)
 
     @cached_property
     def majors(self) -> pd.DataFrame:
@@ -271,6 +275,49 @@ def faults_block(data: SiteData, rows: pd.DataFrame | None = None) -> Block | No
     )
 
 
+# The drift table's columns that are figures, as the run's report names them.
+DRIFT_FIGURES = [
+    "reps",
+    "dead tuples peak",
+    "dead tuples median",
+    "size slope (KB/h)",
+    "p99 wait (s): first -> last, change [95 %]",
+    "fetch buffers first -> last",
+    "verdict",
+]
+
+
+def horizon_block(data: SiteData, rows: pd.DataFrame | None = None) -> Block | None:
+    """How each queue aged over a long steady run: its drift and verdict."""
+    frame = _newest(data.horizon, rows, ["scenario", PG, "strategy", "workers"])
+    if frame.empty:
+        return None
+    headers = ["scenario", "library", "strategy", "setting", "PostgreSQL", "workers"]
+    headers += [*DRIFT_FIGURES, "run", "data"]
+    cells = [
+        [
+            *_names(row, data),
+            Cell(str(row[PG])),
+            Cell(str(row["workers"])),
+            *[
+                Cell(str(row[name]), flag=name == "verdict" and "growing" in str(row[name]))
+                for name in DRIFT_FIGURES
+            ],
+            *_run_cells(row, data, "horizon-drift.csv"),
+        ]
+        for _, row in frame.iterrows()
+    ]
+    return Block(
+        "horizon",
+        "Over hours: how each queue ages",
+        "A long steady run's drift, from the steady phase's first window to its last: dead "
+        "tuples, the size's slope, the p99 wait's change with its 95 % interval, the "
+        "fetch's buffers, and the verdict (growing, recovering, stable), each repetition's "
+        "(docs/long-horizon.md).",
+        table(headers, cells),
+    )
+
+
 def _newest(frame: pd.DataFrame, rows: pd.DataFrame | None, keys: list[str]) -> pd.DataFrame:
     """The front page's rows: each key's newest run; a library page's: `rows` as given."""
     if rows is not None:
@@ -278,7 +325,13 @@ def _newest(frame: pd.DataFrame, rows: pd.DataFrame | None, keys: list[str]) -> 
     return tables.newest_rows(frame, keys)
 
 
-FRONT: list[FrontBlock] = [fairness_block, throughput_block, plans_block, faults_block]
+FRONT: list[FrontBlock] = [
+    fairness_block,
+    throughput_block,
+    plans_block,
+    faults_block,
+    horizon_block,
+]
 
 
 def library_blocks(data: SiteData, library: str) -> list[Block]:
@@ -288,6 +341,7 @@ def library_blocks(data: SiteData, library: str) -> list[Block]:
         (throughput_block, data.throughput),
         (plans_block, data.plans),
         (faults_block, data.faults),
+        (horizon_block, data.horizon),
     ]
     found = []
     for make, frame in frames:

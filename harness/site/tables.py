@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 import pandas as pd
 
+from harness.analysis.horizon import drift_rows
 from harness.analysis.plans import SHORT_FLAGS, with_growth
 from harness.results.document import HARNESS
 from harness.results.jobs import PG, RUN_ID
@@ -219,3 +220,62 @@ def newest_rows(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 def _scenario(runs: list[SiteRun], run_id: str) -> str:
     return next(run.scenario for run in runs if run.run_id == run_id)
+
+
+def horizon(runs: list[SiteRun]) -> pd.DataFrame:
+    """Per long run, strategy and repetition: its drift over the steady phase and its
+    verdict (horizon-drift.csv), each row naming its run."""
+    return stacked(runs, "horizon-drift.csv")
+
+
+DRIFT = "drift"  # drift_rows's columns, as the run's report gives them
+
+
+def horizon_rows(runs: list[SiteRun]) -> pd.DataFrame:
+    """Per long run, server and strategy: the run's own drift table's row (its report's,
+    harness/analysis/horizon.py drift_rows: ranges over the repetitions, the verdicts),
+    with the run's keys and the library's setting."""
+    frames = []
+    for run in runs:
+        drift = run.table("horizon-drift.csv") if run.complete else None
+        if drift is None:
+            continue
+        for pg, part in drift.groupby(PG, sort=False):
+            headers, rows = drift_rows(part)
+            frame = pd.DataFrame(rows, columns=headers)
+            keys = {RUN_ID: run.run_id, "href": run.href, "scenario": run.scenario, PG: pg}
+            frames.append(frame.assign(**keys))
+    if not frames:
+        return pd.DataFrame()
+    return _with_settings(pd.concat(frames, ignore_index=True), runs)
+
+
+HELD_END, RUN_END = "held->recovery", "recovery->end"  # pgstattuple's phase boundaries
+
+
+def horizon_dead_percent(runs: list[SiteRun]) -> pd.DataFrame:
+    """Per strategy, the queue's largest table at the run's end (by pgstattuple's
+    table_len) and its dead percentage at the held phase's end and the run's end, each a
+    range over the repetitions (horizon-pgstattuple.csv); none where pgstattuple was not
+    on the server."""
+    found = stacked(runs, "horizon-pgstattuple.csv")
+    if found.empty:
+        return pd.DataFrame(columns=["strategy", "relation", "held_end", "run_end"])
+    rows = []
+    for strategy, part in found.groupby("strategy", sort=False):
+        ended = part[part["boundary"] == RUN_END]
+        if ended.empty:
+            continue
+        relation = ended.sort_values("table_len").iloc[-1]["relation"]
+        mine = part[part["relation"] == relation]
+        held = mine[mine["boundary"] == HELD_END]["dead_percent"]
+        end = mine[mine["boundary"] == RUN_END]["dead_percent"]
+        rows.append(
+            {
+                "strategy": strategy,
+                "relation": relation,
+                "held_end": (held.min(), held.max()),
+                "run_end": (end.min(), end.max()),
+            }
+        )
+    return pd.DataFrame(rows, columns=["strategy", "relation", "held_end", "run_end"])

@@ -99,3 +99,25 @@ def test_the_command_is_the_one_recorded_as_a_user_types_it(results: Path) -> No
 def test_library_pages_are_named_for_a_file() -> None:
     assert library_page("Delayed::Job") == "library-delayed-job.html"
     assert library_page("pg-boss") == "library-pg-boss.html"
+
+
+HORIZON = ROOT / "tests" / "fixtures" / "runs-horizon"
+
+
+def test_a_long_runs_drift_is_on_the_front_page_and_its_librarys(tmp_path: Path) -> None:
+    """A long run, kept as the docs keep one (no report.html, no raw file): its drift
+    table's rows on the front page, each library's on its page, each naming its verdict
+    and linking to the run's horizon-drift.csv."""
+    built = build_site([HORIZON], tmp_path / "site", [])
+    site = built.path
+    front = (site / "index.html").read_text()
+    assert "Over hours: how each queue ages" in front
+    section = front[front.index('<section id="horizon">') :]
+    section = section[: section.index("</section>")]
+    for strategy in ("river", "dbscheduler", "pgqrs"):
+        assert f"<td>{strategy}</td>" in section
+    assert "growing (size, p99), growing (size)" in section  # river's two repetitions
+    assert section.count(">horizon-drift.csv</a>") == 3
+    river = (site / library_page("River")).read_text()
+    assert "Over hours" in river and "<td>river</td>" in river and "<td>pgqrs</td>" not in river
+    assert broken_links(site) == []
