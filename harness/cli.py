@@ -860,6 +860,42 @@ def site(
     _guarded(lambda: site_command(paths, out, figure or [], console))
 
 
+@app.command(name="docs-tables")
+def docs_tables(
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            metavar="MARKDOWN...",
+            help="Markdown files whose harness-table blocks are written (docs/site.md).",
+            show_default=False,
+        ),
+    ] = None,
+    check: Annotated[
+        bool,
+        typer.Option("--check", help="Compare only: exit 1 naming each table that differs."),
+    ] = False,
+    keep: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--keep",
+            metavar="RUN_DIR",
+            help="Copy this run's documents and derived tables under --into (repeatable).",
+        ),
+    ] = None,
+    into: Annotated[
+        Path,
+        typer.Option("--into", metavar="DIR", help="Where --keep copies run folders."),
+    ] = Path("docs/results"),
+) -> None:
+    """Write the docs' tables from committed run folders, or check them (for CI).
+
+    Each table is the site's own, of the run folders its marker names; the rest of the
+    file is left as it is."""
+    from harness.commands.docs_tables import docs_tables_command
+
+    _guarded(lambda: docs_tables_command(files or [], check, keep or [], into, console))
+
+
 @app.command(name="simulate")
 def simulate_scenario(
     scenario: Annotated[
