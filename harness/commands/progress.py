@@ -1,7 +1,12 @@
 """The run's progress on the terminal: a bar over the steps (repetitions and plan
-captures) and one over the current step (jobs done, or executions captured)."""
+captures) and one over the current step (jobs done, or executions captured). Where the
+console is no terminal (a log file, CI), rich draws no bar: a long run's horizon line is
+written as a plain line once a minute instead, so that its log is never silent for the
+length of a step."""
 
 from __future__ import annotations
+
+import time
 
 from rich.console import Console
 from rich.progress import (
@@ -15,6 +20,8 @@ from rich.progress import (
 
 from harness.run.captures import CaptureRequest
 from harness.run.repetition import Repetition, RepetitionResult
+
+PLAIN_EVERY_S = 60.0  # a horizon's plain line, where the console is no terminal
 
 
 class ProgressBars:
@@ -31,6 +38,7 @@ class ProgressBars:
         )
         self.overall: TaskID = self.progress.add_task("steps", total=steps)
         self.current: TaskID | None = None
+        self._plain_at: float | None = None  # when a horizon line was last written plain
 
     def __enter__(self) -> ProgressBars:
         self.progress.__enter__()
@@ -46,6 +54,7 @@ class ProgressBars:
 
     def repetition_started(self, repetition: Repetition, jobs: int) -> None:
         self._start(f"  {repetition.label}: jobs done", jobs)
+        self._plain_at = None  # each repetition's first horizon line is written
 
     def jobs_done(self, done: int) -> None:
         if self.current is not None:
@@ -54,6 +63,12 @@ class ProgressBars:
     def horizon_progress(self, line: str) -> None:
         if self.current is not None:
             self.progress.update(self.current, description=f"  {line}")
+        if self.progress.console.is_terminal:
+            return
+        now = time.monotonic()
+        if self._plain_at is None or now - self._plain_at >= PLAIN_EVERY_S:
+            self._plain_at = now
+            self.progress.console.log(f"  {line}", markup=False)
 
     def capture_started(self, request: CaptureRequest, executions: int) -> None:
         self.progress.advance(self.overall)
