@@ -382,19 +382,22 @@ def _range(group: pd.DataFrame, column: str) -> str:
     return span(group[column].min(), group[column].max())
 
 
+DRIFT_KEYS = ["strategy", "workers"]
+DRIFT_FIGURES = [
+    "reps",
+    "dead tuples peak",
+    "dead tuples median",
+    "size slope (KB/h)",
+    "p99 wait (s): first -> last, change [95 %]",
+    "fetch buffers first -> last",
+    "verdict",
+]
+
+
 def drift_rows(drift: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    """Per strategy and workers: each figure's range over repetitions and the verdicts."""
-    headers = [
-        "strategy",
-        "workers",
-        "reps",
-        "dead tuples peak",
-        "dead tuples median",
-        "size slope (KB/h)",
-        "p99 wait (s): first -> last, change [95 %]",
-        "fetch buffers first -> last",
-        "verdict",
-    ]
+    """Per strategy and workers (DRIFT_KEYS): each figure's range over repetitions and
+    the verdicts (DRIFT_FIGURES)."""
+    headers = [*DRIFT_KEYS, *DRIFT_FIGURES]
     rows = []
     for (strategy, workers), group in drift.groupby(["strategy", "workers"], sort=False):
         kb = group["size_slope_bytes_per_h"] / 1024

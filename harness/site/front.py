@@ -19,6 +19,7 @@ from functools import cached_property
 
 import pandas as pd
 
+from harness.analysis.horizon import DRIFT_FIGURES
 from harness.results.jobs import PG
 from harness.site import charts, tables
 from harness.site.pages import (
@@ -273,18 +274,6 @@ def faults_block(data: SiteData, rows: pd.DataFrame | None = None) -> Block | No
         "promise (docs/faults.md).",
         "\n".join(parts),
     )
-
-
-# The drift table's columns that are figures, as the run's report names them.
-DRIFT_FIGURES = [
-    "reps",
-    "dead tuples peak",
-    "dead tuples median",
-    "size slope (KB/h)",
-    "p99 wait (s): first -> last, change [95 %]",
-    "fetch buffers first -> last",
-    "verdict",
-]
 
 
 def horizon_block(data: SiteData, rows: pd.DataFrame | None = None) -> Block | None:
