@@ -14,7 +14,8 @@ copies them) and, optionally, `strategies=` (those rows, in that order). What is
 the markers is the table and a line saying where it came from; everything else in the
 file is left as it is.
 
-Pure text in, text out: the command (harness/commands/docs_tables.py) reads and writes.
+`refreshed` reads a page and the run folders it names and gives the page's new text;
+the command (harness/commands/docs_tables.py) writes it, or compares it (`--check`).
 """
 
 from __future__ import annotations
@@ -64,12 +65,6 @@ class Spec:
     table: str
     runs: tuple[str, ...]
     strategies: tuple[str, ...] | None = None
-
-    def marker(self) -> str:
-        parts = [self.table, *self.runs]
-        if self.strategies:
-            parts.append("strategies=" + ",".join(self.strategies))
-        return OPEN + " ".join(parts) + " -->"
 
 
 def parse_spec(text: str, where: str) -> Spec:
@@ -166,8 +161,13 @@ def _run(folder: Path, where: str) -> SiteRun:
 def _markdown(frame: pd.DataFrame) -> str:
     header = "| " + " | ".join(frame.columns) + " |"
     rule = "|" + "---|" * len(frame.columns)
-    rows = ["| " + " | ".join(str(cell) for cell in row) + " |" for row in frame.to_numpy()]
+    rows = ["| " + " | ".join(_cell(cell) for cell in row) + " |" for row in frame.to_numpy()]
     return "\n".join([header, rule, *rows]) + "\n"
+
+
+def _cell(value: object) -> str:
+    """A table cell's text: a `|` in it escaped, a line break a space (a verdict's why)."""
+    return " ".join(str(value).split("\n")).replace("|", "\\|")
 
 
 def _source(runs: list[SiteRun], spec: Spec) -> str:
