@@ -50,6 +50,10 @@ BOOTSTRAP_DRAWS = 1000
 GROWTH_PER_H = 0.10  # size growth an hour, as a share of the steady phase's median size
 P99_GROWTH = 0.20  # a p99 change, as a share of the first window's p99
 RECOVERY_MARGIN = 0.20  # the end above the steady phase's last window by this share
+# A size that grows is "rows kept" where the live rows grow at this share of its rate or
+# more (a library that keeps each finished job, or its log: size follows rows), "dead
+# space" where they do not (a queue whose rows come and go while its files grow).
+KEPT_SHARE = 0.5
 FIGURES = ("dead", "size", "p99", "fetch_buffers")
 Statistic = Callable[[np.ndarray], np.ndarray]
 
@@ -270,9 +274,12 @@ class _Repetition:
         )
         size_slope = theil_sen(steady["t_s"] / 3600, steady["size"])
         median_size = float(steady["size"].median()) if len(steady) else float("nan")
+        live_slope = theil_sen(steady["t_s"] / 3600, steady["live"])
+        median_live = float(steady["live"].median()) if len(steady) else float("nan")
         return {
             "size_slope_bytes_per_h": size_slope,
             "size_slope_share_per_h": size_slope / median_size if median_size else float("nan"),
+            "live_slope_share_per_h": live_slope / median_live if median_live else 0.0,
             "p99_slope_s_per_h": theil_sen(
                 middle[whole] / 3600, self.windows.loc[whole, "wait_p99_s"]
             ),
@@ -335,13 +342,29 @@ def grown(f: Any) -> list[str]:
     ]
 
 
+def size_growth(f: Any) -> str | None:
+    """What a growing size is made of: "rows kept" where the live rows grow with it
+    (KEPT_SHARE of its rate an hour or more), else "dead space"; None for a row of an
+    older horizon-drift.csv, which has no live slope."""
+    live = f.get("live_slope_share_per_h") if hasattr(f, "get") else None
+    if live is None or pd.isna(live):
+        return None
+    return "rows kept" if live >= KEPT_SHARE * f["size_slope_share_per_h"] else "dead space"
+
+
 def _verdict(f: dict[str, Any]) -> dict[str, str]:
     """growing, recovering or stable, and why, from one repetition's figures."""
     growing = []
     if "size" in grown(f):
+        kind = size_growth(f)
+        live = f"{f['live_slope_share_per_h']:.0%}"
+        said = {
+            "rows kept": f", its live rows {live}: rows kept",
+            "dead space": f", its live rows {live}: dead space",
+        }
         growing.append(
             f"size grows {f['size_slope_share_per_h']:.0%} of its median an hour "
-            f"({number(f['size_slope_bytes_per_h'] / 1024)} KB/h)"
+            f"({number(f['size_slope_bytes_per_h'] / 1024)} KB/h){said.get(str(kind), '')}"
         )
     if "p99" in grown(f):
         growing.append(
@@ -424,7 +447,9 @@ def _verdicts(group: pd.DataFrame) -> list[str]:
     for _, row in group.iterrows():
         verdict = str(row["verdict"])
         if verdict == "growing":
-            verdict += f" ({', '.join(grown(row))})"
+            kind = size_growth(row)
+            what = [f"size: {kind}" if name == "size" and kind else name for name in grown(row)]
+            verdict += f" ({', '.join(what)})"
         if "cut_s" in row and pd.notna(row["cut_s"]) and row["verdict"] != "cut":
             verdict += " (cut)"
         said.append(verdict)
@@ -447,9 +472,11 @@ HORIZON_INTRO = (
     "every explain_every_s. Drift compares the steady phase's first window with its last "
     "(the change and its 95 % bootstrap interval, seeded) and gives Theil-Sen slopes per "
     "hour. Verdict: growing (the size grows 10 % of its median an hour or more, or the "
-    "p99's change is above zero over its interval and 20 % or more of the first window's), "
-    "recovering (not growing, but dead tuples or p99 at the end stand over 20 % above the "
-    "steady phase's last window), stable (neither). Series: horizon.csv, "
+    "p99's change is above zero over its interval and 20 % or more of the first window's; "
+    "a growing size is 'rows kept' where the live rows grow at half its rate or more, "
+    "'dead space' where they do not), recovering (not growing, but dead tuples or p99 at "
+    "the end stand over 20 % above the steady phase's last window), stable (neither). "
+    "Series: horizon.csv, "
     "horizon-relations.csv, horizon-waits.csv; per window: horizon-windows.csv; per "
     "repetition: horizon-drift.csv."
 )

@@ -15,6 +15,7 @@ from harness.analysis.horizon import (
     drift_rows,
     horizon_drift,
     horizon_windows,
+    size_growth,
     theil_sen,
 )
 from harness.results.document import RepetitionEntry, RunDocument, ScenarioRef
@@ -92,8 +93,13 @@ def _jobs(p99_growth: float, step: bool = False) -> pd.DataFrame:
     )
 
 
-def _series(size_per_h: float, dead: np.ndarray | None = None) -> pd.DataFrame:
+def _series(
+    size_per_h: float, dead: np.ndarray | None = None, kept_bytes: float = 0
+) -> pd.DataFrame:
+    """Samples of an hour; `kept_bytes`: the size grows by rows that stay live, one row
+    per this many bytes (0: the live rows stay 50 while the size grows)."""
     t = np.arange(0, 3600.0, 10)
+    grown = size_per_h * t / 3600
     return pd.DataFrame(
         {
             "strategy": "q",
@@ -102,8 +108,8 @@ def _series(size_per_h: float, dead: np.ndarray | None = None) -> pd.DataFrame:
             "t_s": t,
             "phase": [HORIZON.phase_at(s) for s in t],
             "dead": dead if dead is not None else np.full(len(t), 100.0),
-            "live": 50,
-            "table_bytes": 1_000_000 + size_per_h * t / 3600,
+            "live": 50 + (grown / kept_bytes if kept_bytes else 0),
+            "table_bytes": 1_000_000 + grown,
             "index_bytes": 0,
             "oldest_xmin_age": 5,
             "autovacuums": 0,
@@ -151,8 +157,21 @@ def test_the_drift_table_says_what_grew() -> None:
     )
     headers, rows = drift_rows(drift)
     (row,) = rows
-    assert row[headers.index("verdict")] == "growing (size), growing (p99), stable"
+    assert row[headers.index("verdict")] == "growing (size: dead space), growing (p99), stable"
     assert row[headers.index("reps")] == "3"
+
+
+def test_a_size_that_grows_with_its_live_rows_is_rows_kept_not_dead_space() -> None:
+    """A library that keeps every finished job (procrastinate's jobs, pgqueuer's log)
+    grows as its live rows do: growing, but "rows kept"; the same growth with the live
+    rows flat is "dead space"."""
+    kept = _verdict(_jobs(0), _series(200_000, kept_bytes=100))
+    assert kept["verdict"] == "growing" and kept["why"].endswith(": rows kept")
+    assert kept["live_slope_share_per_h"] >= 0.5 * kept["size_slope_share_per_h"]
+    bloat = _verdict(_jobs(0), _series(200_000))
+    assert bloat["verdict"] == "growing" and bloat["why"].endswith(": dead space")
+    assert bloat["live_slope_share_per_h"] == 0
+    assert size_growth({"size_slope_share_per_h": 1.0}) is None  # an older drift row
 
 
 def test_a_step_in_the_held_phase_that_stays_is_recovering() -> None:
