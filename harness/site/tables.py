@@ -228,9 +228,6 @@ def horizon(runs: list[SiteRun]) -> pd.DataFrame:
     return stacked(runs, "horizon-drift.csv")
 
 
-DRIFT = "drift"  # drift_rows's columns, as the run's report gives them
-
-
 def horizon_rows(runs: list[SiteRun]) -> pd.DataFrame:
     """Per long run, server and strategy: the run's own drift table's row (its report's,
     harness/analysis/horizon.py drift_rows: ranges over the repetitions, the verdicts),
