@@ -117,10 +117,11 @@ def bloat_summary(
 def _claims_by_phase(jobs: pd.DataFrame) -> dict[str, float]:
     figures: dict[str, float] = {}
     for phase in PHASES:
-        claims = jobs.loc[jobs["phase"] == phase, "claim_ms"]
+        # untimed claims (a library whose fetch runs in its own process) are NaN: none
+        claims = jobs.loc[jobs["phase"] == phase, "claim_ms"].dropna()
         figures[f"claim_p50_{phase}_ms"] = float(claims.median()) if len(claims) else np.nan
         figures[f"claim_p95_{phase}_ms"] = float(claims.quantile(0.95)) if len(claims) else np.nan
-        waits = wait_seconds(jobs)[jobs["phase"] == phase]
+        waits = wait_seconds(jobs)[jobs["phase"] == phase].dropna()
         figures[f"wait_p50_{phase}_s"] = float(waits.median()) if len(waits) else np.nan
         figures[f"wait_p95_{phase}_s"] = float(waits.quantile(0.95)) if len(waits) else np.nan
     for quantile in ("p50", "p95"):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import warnings
 from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import pytest
 
 from harness.analysis.bloat import (
+    _claims_by_phase,
     bloat_rows,
     bloat_sentences,
     bloat_summary,
@@ -158,3 +160,15 @@ def test_the_report_states_each_figure_as_a_range_over_repetitions() -> None:
         "fifo, 2 workers: the median claim took 3-6 ms before the hold, 15 ms during it"
     )
     assert "one dequeue read 4 buffers before, up to 30 during" in sentence
+
+
+def test_untimed_claims_give_no_figure_and_no_warning() -> None:
+    """An adapter's library fetches in its own process: its jobs' claim_ms are NaN. Their
+    median was numpy's "Mean of empty slice" on stderr in every long run's render; now
+    the claim figures are NaN, quietly, and the waits are still there."""
+    untimed = jobs([(1.0, float("nan")), (2.0, float("nan"))]).assign(phase="before")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        figures = _claims_by_phase(untimed)
+    assert pd.isna(figures["claim_p50_before_ms"]) and pd.isna(figures["claim_p95_during_ms"])
+    assert figures["wait_p50_before_s"] == pytest.approx(0.5)  # waits of 1 s and 0 s
