@@ -211,3 +211,18 @@ def test_a_cell_with_a_pipe_or_a_line_break_keeps_its_row_whole() -> None:
     """A promise or a verdict's why may hold `|` or a line break: either would cut the
     markdown row; the one is escaped, the other a space."""
     assert markdown._cell("left | retried\nafter 1 s") == "left \\| retried after 1 s"
+
+
+def test_a_block_of_several_runs_has_each_ones_rows_and_names_each(tmp_path: Path) -> None:
+    """A comparison made a part at a time (`--strategy`, one run per part): one block
+    over the parts' kept runs, a row per strategy of each, every run named."""
+    (fixture,) = HORIZON_RUN.iterdir()
+    kept = sorted((DOCS / "results" / "real-queues-horizon").iterdir())[0]
+    page = tmp_path / "page.md"
+    parts = " ".join(os.path.relpath(run, tmp_path) for run in (fixture, kept))
+    page.write_text(f"{OPEN}horizon {parts} -->\n{CLOSE}\n")
+    assert harness_cli("docs-tables", str(page)).returncode == 0
+    text = page.read_text()
+    for strategy in ("river", "dbscheduler", "pgqrs", "procrastinate", "pgboss"):
+        assert f"\n| `{strategy}` |" in text
+    assert f"run [`{fixture.name}`]" in text and f"run [`{kept.name}`]" in text
