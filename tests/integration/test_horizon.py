@@ -159,7 +159,9 @@ def test_duration_stretches_a_horizon_and_the_run_keeps_what_ran(
     ran = (results / "latest" / "scenario.yaml").read_text()
     assert ran.startswith("# harness run --duration 14:")
     series = pd.read_csv(results / "latest" / "horizon.csv")
-    assert series["t_s"].max() >= 14
+    # past the unstretched 12 s: the last sample, the holder's as the repetition ends,
+    # within a sample (1 s) of 14 s on its clock (13.99 s with another test beside it)
+    assert series["t_s"].max() >= 14 - 1
     assert series.loc[series["phase"] == "held", "t_s"].min() >= 7 * 14 / 12 - 1
 
 
