@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis.horizon import drift_rows
+from harness.analysis.horizon import DRIFT_FIGURES, DRIFT_KEYS
 from harness.errors import HarnessError
 from harness.explore import RunData
 from harness.report.cells import number, span
@@ -279,11 +279,10 @@ def _faults(runs: list[SiteRun]) -> pd.DataFrame:
 
 
 def _horizon(runs: list[SiteRun]) -> pd.DataFrame:
-    drift = tables.horizon(runs)
-    if drift.empty:
-        return drift
-    headers, rows = drift_rows(drift)
-    frame = pd.DataFrame(rows, columns=headers)
+    found = tables.horizon_rows(runs)  # the site's rows: each run's own drift table
+    if found.empty:
+        return found
+    frame = found[[*DRIFT_KEYS, *DRIFT_FIGURES]].reset_index(drop=True)
     dead = tables.horizon_dead_percent(runs).set_index("strategy")
     said = []
     for strategy in frame["strategy"]:

@@ -222,12 +222,6 @@ def _scenario(runs: list[SiteRun], run_id: str) -> str:
     return next(run.scenario for run in runs if run.run_id == run_id)
 
 
-def horizon(runs: list[SiteRun]) -> pd.DataFrame:
-    """Per long run, strategy and repetition: its drift over the steady phase and its
-    verdict (horizon-drift.csv), each row naming its run."""
-    return stacked(runs, "horizon-drift.csv")
-
-
 def horizon_rows(runs: list[SiteRun]) -> pd.DataFrame:
     """Per long run, server and strategy: the run's own drift table's row (its report's,
     harness/analysis/horizon.py drift_rows: ranges over the repetitions, the verdicts),
