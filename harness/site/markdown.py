@@ -55,6 +55,8 @@ KEPT = (
     "faults.csv",
     "horizon-drift.csv",
     "horizon-pgstattuple.csv",
+    "mappings.csv",
+    "idle.csv",
 )
 
 
@@ -238,6 +240,9 @@ def _throughput(runs: list[SiteRun]) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "strategy": table["strategy"],
+            "library": table["library"],
+            "setting": table["setting"],
+            "workers": table["workers"].astype(str),
             "jobs/s": _spans(table, "jobs_s"),
             "claim p50 (ms)": _spans(table, "claim_p50_ms"),
             "drain (s)": _spans(table, "drain_s"),
@@ -247,9 +252,14 @@ def _throughput(runs: list[SiteRun]) -> pd.DataFrame:
 
 
 def _plans(runs: list[SiteRun]) -> pd.DataFrame:
+    """A row per strategy and plan variant; where the runs captured several variants
+    (a backlog grown), a row per strategy with each figure's values over the variants
+    in their order ("5 / 5 / 6"), as a reader follows a curve."""
     table = tables.plans(runs)
     if table.empty:
         return table
+    if table["variant"].nunique() > 1:
+        return _plans_by_variant(table)
     return pd.DataFrame(
         {
             "strategy": table["strategy"],
@@ -260,6 +270,33 @@ def _plans(runs: list[SiteRun]) -> pd.DataFrame:
             "flags": table["flags"],
         }
     )
+
+
+def _plans_by_variant(table: pd.DataFrame) -> pd.DataFrame:
+    variants = list(dict.fromkeys(table["variant"]))
+    rows = []
+    for strategy, group in table.groupby("strategy", sort=False):
+
+        def over(column: str, group: pd.DataFrame = group) -> str:
+            values = dict(zip(group["variant"], pd.to_numeric(group[column]), strict=True))
+            return " / ".join(
+                number(float(values[name])) if name in values else "-" for name in variants
+            )
+
+        flags = [flag for cell in group["flags"] for flag in str(cell).split(", ")]
+        said = [flag for flag in dict.fromkeys(flags) if flag and flag != "-"]
+        rows.append(
+            {
+                "strategy": strategy,
+                "queued jobs": over("queued_jobs"),
+                "shared buffers": over("shared_buffers"),
+                "rows read by the busiest node": over("rows_read"),
+                "time (ms)": over("total_ms"),
+                "flags": ", ".join(said) or "-",
+            }
+        )
+    frame = pd.DataFrame(rows)
+    return frame.rename(columns={"queued jobs": f"queued jobs ({' / '.join(variants)})"})
 
 
 def _faults(runs: list[SiteRun]) -> pd.DataFrame:
@@ -297,6 +334,55 @@ def _horizon(runs: list[SiteRun]) -> pd.DataFrame:
     return frame
 
 
+def _mappings(runs: list[SiteRun]) -> pd.DataFrame:
+    """An adversarial mix's table: the others' waits beside the flood's price, as the
+    run's report gives it ("Per strategy", harness/analysis/mappings.py)."""
+    table = tables.mappings(runs)
+    if table.empty:
+        return table
+    flood = _one(table["flood"], "flood")
+    first = _one(table["first"], "the run's first strategy")
+    return pd.DataFrame(
+        {
+            "strategy": table["strategy"],
+            "library": table["library"],
+            "setting": table["setting"],
+            "workers": table["workers"].astype(str),
+            "others' wait p50 (s)": _spans(table, "others_p50"),
+            "others' wait p95 (s)": _spans(table, "others_p95"),
+            f"{flood} makespan (s)": _spans(table, "flood_makespan"),
+            f"over {first}": _spans(table, "over_first"),
+            "Jain's index": _spans(table, "jain"),
+        }
+    )
+
+
+def _idle(runs: list[SiteRun]) -> pd.DataFrame:
+    """An idle window's table: each mapping's polls on the empty queue and the server's
+    CPU meanwhile (harness/analysis/idle.py)."""
+    table = tables.idle(runs)
+    if table.empty:
+        return table
+    return pd.DataFrame(
+        {
+            "strategy": table["strategy"],
+            "library": table["library"],
+            "workers": table["workers"].astype(str),
+            "fetches/s": _spans(table, "fetches_s"),
+            "statements/s": _spans(table, "statements_s"),
+            "server CPU %": _spans(table, "cpu_percent"),
+            "jobs done in it": _spans(table, "jobs_done"),
+            "fetch marker": table["marker"],
+        }
+    )
+
+
+def _one(values: pd.Series, what: str) -> str:
+    """The one value every row shares (a header names it), or `what` where runs differ."""
+    found = values.dropna().unique()
+    return str(found[0]) if len(found) == 1 else what
+
+
 def _spans(table: pd.DataFrame, name: str) -> list[str]:
     return [span(low, high) for low, high in table[[f"{name}_low", f"{name}_high"]].to_numpy()]
 
@@ -308,4 +394,6 @@ TABLES: dict[str, Callable[[list[SiteRun]], pd.DataFrame]] = {
     "plans": _plans,
     "faults": _faults,
     "horizon": _horizon,
+    "mappings": _mappings,
+    "idle": _idle,
 }

@@ -123,6 +123,57 @@ def throughput(runs: list[SiteRun]) -> pd.DataFrame:
     return _with_settings(_ranges(found, KEYS, figures), runs)
 
 
+def _keys(found: pd.DataFrame) -> list[str]:
+    """KEYS, without the server's major where a derived CSV has no such column."""
+    return KEYS if PG in found.columns else [key for key in KEYS if key != PG]
+
+
+def mappings(runs: list[SiteRun]) -> pd.DataFrame:
+    """Per run, strategy and workers of an adversarial mix (mappings.csv,
+    harness/analysis/mappings.py): the others' waits, the flood's makespan and that over
+    the run's first strategy's, Jain's index, over repetitions; `flood` and `first` name
+    the flood's class and the strategy the ratio is over."""
+    found = stacked(runs, "mappings.csv")
+    if found.empty:
+        return found
+    found["scenario"] = [_scenario(runs, run_id) for run_id in found[RUN_ID]]
+    figures = {
+        "others_p50": "others_wait_p50_s",
+        "others_p95": "others_wait_p95_s",
+        "flood_makespan": "flood_makespan_s",
+        "over_first": "flood_vs_first",
+        "jain": "jain_index",
+    }
+    table = _ranges(found, _keys(found), figures)
+    firsts = {run.run_id: run.document.repetitions[0].strategy for run in runs if run.complete}
+    table["first"] = table[RUN_ID].map(firsts)
+    floods = found.groupby(RUN_ID)["flood_class"].first()
+    table["flood"] = table[RUN_ID].map(floods)
+    return _with_settings(table, runs)
+
+
+def idle(runs: list[SiteRun]) -> pd.DataFrame:
+    """Per run, strategy and workers of a scenario with an idle window (idle.csv,
+    harness/analysis/idle.py): fetches and statements a second on the empty queue, the
+    server's CPU share of one core (in %) and the jobs done in the window, over
+    repetitions, and the fetch marker counted."""
+    found = stacked(runs, "idle.csv")
+    if found.empty:
+        return found
+    found["scenario"] = [_scenario(runs, run_id) for run_id in found[RUN_ID]]
+    found["server_cpu_percent"] = pd.to_numeric(found["server_cpu_share"]) * 100
+    figures = {
+        "fetches_s": "fetches_per_s",
+        "statements_s": "statements_per_s",
+        "cpu_percent": "server_cpu_percent",
+        "jobs_done": "jobs_done",
+    }
+    table = _ranges(found, _keys(found), figures)
+    markers = found.groupby(_keys(found), sort=False)["fetch_marker"].first()
+    table["marker"] = markers.fillna("-").to_numpy()
+    return _with_settings(table, runs)
+
+
 def plans(runs: list[SiteRun]) -> pd.DataFrame:
     """Per run, server, plan variant and strategy: one dequeue's time and shared buffers
     (medians over the captured executions), the backlog it ran on, and its flags (the

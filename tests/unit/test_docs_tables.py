@@ -10,10 +10,13 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
+from harness.explore import RunData
 from harness.site import markdown
 from harness.site.markdown import BLOCK, CLOSE, FENCE, KEPT, OPEN, refreshed
+from harness.site.runs import SiteRun
 from tests.conftest import ROOT, harness_cli
 from tests.unit.test_one_line_errors import refused
 
@@ -64,9 +67,12 @@ def _page(tmp_path: Path, spec: str) -> Path:
 
 
 def _table_of(run: Path) -> str:
-    """The table a kept run has: fairness if it ran small and large tenants."""
+    """The table a kept run has: fairness if it ran small and large tenants, mappings for
+    an adversarial mix, horizon for a long run."""
     summary = (run / "summary.csv").read_text() if (run / "summary.csv").is_file() else ""
-    return "fairness" if ",small," in summary and ",large," in summary else "horizon"
+    if ",small," in summary and ",large," in summary:
+        return "fairness"
+    return "mappings" if (run / "mappings.csv").is_file() else "horizon"
 
 
 def test_a_table_is_written_checked_and_a_figure_typed_over_is_found(tmp_path: Path) -> None:
@@ -84,12 +90,23 @@ def test_a_table_is_written_checked_and_a_figure_typed_over_is_found(tmp_path: P
     done = harness_cli("docs-tables", str(page), "--check")
     assert done.returncode == 0, done.stderr
     # a figure typed over: the first number of the first row
-    typed = re.sub(r"(\n\| [^|]+ \| )([0-9.,]+)", r"\g<1>999999", written, count=1)
+    typed = _typed_over(written)
     assert typed != written
     page.write_text(typed)
     found = harness_cli("docs-tables", str(page), "--check")
     assert found.returncode == 1 and f"{table} at line 5" in found.stderr
     assert page.read_text() == typed  # --check writes nothing
+
+
+def _typed_over(text: str) -> str:
+    """`text` with the first numeric cell of its table's first row typed over."""
+    lines = text.split("\n")
+    row = next(i for i, line in enumerate(lines) if line.startswith("|---")) + 1
+    cells = lines[row].split(" | ")
+    number = next(i for i, cell in enumerate(cells) if re.fullmatch(r"[0-9.,-]+", cell))
+    cells[number] = "999999"
+    lines[row] = " | ".join(cells)
+    return "\n".join(lines)
 
 
 def test_strategies_picks_the_rows_in_their_order(tmp_path: Path) -> None:
@@ -120,9 +137,9 @@ def _strategies(run: Path) -> list[str]:
 def test_a_marker_that_cannot_be_read_is_one_line_naming_its_line(
     tmp_path: Path, spec: str, said: str
 ) -> None:
-    if "RUN" in spec and "fairness" in spec and _table_of(KEPT_RUNS[0]) != "fairness":
-        spec = spec.replace("fairness", "horizon").replace("the fairness", "the horizon")
-        said = said.replace("fairness", "horizon")
+    if "RUN" in spec and "fairness" in spec and (table := _table_of(KEPT_RUNS[0])) != "fairness":
+        spec = spec.replace("fairness", table)
+        said = said.replace("fairness", table)
     page = _page(tmp_path, spec)
     line = refused(harness_cli("docs-tables", str(page)))
     assert line.startswith(f"{page}:5: ") and said in line, line
@@ -226,3 +243,70 @@ def test_a_block_of_several_runs_has_each_ones_rows_and_names_each(tmp_path: Pat
     for strategy in ("river", "dbscheduler", "pgqrs", "procrastinate", "pgboss"):
         assert f"\n| `{strategy}` |" in text
     assert f"run [`{fixture.name}`]" in text and f"run [`{kept.name}`]" in text
+
+
+def _kept_with(name: str) -> list[Path]:
+    found = [run for run in KEPT_RUNS if (run / name).is_file()]
+    assert found, f"no kept run holds {name}: docs/real-queues.md's tables of it are made from one"
+    return found
+
+
+def _bounds(cell: str) -> tuple[float, float]:
+    """A range cell's ends ("1.2", "1.2-1.5", "1,306")."""
+    low, _, high = cell.replace(",", "").partition("-")
+    return float(low), float(high or low)
+
+
+def test_an_adversarial_mixs_table_is_over_its_runs_first_strategy() -> None:
+    """The mappings table of each kept adversarial run: the flood named as mappings.csv
+    names it, the run's first strategy's ratio over itself 1, every row's p50 wait at
+    most its p95."""
+    for run in _kept_with("mappings.csv"):
+        table = markdown._mappings([SiteRun(RunData(run))])
+        first = _strategies(run)[0]
+        flood = pd.read_csv(run / "mappings.csv")["flood_class"].iloc[0]
+        assert f"{flood} makespan (s)" in table.columns, (run, list(table.columns))
+        assert list(table.loc[table["strategy"] == first, f"over {first}"]) == ["1"]
+        for p50, p95 in table[["others' wait p50 (s)", "others' wait p95 (s)"]].to_numpy():
+            assert _bounds(p50)[0] <= _bounds(p95)[1], (run, p50, p95)
+
+
+def test_an_idle_windows_table_counts_fetches_among_the_statements() -> None:
+    """The idle table of each kept run with an idle window: a fetch is one of the
+    statements, so no row has more fetches than statements a second."""
+    for run in _kept_with("idle.csv"):
+        table = markdown._idle([SiteRun(RunData(run))])
+        assert len(table) == len(set(_strategies(run)))
+        for fetches, statements in table[["fetches/s", "statements/s"]].to_numpy():
+            assert _bounds(fetches)[1] <= _bounds(statements)[1], (run, fetches, statements)
+
+
+def test_a_backlog_grown_over_variants_is_one_row_per_strategy_in_the_variants_order() -> None:
+    """The plans of a backlog grown from 10,000 to 1,000,000 jobs: each strategy's
+    figures over the variants, in the order they ran, a variant not captured a `-`,
+    and the flags of every variant, each once."""
+    table = pd.DataFrame(
+        {
+            "strategy": ["fifo", "fifo", "lock", "lock", "lock"],
+            "variant": ["jobs-10k", "jobs-100k", "jobs-10k", "jobs-100k", "jobs-1m"],
+            "queued_jobs": [10_011, 100_011, 10_011, 100_011, 1_000_011],
+            "shared_buffers": [5, 5, 30_288, 402_712, 40_214],
+            "rows_read": [1, 1, 10_000, 100_000, 3_000_000],
+            "total_ms": [0.019, 0.018, 46.1, 417, 909],
+            "flags": ["-", "-", "READS BACKLOG", "READS BACKLOG, GROWS WITH BACKLOG", "-"],
+        }
+    )
+    frame = markdown._plans_by_variant(table)
+    assert list(frame.columns) == [
+        "strategy",
+        "queued jobs (jobs-10k / jobs-100k / jobs-1m)",
+        "shared buffers",
+        "rows read by the busiest node",
+        "time (ms)",
+        "flags",
+    ]
+    fifo, lock = frame.to_dict("records")
+    assert fifo["shared buffers"] == "5 / 5 / -" and fifo["flags"] == "-"
+    assert lock["shared buffers"] == "30,288 / 402,712 / 40,214"
+    assert lock["rows read by the busiest node"] == "10,000 / 100,000 / 3,000,000"
+    assert lock["flags"] == "READS BACKLOG, GROWS WITH BACKLOG"
