@@ -143,7 +143,7 @@ def departures(setup: Setup) -> list[str]:
     return [
         f"runs a consumer per tenant's queue, {len(setup.queues)} of them (a pgqrs consumer "
         "serves one queue): as many jobs at once as tenants with work, more than the "
-        "scenario's workers where they are fewer; compare its figures with that in mind"
+        "scenario's workers where they are fewer"
     ]
 
 
