@@ -1,4 +1,4 @@
-"""Every library of the eleven, at its default mapping, through a worker kill in
+"""Every library of the thirteen, at its default mapping, through a worker kill in
 `make test-matrix` (the suite, scenarios/real-queues-faults.yaml, runs every fault
 against every library with the windows their promises need; this is its short form, a
 library each on one server). Apart from test_library_faults.py, so that pytest-xdist
@@ -27,12 +27,13 @@ LIBRARIES = [
     "delayed_job",
     "pgqrs",
     "river",
+    "dbscheduler",
 ]
 JOBS = 80  # of 100 ms, two at a time: 4 s of work, the kill at the first held job from 1 s
 
 
 @pytest.mark.libraries
-@pytest.mark.timeout(1200)  # twelve runs of a 10 s window: eleven took 271 s at load 10-15
+@pytest.mark.timeout(1200)  # thirteen runs of a 10 s window: eleven took 271 s at load 10-15
 def test_every_library_killed_mid_job_has_every_job_counted(server: Server, tmp_path: Path) -> None:
     """Each library's worker killed at the first moment from 1 s that it holds a job,
     started again 0.2 s later, a 10 s window: whatever its recovery did in it, every job
