@@ -20,7 +20,7 @@ from harness.scenario.model import Scenario, Suite
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-PAGES = [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 FIXTURE_RUNS = ROOT / "tests" / "fixtures" / "runs-v1"
 README_MAX_LINES = 200
 

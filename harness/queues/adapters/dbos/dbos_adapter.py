@@ -20,7 +20,7 @@ Mappings of tenants onto its knobs (dbos.toml):
 DBOS polls: no notification wakes a queue's worker thread (1 s by default, here the
 scenario's poll). Each poll of a queue without partition limits claims every free slot
 in `priority, created_at` order; with limits it lists the partitions that have queued work
-with a recursive loose index scan and tries them in a random order (docs/real-queues.md).
+with a recursive loose index scan and tries them in a random order (docs/libraries/dbos.md).
 
 The queue is registered closed (a rate limit of 0 workflows an hour) at install, and the
 worker opens it at the start by removing the limit: DBOS reads a queue's configuration
