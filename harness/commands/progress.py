@@ -1,8 +1,8 @@
 """The run's progress on the terminal: a bar over the steps (repetitions and plan
 captures) and one over the current step (jobs done, or executions captured). Where the
 console is no terminal (a log file, CI), rich draws no bar: a long run's horizon line is
-written as a plain line once a minute instead, so that its log is never silent for the
-length of a step."""
+written as a plain line once a minute instead, and each plan capture's start as a line,
+so that its log is never silent for the length of a step."""
 
 from __future__ import annotations
 
@@ -72,7 +72,10 @@ class ProgressBars:
 
     def capture_started(self, request: CaptureRequest, executions: int) -> None:
         self.progress.advance(self.overall)
-        self._start(f"  EXPLAIN {request.strategy} on {request.variant}", executions)
+        label = f"EXPLAIN {request.strategy} on {request.variant}"
+        self._start(f"  {label}", executions)
+        if not self.progress.console.is_terminal:  # a log: each capture said as it starts
+            self.progress.console.log(label, markup=False)
 
     def capture_step(self) -> None:
         if self.current is not None:
