@@ -175,19 +175,23 @@ def idle(runs: list[SiteRun]) -> pd.DataFrame:
 
 
 def plans(runs: list[SiteRun]) -> pd.DataFrame:
-    """Per run, server, plan variant and strategy: one dequeue's time and shared buffers
-    (medians over the captured executions), the backlog it ran on, and its flags (the
+    """Per run, server, plan variant and strategy: one dequeue's time (planning and
+    execution where the harness EXPLAINs it; execution alone, `execution_ms`, for every
+    capture, auto_explain's of a library's fetch too) and shared buffers (medians over
+    the captured executions), the backlog it ran on, and its flags (the
     plan's dangerous shapes, the backlog read, the cost growing with the backlog)."""
     found = stacked(runs, "plans.csv")
     if found.empty:
         return found
     keys = [RUN_ID, "href", PG, "variant", "strategy"]
-    if "rows_read" not in found:  # plans.csv of an older harness
-        found["rows_read"] = float("nan")
+    for column in ("rows_read", "execution_ms"):  # plans.csv of an older harness
+        if column not in found:
+            found[column] = float("nan")
     medians = (
         found.groupby(keys, sort=False)
         .agg(
             total_ms=("total_ms", "median"),
+            execution_ms=("execution_ms", "median"),
             shared_buffers=("shared_buffers", "median"),
             rows_read=("rows_read", "max"),
             queued_jobs=("queued_jobs", "max"),

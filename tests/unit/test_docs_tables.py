@@ -292,7 +292,7 @@ def test_a_backlog_grown_over_variants_is_one_row_per_strategy_in_the_variants_o
             "queued_jobs": [10_011, 100_011, 10_011, 100_011, 1_000_011],
             "shared_buffers": [5, 5, 30_288, 402_712, 40_214],
             "rows_read": [1, 1, 10_000, 100_000, 3_000_000],
-            "total_ms": [0.019, 0.018, 46.1, 417, 909],
+            "execution_ms": [0.019, 0.018, 46.1, 417, 909],
             "flags": ["-", "-", "READS BACKLOG", "READS BACKLOG, GROWS WITH BACKLOG", "-"],
         }
     )
@@ -302,7 +302,7 @@ def test_a_backlog_grown_over_variants_is_one_row_per_strategy_in_the_variants_o
         "queued jobs (jobs-10k / jobs-100k / jobs-1m)",
         "shared buffers",
         "rows read by the busiest node",
-        "time (ms)",
+        "execution (ms)",
         "flags",
     ]
     fifo, lock = frame.to_dict("records")
