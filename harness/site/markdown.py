@@ -239,10 +239,7 @@ def _throughput(runs: list[SiteRun]) -> pd.DataFrame:
         return table
     return pd.DataFrame(
         {
-            "strategy": table["strategy"],
-            "library": table["library"],
-            "setting": table["setting"],
-            "workers": table["workers"].astype(str),
+            **_mapping(table),
             "jobs/s": _spans(table, "jobs_s"),
             "claim p50 (ms)": _spans(table, "claim_p50_ms"),
             "drain (s)": _spans(table, "drain_s"),
@@ -344,10 +341,7 @@ def _mappings(runs: list[SiteRun]) -> pd.DataFrame:
     first = _one(table["first"], "the run's first strategy")
     return pd.DataFrame(
         {
-            "strategy": table["strategy"],
-            "library": table["library"],
-            "setting": table["setting"],
-            "workers": table["workers"].astype(str),
+            **_mapping(table),
             "others' wait p50 (s)": _spans(table, "others_p50"),
             "others' wait p95 (s)": _spans(table, "others_p95"),
             f"{flood} makespan (s)": _spans(table, "flood_makespan"),
@@ -381,6 +375,17 @@ def _one(values: pd.Series, what: str) -> str:
     """The one value every row shares (a header names it), or `what` where runs differ."""
     found = values.dropna().unique()
     return str(found[0]) if len(found) == 1 else what
+
+
+def _mapping(table: pd.DataFrame) -> dict[str, pd.Series]:
+    """A row's mapping: its strategy, library, setting and workers, as the tables of
+    measured figures begin."""
+    return {
+        "strategy": table["strategy"],
+        "library": table["library"],
+        "setting": table["setting"],
+        "workers": table["workers"].astype(str),
+    }
 
 
 def _spans(table: pd.DataFrame, name: str) -> list[str]:
