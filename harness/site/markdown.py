@@ -239,7 +239,10 @@ def _throughput(runs: list[SiteRun]) -> pd.DataFrame:
         return table
     return pd.DataFrame(
         {
-            **_mapping(table),
+            "strategy": table["strategy"],
+            "library": table["library"],
+            "setting": table["setting"],
+            "workers": table["workers"].astype(str),
             "jobs/s": _spans(table, "jobs_s"),
             "claim p50 (ms)": _spans(table, "claim_p50_ms"),
             "drain (s)": _spans(table, "drain_s"),
@@ -332,60 +335,15 @@ def _horizon(runs: list[SiteRun]) -> pd.DataFrame:
 
 
 def _mappings(runs: list[SiteRun]) -> pd.DataFrame:
-    """An adversarial mix's table: the others' waits beside the flood's price, as the
-    run's report gives it ("Per strategy", harness/analysis/mappings.py)."""
-    table = tables.mappings(runs)
-    if table.empty:
-        return table
-    flood = _one(table["flood"], "flood")
-    first = _one(table["first"], "the run's first strategy")
-    return pd.DataFrame(
-        {
-            **_mapping(table),
-            "others' wait p50 (s)": _spans(table, "others_p50"),
-            "others' wait p95 (s)": _spans(table, "others_p95"),
-            f"{flood} makespan (s)": _spans(table, "flood_makespan"),
-            f"over {first}": _spans(table, "over_first"),
-            "Jain's index": _spans(table, "jain"),
-        }
-    )
+    """An adversarial mix's table: the others' waits beside the flood's price, the
+    run's report's own rows ("Per strategy", harness/analysis/mappings.py)."""
+    return tables.mappings(runs)
 
 
 def _idle(runs: list[SiteRun]) -> pd.DataFrame:
     """An idle window's table: each mapping's polls on the empty queue and the server's
-    CPU meanwhile (harness/analysis/idle.py)."""
-    table = tables.idle(runs)
-    if table.empty:
-        return table
-    return pd.DataFrame(
-        {
-            "strategy": table["strategy"],
-            "library": table["library"],
-            "workers": table["workers"].astype(str),
-            "fetches/s": _spans(table, "fetches_s"),
-            "statements/s": _spans(table, "statements_s"),
-            "server CPU %": _spans(table, "cpu_percent"),
-            "jobs done in it": _spans(table, "jobs_done"),
-            "fetch marker": table["marker"],
-        }
-    )
-
-
-def _one(values: pd.Series, what: str) -> str:
-    """The one value every row shares (a header names it), or `what` where runs differ."""
-    found = values.dropna().unique()
-    return str(found[0]) if len(found) == 1 else what
-
-
-def _mapping(table: pd.DataFrame) -> dict[str, pd.Series]:
-    """A row's mapping: its strategy, library, setting and workers, as the tables of
-    measured figures begin."""
-    return {
-        "strategy": table["strategy"],
-        "library": table["library"],
-        "setting": table["setting"],
-        "workers": table["workers"].astype(str),
-    }
+    CPU meanwhile, the run's report's own rows (harness/analysis/idle.py)."""
+    return tables.idle(runs)
 
 
 def _spans(table: pd.DataFrame, name: str) -> list[str]:

@@ -10,13 +10,15 @@ each strategy's newest run (`newest`); the per-library pages and the trends keep
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import pandas as pd
 
 from harness.analysis.horizon import drift_rows
+from harness.analysis.idle import idle_rows
+from harness.analysis.mappings import mapping_rows
 from harness.analysis.plans import SHORT_FLAGS, with_growth
-from harness.results.document import HARNESS
+from harness.results.document import HARNESS, QueueSetting, queue_settings
 from harness.results.jobs import PG, RUN_ID
 from harness.site.runs import SiteRun
 
@@ -123,55 +125,43 @@ def throughput(runs: list[SiteRun]) -> pd.DataFrame:
     return _with_settings(_ranges(found, KEYS, figures), runs)
 
 
-def _keys(found: pd.DataFrame) -> list[str]:
-    """KEYS, without the server's major where a derived CSV has no such column."""
-    return KEYS if PG in found.columns else [key for key in KEYS if key != PG]
-
-
 def mappings(runs: list[SiteRun]) -> pd.DataFrame:
-    """Per run, strategy and workers of an adversarial mix (mappings.csv,
-    harness/analysis/mappings.py): the others' waits, the flood's makespan and that over
-    the run's first strategy's, Jain's index, over repetitions; `flood` and `first` name
-    the flood's class and the strategy the ratio is over."""
-    found = stacked(runs, "mappings.csv")
-    if found.empty:
-        return found
-    found["scenario"] = [_scenario(runs, run_id) for run_id in found[RUN_ID]]
-    figures = {
-        "others_p50": "others_wait_p50_s",
-        "others_p95": "others_wait_p95_s",
-        "flood_makespan": "flood_makespan_s",
-        "over_first": "flood_vs_first",
-        "jain": "jain_index",
-    }
-    table = _ranges(found, _keys(found), figures)
-    firsts = {run.run_id: run.document.repetitions[0].strategy for run in runs if run.complete}
-    table["first"] = table[RUN_ID].map(firsts)
-    floods = found.groupby(RUN_ID)["flood_class"].first()
-    table["flood"] = table[RUN_ID].map(floods)
-    return _with_settings(table, runs)
+    """Per adversarial run, its report's "Per strategy" rows (mappings.csv through
+    harness/analysis/mappings.py mapping_rows: the others' waits, the flood's makespan and
+    that over the run's first strategy's, Jain's index, ranges over repetitions). Runs
+    whose flood or first strategy differ name those two columns generally."""
+    return _report_rows(runs, "mappings.csv", mapping_rows)
 
 
 def idle(runs: list[SiteRun]) -> pd.DataFrame:
-    """Per run, strategy and workers of a scenario with an idle window (idle.csv,
-    harness/analysis/idle.py): fetches and statements a second on the empty queue, the
-    server's CPU share of one core (in %) and the jobs done in the window, over
-    repetitions, and the fetch marker counted."""
-    found = stacked(runs, "idle.csv")
-    if found.empty:
-        return found
-    found["scenario"] = [_scenario(runs, run_id) for run_id in found[RUN_ID]]
-    found["server_cpu_percent"] = pd.to_numeric(found["server_cpu_share"]) * 100
-    figures = {
-        "fetches_s": "fetches_per_s",
-        "statements_s": "statements_per_s",
-        "cpu_percent": "server_cpu_percent",
-        "jobs_done": "jobs_done",
-    }
-    table = _ranges(found, _keys(found), figures)
-    markers = found.groupby(_keys(found), sort=False)["fetch_marker"].first()
-    table["marker"] = markers.fillna("-").to_numpy()
-    return _with_settings(table, runs)
+    """Per run with an idle window, its report's rows of that window (idle.csv through
+    harness/analysis/idle.py idle_rows: fetches and statements a second, the server's CPU,
+    the jobs done in it, ranges over repetitions, and the fetch marker)."""
+    return _report_rows(runs, "idle.csv", idle_rows)
+
+
+RowMaker = Callable[[pd.DataFrame, dict[str, QueueSetting]], tuple[list[str], list[list[str]]]]
+FLOOD_MAKESPAN, OVER_FIRST = "flood makespan (s)", "over the run's first strategy"
+
+
+def _report_rows(runs: list[SiteRun], name: str, rows_of: RowMaker) -> pd.DataFrame:
+    """Each complete run's table `name` as its report's rows, one frame."""
+    frames = []
+    for run in runs:
+        found = run.table(name) if run.complete else None
+        if found is not None:
+            headers, rows = rows_of(found, queue_settings(run.document))
+            frames.append(pd.DataFrame(rows, columns=headers))
+    if len({tuple(frame.columns) for frame in frames}) > 1:
+        frames = [frame.rename(columns=_general) for frame in frames]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def _general(column: str) -> str:
+    """A mappings column named for one run's flood or first strategy, named for any."""
+    if column.endswith(" makespan (s)"):
+        return FLOOD_MAKESPAN
+    return OVER_FIRST if column.startswith("over ") else column
 
 
 def plans(runs: list[SiteRun]) -> pd.DataFrame:
