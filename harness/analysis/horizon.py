@@ -50,10 +50,12 @@ BOOTSTRAP_DRAWS = 1000
 GROWTH_PER_H = 0.10  # size growth an hour, as a share of the steady phase's median size
 P99_GROWTH = 0.20  # a p99 change, as a share of the first window's p99
 RECOVERY_MARGIN = 0.20  # the end above the steady phase's last window by this share
-# A size that grows is "rows kept" where the live rows grow at this share of its rate or
-# more (a library that keeps each finished job, or its log: size follows rows), "dead
-# space" where they do not (a queue whose rows come and go while its files grow).
-KEPT_SHARE = 0.5
+# A size that grows is "rows kept" where the live rows grow by this many rows or more per
+# job run (a library that keeps each finished job, or its log: a row or more a job),
+# "dead space" where they do not (a queue whose rows come and go while its files grow:
+# a handful in flight, 8 one minute and 18 the next, is no row kept). Counted in rows a
+# job, not as a share of the live rows' median: a share of a handful is any size.
+KEPT_ROWS_PER_JOB = 0.5
 FIGURES = ("dead", "size", "p99", "fetch_buffers")
 Statistic = Callable[[np.ndarray], np.ndarray]
 
@@ -276,10 +278,15 @@ class _Repetition:
         median_size = float(steady["size"].median()) if len(steady) else float("nan")
         live_slope = theil_sen(steady["t_s"] / 3600, steady["live"])
         median_live = float(steady["live"].median()) if len(steady) else float("nan")
+        hours = (self.steady[1] - self.steady[0]) / 3600
+        jobs_per_h = len(self._waits(self.steady)) / hours if hours > 0 else 0.0
         return {
             "size_slope_bytes_per_h": size_slope,
             "size_slope_share_per_h": size_slope / median_size if median_size else float("nan"),
             "live_slope_share_per_h": live_slope / median_live if median_live else 0.0,
+            "live_slope_per_h": live_slope,
+            "jobs_per_h": jobs_per_h,
+            "live_rows_per_job": live_slope / jobs_per_h if jobs_per_h else float("nan"),
             "p99_slope_s_per_h": theil_sen(
                 middle[whole] / 3600, self.windows.loc[whole, "wait_p99_s"]
             ),
@@ -343,13 +350,13 @@ def grown(f: Any) -> list[str]:
 
 
 def size_growth(f: Any) -> str | None:
-    """What a growing size is made of: "rows kept" where the live rows grow with it
-    (KEPT_SHARE of its rate an hour or more), else "dead space"; None for a row of an
-    older horizon-drift.csv, which has no live slope."""
-    live = f.get("live_slope_share_per_h") if hasattr(f, "get") else None
-    if live is None or pd.isna(live):
+    """What a growing size is made of: "rows kept" where the live rows grow by
+    KEPT_ROWS_PER_JOB or more a job run, else "dead space"; None where no job ran in the
+    steady phase, or for a row of an older horizon-drift.csv, which has no rows a job."""
+    per_job = f.get("live_rows_per_job") if hasattr(f, "get") else None
+    if per_job is None or pd.isna(per_job):
         return None
-    return "rows kept" if live >= KEPT_SHARE * f["size_slope_share_per_h"] else "dead space"
+    return "rows kept" if per_job >= KEPT_ROWS_PER_JOB else "dead space"
 
 
 def _verdict(f: dict[str, Any]) -> dict[str, str]:
@@ -357,11 +364,11 @@ def _verdict(f: dict[str, Any]) -> dict[str, str]:
     growing = []
     if "size" in grown(f):
         kind = size_growth(f)
-        live = f"{f['live_slope_share_per_h']:.0%}"
-        said = {
-            "rows kept": f", its live rows {live}: rows kept",
-            "dead space": f", its live rows {live}: dead space",
-        }
+        live = (
+            f", its live rows {_signed(f['live_slope_per_h'])} an hour, "
+            f"{number(f['live_rows_per_job'])} a job run"
+        )
+        said = {"rows kept": f"{live}: rows kept", "dead space": f"{live}: dead space"}
         growing.append(
             f"size grows {f['size_slope_share_per_h']:.0%} of its median an hour "
             f"({number(f['size_slope_bytes_per_h'] / 1024)} KB/h){said.get(str(kind), '')}"
@@ -473,8 +480,8 @@ HORIZON_INTRO = (
     "(the change and its 95 % bootstrap interval, seeded) and gives Theil-Sen slopes per "
     "hour. Verdict: growing (the size grows 10 % of its median an hour or more, or the "
     "p99's change is above zero over its interval and 20 % or more of the first window's; "
-    "a growing size is 'rows kept' where the live rows grow at half its rate or more, "
-    "'dead space' where they do not), recovering (not growing, but dead tuples or p99 at "
+    "a growing size is 'rows kept' where the live rows grow by half a row or more for each "
+    "job run, 'dead space' where they do not), recovering (not growing, but dead tuples or p99 at "
     "the end stand over 20 % above the steady phase's last window), stable (neither). "
     "Series: horizon.csv, "
     "horizon-relations.csv, horizon-waits.csv; per window: horizon-windows.csv; per "
