@@ -308,6 +308,17 @@ class _Repetition:
             "oldest_xmin_age_peak": _max(samples["oldest_xmin_age"]),
             "autovacuums": _max(samples["autovacuums"]) - _min(samples["autovacuums"]),
             "wal_mb": (_max(samples["wal_bytes"]) - _min(samples["wal_bytes"])) / 2**20,
+        } | self._gaps()
+
+    def _gaps(self) -> dict[str, float]:
+        """The sampler's books: its samples, the longest interval between two, and how
+        many intervals were over two sample_s (samples missed: a stalled sampler, or a
+        machine too busy to keep its clock)."""
+        gaps = np.diff(np.sort(self.samples["t_s"].to_numpy(float)))
+        return {
+            "samples": float(len(self.samples)),
+            "sample_gap_max_s": float(gaps.max()) if len(gaps) else float("nan"),
+            "sample_gaps": float((gaps > 2 * self.horizon.sample_s).sum()),
         }
 
 
@@ -412,9 +423,18 @@ def _range(group: pd.DataFrame, column: str) -> str:
     return span(group[column].min(), group[column].max())
 
 
+def _sampled(group: pd.DataFrame) -> str:
+    """The sampler's samples and its longest gap, each a range over the repetitions;
+    "-" for an older horizon-drift.csv, which has neither."""
+    if "samples" not in group or "sample_gap_max_s" not in group:
+        return "-"
+    return f"{_range(group, 'samples')} ({_range(group, 'sample_gap_max_s')})"
+
+
 DRIFT_KEYS = ["strategy", "workers"]
 DRIFT_FIGURES = [
     "reps",
+    "samples (longest gap, s)",
     "dead tuples peak",
     "dead tuples median",
     "size slope (KB/h)",
@@ -436,6 +456,7 @@ def drift_rows(drift: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
                 str(strategy),
                 str(workers),
                 str(len(group)),
+                _sampled(group),
                 _range(group, "dead_peak"),
                 _range(group, "dead_median"),
                 span(kb.min(), kb.max()),
@@ -464,12 +485,22 @@ def _verdicts(group: pd.DataFrame) -> list[str]:
 
 
 def drift_sentences(drift: pd.DataFrame) -> list[str]:
-    """Each repetition's verdict and why."""
-    return [
-        f"{row.strategy}, {row.workers} workers, repetition {row.repetition}: "
-        f"{row.verdict} ({row.why})"
-        for row in drift.itertuples()
-    ]
+    """Each repetition's verdict and why; where the sampler missed (an interval over two
+    sample_s), how often and its longest gap."""
+    said = []
+    for row in drift.itertuples():
+        missed = getattr(row, "sample_gaps", 0)
+        gaps = (
+            f". The sampler missed: {number(missed)} intervals over two sample_s, the longest "
+            f"{number(row.sample_gap_max_s)} s; the series has holes there."
+            if pd.notna(missed) and missed > 0
+            else ""
+        )
+        said.append(
+            f"{row.strategy}, {row.workers} workers, repetition {row.repetition}: "
+            f"{row.verdict} ({row.why}){gaps}"
+        )
+    return said
 
 
 HORIZON_INTRO = (

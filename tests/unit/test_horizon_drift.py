@@ -13,6 +13,7 @@ from harness.analysis.horizon import (
     _p99,
     bootstrap_change,
     drift_rows,
+    drift_sentences,
     horizon_drift,
     horizon_windows,
     size_growth,
@@ -272,3 +273,20 @@ def test_a_repetition_sampled_but_never_finished_is_cut_at_its_latest_sample() -
     )
     series = pd.concat([_series(0), _series(0).assign(repetition=2).iloc[:50]])
     assert _cuts(document, series) == {("q", 2, 2): 490.0}
+
+
+def test_the_sampler_books_its_gaps() -> None:
+    """Every sample_s a sample: no gap. Two minutes with none (a stalled sampler) is
+    one interval over two sample_s, 130 s long, and the report's bullet says so."""
+    whole = _verdict(_jobs(0), _series(0))
+    assert (whole["samples"], whole["sample_gap_max_s"], whole["sample_gaps"]) == (360, 10, 0)
+    series = _series(0)
+    holed = series[(series["t_s"] <= 1000) | (series["t_s"] >= 1130)]
+    row = horizon_drift(_jobs(0), holed, None, HORIZON, seed=1)
+    assert (row.iloc[0]["sample_gaps"], row.iloc[0]["sample_gap_max_s"]) == (1, 130)
+    (said,) = drift_sentences(row)
+    assert said.endswith("the longest 130 s; the series has holes there."), said
+    (clean,) = drift_sentences(horizon_drift(_jobs(0), series, None, HORIZON, seed=1))
+    assert "missed" not in clean
+    headers, (cells,) = drift_rows(row)
+    assert cells[headers.index("samples (longest gap, s)")] == "348 (130)"
