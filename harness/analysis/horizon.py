@@ -488,17 +488,17 @@ def drift_sentences(drift: pd.DataFrame) -> list[str]:
     """Each repetition's verdict and why; where the sampler missed (an interval over two
     sample_s), how often and its longest gap."""
     said = []
-    for row in drift.itertuples():
-        missed = getattr(row, "sample_gaps", 0)
+    for row in drift.to_dict("records"):
+        missed = float(row.get("sample_gaps", 0.0))
         gaps = (
             f". The sampler missed: {number(missed)} intervals over two sample_s, the longest "
-            f"{number(row.sample_gap_max_s)} s; the series has holes there."
-            if pd.notna(missed) and missed > 0
+            f"{number(float(row['sample_gap_max_s']))} s; the series has holes there."
+            if missed > 0
             else ""
         )
         said.append(
-            f"{row.strategy}, {row.workers} workers, repetition {row.repetition}: "
-            f"{row.verdict} ({row.why}){gaps}"
+            f"{row['strategy']}, {row['workers']} workers, repetition {row['repetition']}: "
+            f"{row['verdict']} ({row['why']}){gaps}"
         )
     return said
 
