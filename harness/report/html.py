@@ -234,6 +234,7 @@ def _provenance(document: RunDocument) -> str:
             f"{host.get('cpu_count')} CPUs, {host.get('cpu_model')}, "
             f"{host.get('memory_total')}, {host.get('platform')}",
         ],
+        *_machine_rows(host),
         *(row for server in document.servers for row in _server_rows(server)),
         *([f"queue {name}", _queue(entry)] for name, entry in document.queues.items()),
     ]
@@ -242,6 +243,30 @@ def _provenance(document: RunDocument) -> str:
         + _html_table(["what", "value"], rows)
         + "".join(_settings(server, len(document.servers)) for server in document.servers)
     )
+
+
+def _machine_rows(host: dict[str, Any]) -> list[list[str]]:
+    """The load average as the run started, and the machine over the run where run.json
+    has it (the CPU's busy share, the run's own work included; the load at the end)."""
+    loads = ["/".join(f"{value:.2f}" for value in load) for load in _loads(host)]
+    if not loads:
+        return []
+    said = f"load average (1/5/15 min) {loads[0]} at the start"
+    over = host.get("over_the_run") or {}
+    if len(loads) > 1:
+        said += f", {loads[1]} at the end"
+    share = over.get("cpu_busy_share")
+    if share is not None:
+        said += (
+            f"; {share:.0%} of its {host.get('cpu_count')} CPUs' time busy over the run "
+            "(the run's own work included)"
+        )
+    return [["machine", said]]
+
+
+def _loads(host: dict[str, Any]) -> list[list[float]]:
+    over = host.get("over_the_run") or {}
+    return [load for load in (host.get("load_average"), over.get("load_average_end")) if load]
 
 
 def _server_rows(server: ServerEntry) -> list[list[str]]:

@@ -42,7 +42,7 @@ from harness.scenario.loader import LoadedScenario
 from harness.scenario.model import Scenario
 from harness.server.dsn import scrub
 from harness.server.kinds import ProviderKind, Server
-from harness.server.provenance import collect_local, collect_server
+from harness.server.provenance import collect_local, collect_server, over_the_run
 from harness.server.schema import own_schema
 
 if TYPE_CHECKING:  # its module draws the figures: matplotlib, loaded when they are
@@ -368,6 +368,7 @@ def _close_unfinished(
         "; ".join([str(error) or type(error).__name__, *getattr(error, "__notes__", [])])
     )
     document.finished_at = _utc_now()
+    _machine_over_the_run(document)
     cut = measured.series.cut if measured.series is not None else None
     if cut is not None and cut.rows:
         document.cut = CutEntry(
@@ -410,7 +411,15 @@ def _seal(folder: RunFolder, document: RunDocument, measured: Measured) -> None:
     _write_raw(folder, document, measured)
     document.status = "complete"
     document.finished_at = _utc_now()
+    _machine_over_the_run(document)
     _write(folder, "run.json", document.dumps(), replace=True)
+
+
+def _machine_over_the_run(document: RunDocument) -> None:
+    """The machine's CPU and load from the run's start to its end, in its provenance."""
+    host = document.metadata.get("host")
+    if isinstance(host, dict):
+        host["over_the_run"] = over_the_run(host)
 
 
 def _render(folder: RunFolder, plots: bool) -> Rendered:

@@ -151,7 +151,37 @@ def collect_host() -> dict[str, Any]:
         "cpu_model": _proc_field("/proc/cpuinfo", "model name"),
         "memory_total": _proc_field("/proc/meminfo", "MemTotal"),
         "load_average": _load_average(),
+        "cpu_ticks": cpu_ticks(),
     }
+
+
+def cpu_ticks(stat: str | None = None) -> dict[str, int] | None:
+    """The machine's CPU time since boot in clock ticks, from /proc/stat's first line
+    (or `stat`, its text): busy (user, nice, system, irq, softirq, steal) and total (with
+    idle and iowait); None where there is no /proc."""
+    try:
+        text = stat if stat is not None else Path("/proc/stat").read_text()
+        fields = text.splitlines()[0].split()
+        if fields[0] != "cpu":
+            return None
+        ticks = [int(value) for value in fields[1:9]]
+    except (OSError, IndexError, ValueError):
+        return None
+    user, nice, system, idle, iowait, irq, softirq, steal = ticks + [0] * (8 - len(ticks))
+    busy = user + nice + system + irq + softirq + steal
+    return {"busy": busy, "total": busy + idle + iowait}
+
+
+def over_the_run(host: dict[str, Any], now: dict[str, int] | None = None) -> dict[str, Any]:
+    """The machine from the run's start (`host`: collect_host's, then) to now: the share
+    of its CPU time that was busy, the run's own work included (a share of all its
+    cores; None without /proc), and the load averages now. What ran beside a long run
+    shows here, where the load average at its start cannot say."""
+    start, end = host.get("cpu_ticks"), now if now is not None else cpu_ticks()
+    share = None
+    if start and end and end["total"] > start["total"]:
+        share = (end["busy"] - start["busy"]) / (end["total"] - start["total"])
+    return {"cpu_busy_share": share, "load_average_end": _load_average()}
 
 
 def _load_average() -> list[float] | None:

@@ -140,6 +140,9 @@ def test_a_short_horizon_runs_end_to_end(server: Server, tmp_path: Path) -> None
     drift = pd.read_csv(run / "horizon-drift.csv")
     assert drift["verdict"].iloc[0] in {"stable", "growing", "recovering"}
     assert drift["size_last"].iloc[0] >= drift["size_first"].iloc[0] > 0
+    assert drift["sample_gaps"].iloc[0] == 0 and drift["samples"].iloc[0] == len(series)
+    over = rendered.document.metadata["host"]["over_the_run"]
+    assert 0 < over["cpu_busy_share"] <= 1  # the run's own work at least
     assert "Horizon: drift over a long steady run" in (run / "report.html").read_text()
     assert "horizon: dead tuples, peak" in (run / "results.json").read_text()
 
@@ -230,6 +233,7 @@ def test_an_interrupted_horizon_keeps_its_samples_and_its_report_renders(
     assert stderr.strip().startswith("interrupted") and "Traceback" not in stderr
     document = json.loads((latest / "run.json").read_text())
     assert (document["status"], document["repetitions"]) == ("interrupted", [])
+    assert document["metadata"]["host"]["over_the_run"]["load_average_end"] is not None
     cut = document["cut"]
     assert (cut["strategy"], cut["workers"], cut["repetition"]) == ("fifo", 2, 1)
     series = pd.read_csv(latest / "horizon.csv")

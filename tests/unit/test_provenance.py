@@ -15,7 +15,7 @@ import psycopg
 
 from harness.report.html import _provenance
 from harness.results.document import RunDocument, ScenarioRef
-from harness.server.provenance import collect_lock, collect_python
+from harness.server.provenance import collect_lock, collect_python, cpu_ticks, over_the_run
 from tests.conftest import ROOT
 
 LOCK = ROOT / "uv.lock"
@@ -93,3 +93,42 @@ def test_the_environment_is_read_once_and_each_run_gets_its_own_copy() -> None:
     second = collect_python()
     assert second["installed"]["numpy"] == version("numpy")
     assert second["lock"] == collect_python()["lock"]
+
+
+STAT = "cpu  {user} 0 {system} {idle} {iowait} 0 {softirq} 0 0 0\ncpu0 1 2 3 4 5 6 7 8 9 10\n"
+
+
+def test_the_machine_over_the_run_is_its_cpu_ticks_busy_between_start_and_end() -> None:
+    """/proc/stat's first line at the start and at the end: of 1,000 ticks, 250 busy
+    (user, system, softirq), 750 idle or waiting on I/O: 25 %, the run's own included."""
+    start = cpu_ticks(STAT.format(user=100, system=50, idle=800, iowait=50, softirq=0))
+    assert start == {"busy": 150, "total": 1000}
+    end = cpu_ticks(STAT.format(user=300, system=90, idle=1500, iowait=100, softirq=10))
+    over = over_the_run({"cpu_ticks": start}, now=end)
+    assert over["cpu_busy_share"] == 0.25
+    assert over_the_run({"cpu_ticks": None}, now=end)["cpu_busy_share"] is None
+    assert over_the_run({"cpu_ticks": end}, now=start)["cpu_busy_share"] is None  # no time
+    assert cpu_ticks("intr 1 2 3\n") is None and cpu_ticks("") is None
+    here = cpu_ticks()  # this machine's, where it has /proc
+    assert here is None or 0 <= here["busy"] <= here["total"]
+
+
+def test_the_report_says_how_busy_the_machine_was_over_the_run() -> None:
+    host = {
+        "cpu_count": 2,
+        "load_average": [0.5, 0.25, 0.125],
+        "over_the_run": {"cpu_busy_share": 0.25, "load_average_end": [1.0, 0.75, 0.5]},
+    }
+    document = RunDocument(
+        run_id="r",
+        started_at="2026-01-01T00:00:00Z",
+        scenario=ScenarioRef(name="s", path="s.yaml", sha256="0" * 64, seed=1),
+        metadata={"host": host},
+    )
+    page = _provenance(document)
+    assert (
+        "load average (1/5/15 min) 0.50/0.25/0.12 at the start, 1.00/0.75/0.50 at the end; "
+        "25% of its 2 CPUs&#x27; time busy over the run" in page
+    )
+    del host["over_the_run"]  # a run.json from before: the start's load alone
+    assert "0.50/0.25/0.12 at the start</td>" in _provenance(document)
