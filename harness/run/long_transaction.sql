@@ -34,7 +34,8 @@ where j.relid = 'jobs'::regclass and q.relid = 'queue_tenants'::regclass;
 -- The same for a library's queue (its tables are its own: they are summed): the holder's
 -- xmin age, and over every table of the library's schemas (the run's, and those it makes
 -- by a fixed name) the live and dead tuple counts, sizes and vacuum counts; nothing for
--- queue_tenants, which is the harness's own.
+-- queue_tenants, which is the harness's own, nor for any table named harness_* (an
+-- adapter's ledger in the run's schema, such as graphile-worker's finished jobs).
 select
   clock_timestamp(),
   (select age(backend_xmin) from pg_stat_activity where pid = %(holder_pid)s),
@@ -49,7 +50,7 @@ select
   null::bigint,
   null::bigint
 from pg_stat_user_tables t
-where t.schemaname = any(%(schemas)s);
+where t.schemaname = any(%(schemas)s) and t.relname not like 'harness\_%%';
 
 -- name: vacuum_after
 -- Only when the scenario asks (long_transaction.vacuum_after): the cleanup a queue's
@@ -99,18 +100,22 @@ select
   (select dead_tuple_count from pgstattuple('queue_tenants'));
 
 -- name: dead_versions_schemas
--- For a library's queue, over every table of its schemas (pgstattuple reads each whole).
+-- For a library's queue, over every table of its schemas (pgstattuple reads each whole),
+-- but the harness's own (harness_*).
 select
   (select sum((pgstattuple(c.oid)).dead_tuple_count)::bigint
      from pg_class c join pg_namespace n on n.oid = c.relnamespace
-    where c.relkind = 'r' and n.nspname = any(%(schemas)s)),
+    where c.relkind = 'r' and n.nspname = any(%(schemas)s)
+      and c.relname not like 'harness\_%%'),
   null::bigint;
 
 -- name: tables_of_schemas
--- A library's tables, for vacuum_after.
+-- A library's tables (not the harness's own, harness_*), for vacuum_after and a
+-- horizon's analytics-like readers.
 select n.nspname, c.relname
   from pg_class c join pg_namespace n on n.oid = c.relnamespace
  where c.relkind in ('r', 'p') and n.nspname = any(%(schemas)s)
+   and c.relname not like 'harness\_%%'
  order by 1, 2;
 
 -- name: horizon_sample
@@ -133,6 +138,8 @@ select
 -- Each table and index of the queue's own schemas: live and dead tuples (the
 -- statistics', up to a second behind), size in bytes, (auto)vacuum and (auto)analyze
 -- counts and the seconds since the last of each; an index has its size and scans only.
+-- Not the harness's own tables in them (harness_*: an adapter's ledger) nor their
+-- indexes: what the harness keeps is not the queue's size.
 select
   t.schemaname, t.relname, 'table', null::text,
   t.n_live_tup, t.n_dead_tup, pg_relation_size(t.relid),
@@ -141,7 +148,7 @@ select
   extract(epoch from clock_timestamp() - t.last_autoanalyze)::float8,
   null::bigint
 from pg_stat_user_tables t
-where t.schemaname = any(%(schemas)s)
+where t.schemaname = any(%(schemas)s) and t.relname not like 'harness\_%%'
 union all
 select
   i.schemaname, i.indexrelname, 'index', i.relname,
@@ -149,7 +156,7 @@ select
   null, null, null, null, null, null,
   i.idx_scan
 from pg_stat_user_indexes i
-where i.schemaname = any(%(schemas)s)
+where i.schemaname = any(%(schemas)s) and i.relname not like 'harness\_%%'
 order by 1, 3 desc, 2;
 
 -- name: horizon_waits
@@ -164,10 +171,11 @@ order by 1, 2;
 
 -- name: horizon_pgstattuple
 -- At each phase boundary, each table of the queue's own schemas read whole by
--- pgstattuple: the share of its bytes in dead versions and free space.
+-- pgstattuple: the share of its bytes in dead versions and free space (not the
+-- harness's own, harness_*).
 select n.nspname, c.relname, s.table_len, s.dead_tuple_percent, s.free_percent
 from pg_class c
 join pg_namespace n on n.oid = c.relnamespace
 cross join lateral pgstattuple(c.oid) s
-where c.relkind = 'r' and n.nspname = any(%(schemas)s)
+where c.relkind = 'r' and n.nspname = any(%(schemas)s) and c.relname not like 'harness\_%%'
 order by 1, 2;

@@ -64,6 +64,10 @@ def test_the_sampler_counts_the_dead_tuples_made_on_purpose(queue: psycopg.Conne
     queue.execute("alter table made set (autovacuum_enabled = off)")
     queue.execute("insert into made select g, repeat('x', 100) from generate_series(1, 1000) g")
     queue.execute("delete from made where id <= 400")
+    # an adapter's ledger in the run's schema (graphile-worker's finished jobs): the
+    # harness's own, never the queue's size or rows
+    queue.execute("create table harness_ledger (id int primary key)")
+    queue.execute("insert into harness_ledger select generate_series(1, 5000)")
     queue.execute("select pg_stat_force_next_flush()")
     queue.commit()
     with psycopg.connect(queue.info.dsn, autocommit=True) as conn:
@@ -81,7 +85,10 @@ def test_the_sampler_counts_the_dead_tuples_made_on_purpose(queue: psycopg.Conne
     assert size is not None and made["bytes"] == size[0]
     index = rows[(rows["relation"] == "made_pkey") & (rows["t_s"] == 1.0)].iloc[0]
     assert index["kind"] == "index" and index["table"] == "made" and index["bytes"] > 0
+    assert not rows["relation"].str.startswith("harness_").any()
+    assert set(rows.loc[rows["kind"] == "table", "relation"]) >= {"made"}
     series = sampler.record.series[-1]
+    assert series["live"] == rows.loc[(rows["t_s"] == 1.0), "live"].sum() < 5000
     assert series["dead"] >= 400 and series["wal_bytes"] > 0 and series["oldest_xmin_age"] >= 0
     assert 0 <= series["notify_usage"] <= 1
     assert [row["t_s"] for row in sampler.record.waits] == sorted(
@@ -89,6 +96,7 @@ def test_the_sampler_counts_the_dead_tuples_made_on_purpose(queue: psycopg.Conne
     )
     boundary = pd.DataFrame(sampler.record.pgstattuple)  # the start's boundary: once
     assert list(boundary["boundary"].unique()) == ["start->held"]
+    assert "harness_ledger" not in set(boundary["relation"])
     share = boundary[boundary["relation"] == "made"]["dead_percent"].iloc[0]
     # 400 of 1,000 rows of one width: 40 % of the tuples' bytes, which fill about 87 % of
     # each page (the rest: page and line-pointer headers, the last page's free space)
