@@ -291,9 +291,10 @@ HELD_END, RUN_END = "held->recovery", "recovery->end"  # pgstattuple's phase bou
 
 def horizon_dead_percent(runs: list[SiteRun]) -> pd.DataFrame:
     """Per strategy, the queue's largest table at the run's end (by pgstattuple's
-    table_len) and its dead percentage at the held phase's end and the run's end, each a
-    range over the repetitions (horizon-pgstattuple.csv); none where pgstattuple was not
-    on the server."""
+    table_len; among tables of one size then, the largest at any boundary: a queue that
+    deletes its jobs ends with every table a page or two) and its dead percentage at the
+    held phase's end and the run's end, each a range over the repetitions
+    (horizon-pgstattuple.csv); none where pgstattuple was not on the server."""
     found = stacked(runs, "horizon-pgstattuple.csv")
     if found.empty:
         return pd.DataFrame(columns=["strategy", "relation", "held_end", "run_end"])
@@ -302,7 +303,9 @@ def horizon_dead_percent(runs: list[SiteRun]) -> pd.DataFrame:
         ended = part[part["boundary"] == RUN_END]
         if ended.empty:
             continue
-        relation = ended.sort_values("table_len").iloc[-1]["relation"]
+        peak = part.groupby("relation")["table_len"].max().rename("peak")
+        ranked = ended.join(peak, on="relation").sort_values(["table_len", "peak", "relation"])
+        relation = ranked.iloc[-1]["relation"]
         mine = part[part["relation"] == relation]
         held = mine[mine["boundary"] == HELD_END]["dead_percent"]
         end = mine[mine["boundary"] == RUN_END]["dead_percent"]

@@ -310,3 +310,16 @@ def test_a_backlog_grown_over_variants_is_one_row_per_strategy_in_the_variants_o
     assert lock["shared buffers"] == "30,288 / 402,712 / 40,214"
     assert lock["rows read by the busiest node"] == "10,000 / 100,000 / 3,000,000"
     assert lock["flags"] == "READS BACKLOG, GROWS WITH BACKLOG"
+
+
+def test_a_queue_that_ends_empty_names_the_table_that_grew(tmp_path: Path) -> None:
+    """graphile-worker deletes its jobs: at the run's end each of its tables is one page
+    (8 KB), and the largest then is a tie. The table named is the one that was largest
+    at a boundary, its jobs table (600 KB at the held phase's end), not `migrations`."""
+    kept = DOCS / "results" / "real-queues-horizon" / "20261205T230828Z-a0d8a4"
+    page = tmp_path / "page.md"
+    page.write_text(f"{OPEN}horizon {os.path.relpath(kept, tmp_path)} -->\n{CLOSE}\n")
+    assert harness_cli("docs-tables", str(page)).returncode == 0
+    row = page.read_text().splitlines()[3]
+    assert row.startswith("| `graphile_worker` |")
+    assert "| `_private_jobs`: 88.6 / 72.7 |" in row, row
