@@ -248,13 +248,12 @@ def _provenance(document: RunDocument) -> str:
 def _machine_rows(host: dict[str, Any]) -> list[list[str]]:
     """The load average as the run started, and the machine over the run where run.json
     has it (the CPU's busy share, the run's own work included; the load at the end)."""
-    loads = ["/".join(f"{value:.2f}" for value in load) for load in _loads(host)]
-    if not loads:
+    start, over = host.get("load_average"), host.get("over_the_run") or {}
+    if not start:
         return []
-    said = f"load average (1/5/15 min) {loads[0]} at the start"
-    over = host.get("over_the_run") or {}
-    if len(loads) > 1:
-        said += f", {loads[1]} at the end"
+    said = f"load average (1/5/15 min) {_loads(start)} at the start"
+    if over.get("load_average_end"):
+        said += f", {_loads(over['load_average_end'])} at the end"
     share = over.get("cpu_busy_share")
     if share is not None:
         said += (
@@ -264,9 +263,8 @@ def _machine_rows(host: dict[str, Any]) -> list[list[str]]:
     return [["machine", said]]
 
 
-def _loads(host: dict[str, Any]) -> list[list[float]]:
-    over = host.get("over_the_run") or {}
-    return [load for load in (host.get("load_average"), over.get("load_average_end")) if load]
+def _loads(load: list[float]) -> str:
+    return "/".join(f"{value:.2f}" for value in load)
 
 
 def _server_rows(server: ServerEntry) -> list[list[str]]:
