@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +18,20 @@ import yaml
 from harness.queues.adapters.awa import awa_adapter as adapter
 from harness.queues.adapters.awa.awa_adapter import Setup, queue_of
 from harness.queues.adapters.python import notice_relay
-from harness.queues.base import Site
+from harness.queues.base import Site, WorkerReport
+from harness.queues.contract import jobs
 from harness.queues.contract.manifest import load_adapters
-from harness.queues.contract.process import run_role
-from harness.queues.contract.protocol import Connection, Installed, Refused
-from harness.queues.contract.queue import ContractSpec, connection_of
+from harness.queues.contract.process import AdapterProcess, run_role
+from harness.queues.contract.protocol import (
+    Connection,
+    Installed,
+    Ready,
+    Record,
+    Recorded,
+    Refused,
+)
+from harness.queues.contract.queue import ContractSpec, connection_of, enqueue_all
+from harness.queues.contract.reader import WorkerEvents
 from harness.run.scenario_run import RunOptions
 from harness.server.connections import connect
 from harness.server.kinds import Server
@@ -151,9 +161,75 @@ def test_each_tenants_queue_takes_its_weight_from_the_config() -> None:
     assert adapter._start_options(setup)["global_max_workers"] == 4
 
 
-def test_its_queue_ring_rotates_more_slowly_than_the_run_may_last() -> None:
-    assert Setup.of(config("one_queue", timeout_s=300.0)).rotate_ms == 360_000
-    assert adapter.rotate_ms(0.5) == 60_500
+def test_its_queue_ring_rotates_at_its_own_pace_whatever_the_run_lasts() -> None:
+    """The worker leaves awa's rotation of its queue ring at its default (a second), and
+    says so: what it keeps of finished jobs is awa's."""
+    setup = Setup.of(config("one_queue", timeout_s=7200.0))
+    assert "queue_storage_queue_rotate_interval_ms" not in adapter._start_options(setup)
+    said = adapter.versions(config("one_queue", timeout_s=7200.0)).settings
+    assert said["queue_storage_queue_rotate_interval_ms"] == "1000 (its default)"
+
+
+@NO_AWA
+def test_the_books_hold_the_jobs_awa_has_pruned_by_their_runs(server: Server) -> None:
+    """awa prunes its finished jobs as its queue ring rotates (a second a slot, its
+    default): the jobs the ledger reads before are the same jobs, at the same moments, as
+    the task log's; once awa has pruned every one, the books find each job once from the
+    task log alone, its enqueue awa's and its moments in order."""
+    schema = "tqb_test_awa_pruned"
+    spec = ContractSpec(AWA, "one_queue", Site(server.dsn, schema), 60.0, concurrency=2)
+    config = spec.config("worker", connection_of(server.dsn)).model_dump(by_alias=True)
+    batch = [(n, 1 + n % 2, 1.0) for n in range(1, 9)]
+    with own_schema(server.dsn, schema, outside=("awa",)) as owned:
+        with connect(server.dsn) as conn:  # as a repetition makes them: awa's marked
+            recreate(conn, schema, outside=("awa",))
+        run_role(AWA, spec.config("install"), (Installed,))
+        worker = AdapterProcess(AWA, spec.config("worker"))
+        report = WorkerReport(worker=0)
+        try:
+            worker.expect(Ready)
+            events = WorkerEvents.started(worker, report)
+            enqueue_all(spec, [(0.0, batch)])
+            events.wait_for(len(batch), 60)
+            before = {record.id: record for record in adapter.ledger(config)}
+            pruned_s = _until_pruned(server, 90.0)
+            events.stop()
+        finally:
+            worker.close()
+        after, _ = run_role(AWA, spec.config("ledger"), (Recorded,), (Record,))
+    runs = {run.library_id: run for run in report.task_runs}
+    assert sorted(run.job for run in runs.values()) == list(range(1, 9))
+    for key, record in before.items():  # read before the ring pruned them: the same moments
+        run = runs[key]
+        assert record.state == "done" and run.enqueued_at == record.enqueued_at
+        assert record.started_at is not None and run.started_at is not None
+        assert record.started_at <= run.started_at  # its claim, then its handler
+    assert pruned_s is not None and after == []
+    assert owned.left is None and not _awa_schema(server)  # nothing left for the next test
+    ledger = jobs.ledger_of(after, [report])
+    assert sorted((r.job_id, r.tenant_id, r.status) for r in ledger.records) == [
+        (n, t, "done") for n, t, _ in batch
+    ]
+    assert all(
+        r.enqueued_at is not None
+        and r.started_at is not None
+        and r.finished_at is not None
+        and r.enqueued_at <= r.started_at <= r.finished_at
+        for r in ledger.records
+    )
+
+
+def _until_pruned(server: Server, within_s: float) -> float | None:
+    """Seconds until awa's view holds none of its finished jobs (its ring rotated past
+    their segment), or None if it still holds some `within_s` later."""
+    began = time.monotonic()
+    with connect(server.dsn) as conn:
+        while time.monotonic() - began < within_s:
+            found = conn.execute("select count(*) from awa.jobs where state = 'completed'")
+            if found.fetchone() == (0,):
+                return time.monotonic() - began
+            time.sleep(0.5)
+    return None
 
 
 def test_tuned_it_polls_at_its_own_200_ms_and_says_so() -> None:

@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.queues.contract.queue import connection_of
+from harness.queues.base import Site, WorkerReport
+from harness.queues.contract import jobs
+from harness.queues.contract.manifest import load_adapters
+from harness.queues.contract.process import AdapterProcess, run_role
+from harness.queues.contract.protocol import Installed, Ready, Record, Recorded
+from harness.queues.contract.queue import ContractSpec, connection_of, enqueue_all
+from harness.queues.contract.reader import WorkerEvents
 from harness.run.scenario_run import RunOptions
 from harness.server.kinds import Server
 from harness.server.schema import own_schema
@@ -24,6 +30,7 @@ saq_adapter = pytest.importorskip("harness.queues.adapters.saq.saq_adapter")
 saq_worker = pytest.importorskip("saq.worker")
 saq_postgres = pytest.importorskip("saq.queue.postgres")
 
+SAQ = load_adapters()["saq"]
 LARGE = 2_000  # the large tenant's queued jobs: more than an enqueue's chunk
 SKEWED = {
     "name": "saq-fetches",
@@ -171,3 +178,65 @@ async def _swept(config: dict[str, Any]) -> tuple[int, str]:
         found = await queue.job(held.key)
         assert found is not None
     return len(swept), found.status.value
+
+
+def test_the_books_hold_the_jobs_saqs_sweep_has_deleted_by_their_runs(server: Server) -> None:
+    """saq keeps a finished job for its ttl (600 s, its default) and its sweep deletes it
+    after: the task log carries each job's moments as saq_jobs held them, and once its
+    sweep has deleted every one (their expiry brought forward rather than waited for),
+    the books find each job once from the task log alone, at the same moments."""
+    schema = "tqb_test_saq_swept_done"
+    spec = ContractSpec(SAQ, "one_queue", Site(server.dsn, schema), 60.0, concurrency=2)
+    batch = [(n, 1 + n % 2, 1.0) for n in range(1, 9)]
+    with own_schema(server.dsn, schema):
+        run_role(SAQ, spec.config("install"), (Installed,))
+        worker = AdapterProcess(SAQ, spec.config("worker"))
+        report = WorkerReport(worker=0)
+        try:
+            worker.expect(Ready)
+            events = WorkerEvents.started(worker, report)
+            enqueue_all(spec, [(0.0, batch)])
+            events.wait_for(len(batch), 60)
+            events.stop()
+        finally:
+            worker.close()
+        before, _ = run_role(SAQ, spec.config("ledger"), (Recorded,), (Record,))
+        config = spec.config("worker", connection_of(server.dsn)).model_dump(by_alias=True)
+        kept_s, deleted = asyncio.run(_expired_and_swept(config))
+        after, _ = run_role(SAQ, spec.config("ledger"), (Recorded,), (Record,))
+    assert [record.state for record in before] == ["done"] * len(batch)
+    assert kept_s == [600] * len(batch) and deleted == len(batch) and after == []
+    runs = {run.library_id: run for run in report.task_runs}
+    for record in before:
+        moments = (runs[record.id].enqueued_at, runs[record.id].started_at)
+        assert moments == (record.enqueued_at, record.started_at)
+        assert runs[record.id].finished_at == record.finished_at
+    ledger = jobs.ledger_of(after, [report])
+    assert sorted((r.job_id, r.tenant_id, r.status) for r in ledger.records) == [
+        (n, t, "done") for n, t, _ in batch
+    ]
+
+
+async def _expired_and_swept(config: dict[str, Any]) -> tuple[list[int], int]:
+    """Each finished job's ttl as saq kept it, and how many its own sweep deleted once
+    their expiry is brought to the past (its sweep runs every 60 s)."""
+    async with saq_adapter._connected(config) as queue:
+        async with queue.pool.connection() as conn:
+            found = await conn.execute(
+                "select key from saq_jobs where queue = %s and status = 'complete'", (queue.name,)
+            )
+            keys = [key for (key,) in await found.fetchall()]
+        kept_s = []
+        for key in keys:
+            job = await queue.job(key)
+            assert job is not None
+            kept_s.append(job.ttl)
+            await queue.update(job, expire_at=1)  # epoch seconds: long past
+        await queue.sweep()
+        async with queue.pool.connection() as conn:
+            left = await conn.execute(
+                "select count(*) from saq_jobs where queue = %s", (queue.name,)
+            )
+            remaining = await left.fetchone()
+    assert remaining is not None
+    return kept_s, len(keys) - int(remaining[0])

@@ -28,8 +28,8 @@ select format('analyze %I.%I', schemaname, tablename)
 -- its compatibility view awa.jobs: created_at (now() of the enqueue's COPY),
 -- attempted_at (the claim, clock_timestamp() in claim_ready_runtime), finalized_at (now()
 -- of the completion batch that closed it: awa flushes completions every millisecond or
--- 512 of them). Finished jobs stay readable until awa's queue ring prunes their segment,
--- which the worker's rotation interval keeps beyond the run (awa_adapter.py).
+-- 512 of them). Finished jobs stay readable until awa's queue ring prunes their segment
+-- (its default rotation, a second over 16 slots): the task log has the rest.
 -- The view does not show a job claimed and not yet closed as running (awa#422): it
 -- leaves it out (the suite's killed workers' jobs) or shows it available (a claim the
 -- test makes by hand). A claim is a receipt, a row of lease_claims or an item of a

@@ -38,6 +38,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -52,11 +53,10 @@ DEFAULT_POOL = 10  # AsyncClient's max_connections
 # 25 with 11 queues, 65 with 50 (a pool of 80; with 100 queues no pool the server allows
 # sufficed and its start took 90 s).
 RUNTIME_CONNECTIONS = 16
-# awa prunes finished jobs with its queue ring (a rotation a second, 16 slots): the worker
-# rotates it more slowly than the run lasts, so the ledger finds every job.
-DEFAULT_ROTATE_MS = 1000  # queue_storage_queue_rotate_interval_ms
-MAX_ROTATE_MS = 86_400_000
-ROTATE_MARGIN_S = 60
+# awa prunes finished jobs with its queue ring, at its own pace: a rotation a second over
+# 16 slots (queue_storage_queue_rotate_interval_ms, its default, left as it is). The task
+# log carries each job's moments, for the jobs pruned before the ledger reads its tables.
+ROTATE_MS = 1000
 WEIGHTED = {
     "one_queue": False,
     "one_queue_tuned": False,
@@ -81,8 +81,7 @@ class HarnessJob:
 
 @dataclass(frozen=True)
 class Setup:
-    """How a mapping runs awa: its queues and their weights, its poll, its pool, and
-    the rotation of its queue ring."""
+    """How a mapping runs awa: its queues and their weights, its poll and its pool."""
 
     weighted: bool
     tenants: tuple[int, ...]
@@ -91,7 +90,6 @@ class Setup:
     poll_ms: int
     own_poll_ms: float | None  # the options' poll, where they set one (tuned)
     pool_rule: tuple[int, int] | None  # max_connections per queue, and beyond them
-    rotate_ms: int
     hold: bool
 
     @classmethod
@@ -108,7 +106,6 @@ class Setup:
             poll_ms=max(1, round(own_poll if own_poll is not None else config["poll_interval_ms"])),
             own_poll_ms=own_poll,
             pool_rule=(int(per_queue), int(base)) if per_queue is not None else None,
-            rotate_ms=rotate_ms(config["timeout_s"]),
             hold=bool(config.get("hold")),
         )
 
@@ -145,12 +142,6 @@ class Setup:
 
 def queue_of(tenant: int) -> str:
     return f"tenant-{tenant}"
-
-
-def rotate_ms(timeout_s: float) -> int:
-    """Its queue ring's rotation: slower than the run may last, margin included."""
-    run_ms = round((timeout_s + ROTATE_MARGIN_S) * 1000)
-    return min(MAX_ROTATE_MS, max(DEFAULT_ROTATE_MS, run_ms))
 
 
 @asynccontextmanager
@@ -195,7 +186,7 @@ def _said_settings(setup: Setup) -> dict[str, Any]:
         workers: "the scenario's workers",
         "poll_interval_ms": setup.poll_ms,
         "max_connections": setup.pool,
-        "queue_storage_queue_rotate_interval_ms": setup.rotate_ms,
+        "queue_storage_queue_rotate_interval_ms": f"{ROTATE_MS} (its default)",
     }
 
 
@@ -260,14 +251,26 @@ async def worker(config: kit.Config, work: kit.Work) -> None:
 async def _serve(setup: Setup, work: kit.Work, client: Any) -> None:
     @client.task(HarnessJob, kind=KIND, queue=setup.queues[0])
     async def harness_job(job: Any) -> None:
+        """Its work, and the run's moments for the task log: awa's `created_at` (now() of
+        the enqueue's COPY), and the handler's start and end on the worker's clock (the
+        server's where both run on one machine), which the books take for a job awa has
+        pruned before its ledger is read; the ledger's own moments for the rest."""
         args = job.args
         if work.hold:
             await work.hold_job()
             return
+        began = datetime.now(UTC)
         work.begin(args.n, args.t, str(job.id))
         if args.ms > 0:
             await asyncio.sleep(args.ms / 1000)
-        work.job(args.n, args.t, str(job.id))
+        work.job(
+            args.n,
+            args.t,
+            str(job.id),
+            enqueued_at=datetime.fromisoformat(job.created_at),
+            started_at=began,
+            finished_at=datetime.now(UTC),
+        )
 
     await client.start(_queue_configs(setup), **_start_options(setup))
     work.ready()
@@ -289,10 +292,7 @@ def _queue_configs(setup: Setup) -> list[dict[str, Any]]:
 
 
 def _start_options(setup: Setup) -> dict[str, Any]:
-    options: dict[str, Any] = {
-        "poll_interval_ms": setup.poll_ms,
-        "queue_storage_queue_rotate_interval_ms": setup.rotate_ms,
-    }
+    options: dict[str, Any] = {"poll_interval_ms": setup.poll_ms}
     if setup.weighted:
         options["global_max_workers"] = setup.slots
     return options

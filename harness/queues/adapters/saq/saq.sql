@@ -2,7 +2,8 @@
 -- search_path), once the workers have stopped.
 
 -- name: saq_ledger
--- saq keeps a finished job in saq_jobs (its ttl, 0 here: kept), the job itself a JSON
+-- saq keeps a finished job in saq_jobs for its ttl (600 s, its default: its sweep, every
+-- 60 s, deletes it after; the task log has each job it ran), the job itself a JSON
 -- document in the bytea `job`: queued, started and completed are epoch milliseconds
 -- from its processes' clocks (time.time(): the enqueuer's at the enqueue, the worker's
 -- when its task starts and when it is finished), the harness's number in its kwargs.

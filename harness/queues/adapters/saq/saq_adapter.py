@@ -35,6 +35,7 @@ import sys
 import zlib
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import cast
 
@@ -109,7 +110,7 @@ def versions(config: kit.Config) -> kit.Said:
             "group_key": "tenant" if _grouped(config) else None,
             "retries": _retries(config),
             "job_timeout_s": "10 (its default; none for a plan capture's held jobs)",
-            "job_ttl_s": 0,
+            "job_ttl_s": "600 (its default: its sweep deletes a finished job 600 s after)",
         },
     )
 
@@ -150,7 +151,6 @@ async def _enqueue_jobs(
                     ms=ms,
                     group_key=str(t) if grouped else None,
                     retries=retries,
-                    ttl=0,  # kept: the ledger reads every finished job from saq_jobs
                 )
                 for n, t, ms in jobs[first : first + ENQUEUE_CHUNK]
             )
@@ -217,6 +217,13 @@ async def _workers(
     return found
 
 
+def moment(epoch_ms: int) -> datetime | None:
+    """One of a saq job's moments (epoch milliseconds, 0 where it has none), as the
+    ledger reads it from saq_jobs: the task log carries them, for the jobs saq's sweep
+    deletes (its ttl) before the ledger reads its table."""
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC) if epoch_ms else None
+
+
 def _worker_of(queue: PostgresQueue, concurrency: int, work: kit.Work) -> Worker[Context]:
     async def harness_job(ctx: Context, *, n: int, t: int, ms: float) -> None:
         if work.hold:
@@ -232,7 +239,14 @@ def _worker_of(queue: PostgresQueue, concurrency: int, work: kit.Work) -> Worker
         job = ctx["job"]
         if job.status == "complete" and not work.hold:
             kwargs = job.kwargs or {}
-            work.job(kwargs["n"], kwargs["t"], str(job.key))
+            work.job(
+                kwargs["n"],
+                kwargs["t"],
+                str(job.key),
+                enqueued_at=moment(job.queued),
+                started_at=moment(job.started),
+                finished_at=moment(job.completed),
+            )
 
     async def held_past_its_timeout(ctx: Context) -> None:
         """A plan capture's job is held until the stop: no timeout cuts it (saq reads the
