@@ -167,6 +167,9 @@ class Holder:
     ) -> None:
         self._stop.set()
         self._thread.join(timeout=_JOIN_TIMEOUT_S)
+        if self._pgstattuple and self._sampling is not None and not self._thread.is_alive():
+            with contextlib.suppress(psycopg.Error):  # else its backend's end releases it
+                self._sampling.execute(SQL["done_with_pgstattuple"].sql)  # type: ignore[arg-type]
         for conn in (self._holding, self._sampling, *self._readers):
             if conn is not None:
                 conn.close()  # a hold still open ends here, rolled back; the shared lock too

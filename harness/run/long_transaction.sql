@@ -65,6 +65,12 @@ vacuum jobs, queue_tenants;
 -- one-key locks a strategy may take.
 select pg_advisory_lock_shared(hashtext('tenant-queue-bench'), hashtext('pgstattuple'));
 
+-- name: done_with_pgstattuple
+-- The sampling connection's shared lock, given up before it closes: a backend ends a
+-- moment after its client has closed, and until then it would still hold the lock
+-- against the drop that follows (drop_pgstattuple_alone).
+select pg_advisory_unlock_shared(hashtext('tenant-queue-bench'), hashtext('pgstattuple'));
+
 -- name: create_pgstattuple_alone
 -- Taken in the transaction that looks for the extension and creates it: two runs that
 -- start sampling together create it once.

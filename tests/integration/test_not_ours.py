@@ -459,6 +459,25 @@ def test_pgstattuple_is_not_dropped_while_another_run_samples_with_it(
     assert installed_pgstattuple(server) is None
 
 
+def test_the_sampler_gives_up_pgstattuple_before_its_backend_ends(
+    server: Server, strategies: dict[str, Strategy], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A closed connection's backend ends a moment later and holds its locks until then:
+    the sampling connection gives up its shared lock before it closes, so that its own
+    run's drop of the extension is not refused by it. Its close is made to leave its
+    backend running, as a slow exit does on a busy machine."""
+    assert installed_pgstattuple(server) is None
+    with sampling(server, strategies, "sampler_slow_exit") as holder:
+        sampled_dead_versions(holder)
+        lingering = holder._sampling
+        assert lingering is not None
+        monkeypatch.setattr(lingering, "close", lambda: None)
+    try:
+        assert installed_pgstattuple(server) is None
+    finally:
+        psycopg.Connection.close(lingering)
+
+
 def test_a_pgstattuple_installed_by_someone_else_stays(
     server: Server, strategies: dict[str, Strategy]
 ) -> None:
