@@ -1,14 +1,20 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import psycopg
 import pytest
 import yaml
 
-from harness.queues.base import Site
+from harness.queues.base import Site, WorkerReport
 from harness.queues.catalog import catalog, traits
+from harness.queues.contract.jobs import Job
+from harness.queues.contract.process import AdapterProcess, run_role
+from harness.queues.contract.protocol import Installed, Ready
+from harness.queues.contract.queue import ContractSpec, enqueue_all
+from harness.queues.contract.reader import WorkerEvents
 from harness.queues.sql.queue import SqlQueue
 from harness.queues.sql.strategies import Strategy, load_strategies
 from harness.run.captures import CaptureRequest
@@ -23,6 +29,8 @@ from harness.server.kinds import Server, ServerOptions
 from harness.server.providers import choose_provider, open_server
 from harness.server.schema import recreate
 from tests.conftest import SHORT_NOISY
+
+T = TypeVar("T")
 
 HERE = Path(__file__).resolve().parent
 
@@ -111,3 +119,24 @@ def short_run(server: Server, tmp_path_factory: pytest.TempPathFactory) -> Rende
     """The noisy neighbour in small, both strategies, one repetition: a real run folder,
     its figures too."""
     return run_yaml(server, tmp_path_factory.mktemp("short"), SHORT_NOISY, RunOptions())
+
+
+def worked(
+    spec: ContractSpec, batch: list[Job], while_running: Callable[[], T] | None = None
+) -> tuple[WorkerReport, T | None]:
+    """`spec`'s adapter installed, and a worker of it through `batch`, enqueued at once:
+    its task log, once it has reported every job and stopped, and what `while_running`
+    returned, called before the stop."""
+    run_role(spec.adapter, spec.config("install"), (Installed,))
+    worker = AdapterProcess(spec.adapter, spec.config("worker"))
+    report = WorkerReport(worker=0)
+    try:
+        worker.expect(Ready)
+        events = WorkerEvents.started(worker, report)
+        enqueue_all(spec, [(0.0, batch)])
+        events.wait_for(len(batch), 60)
+        found = while_running() if while_running is not None else None
+        events.stop()
+    finally:
+        worker.close()
+    return report, found

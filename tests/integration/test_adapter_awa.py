@@ -18,25 +18,17 @@ import yaml
 from harness.queues.adapters.awa import awa_adapter as adapter
 from harness.queues.adapters.awa.awa_adapter import Setup, queue_of
 from harness.queues.adapters.python import notice_relay
-from harness.queues.base import Site, WorkerReport
+from harness.queues.base import Site
 from harness.queues.contract import jobs
 from harness.queues.contract.manifest import load_adapters
-from harness.queues.contract.process import AdapterProcess, run_role
-from harness.queues.contract.protocol import (
-    Connection,
-    Installed,
-    Ready,
-    Record,
-    Recorded,
-    Refused,
-)
-from harness.queues.contract.queue import ContractSpec, connection_of, enqueue_all
-from harness.queues.contract.reader import WorkerEvents
+from harness.queues.contract.process import run_role
+from harness.queues.contract.protocol import Connection, Installed, Record, Recorded, Refused
+from harness.queues.contract.queue import ContractSpec, connection_of
 from harness.run.scenario_run import RunOptions
 from harness.server.connections import connect
 from harness.server.kinds import Server
 from harness.server.schema import own_schema, recreate
-from tests.integration.conftest import run_yaml
+from tests.integration.conftest import run_yaml, worked
 
 AWA = load_adapters()["awa"]
 CONNECTION = Connection(host="/run/pg", port=5433, user="u", password="p@ss", dbname="d")
@@ -183,19 +175,9 @@ def test_the_books_hold_the_jobs_awa_has_pruned_by_their_runs(server: Server) ->
     with own_schema(server.dsn, schema, outside=("awa",)) as owned:
         with connect(server.dsn) as conn:  # as a repetition makes them: awa's marked
             recreate(conn, schema, outside=("awa",))
-        run_role(AWA, spec.config("install"), (Installed,))
-        worker = AdapterProcess(AWA, spec.config("worker"))
-        report = WorkerReport(worker=0)
-        try:
-            worker.expect(Ready)
-            events = WorkerEvents.started(worker, report)
-            enqueue_all(spec, [(0.0, batch)])
-            events.wait_for(len(batch), 60)
-            before = {record.id: record for record in adapter.ledger(config)}
-            pruned_s = _until_pruned(server, 90.0)
-            events.stop()
-        finally:
-            worker.close()
+        report, found = worked(spec, batch, lambda: (list(adapter.ledger(config)), _pruned(server)))
+        assert found is not None
+        before = {record.id: record for record in found[0]}
         after, _ = run_role(AWA, spec.config("ledger"), (Recorded,), (Record,))
     runs = {run.library_id: run for run in report.task_runs}
     assert sorted(run.job for run in runs.values()) == list(range(1, 9))
@@ -204,7 +186,7 @@ def test_the_books_hold_the_jobs_awa_has_pruned_by_their_runs(server: Server) ->
         assert record.state == "done" and run.enqueued_at == record.enqueued_at
         assert record.started_at is not None and run.started_at is not None
         assert record.started_at <= run.started_at  # its claim, then its handler
-    assert pruned_s is not None and after == []
+    assert found[1] and after == []
     assert owned.left is None and not _awa_schema(server)  # nothing left for the next test
     ledger = jobs.ledger_of(after, [report])
     assert sorted((r.job_id, r.tenant_id, r.status) for r in ledger.records) == [
@@ -219,17 +201,17 @@ def test_the_books_hold_the_jobs_awa_has_pruned_by_their_runs(server: Server) ->
     )
 
 
-def _until_pruned(server: Server, within_s: float) -> float | None:
-    """Seconds until awa's view holds none of its finished jobs (its ring rotated past
-    their segment), or None if it still holds some `within_s` later."""
-    began = time.monotonic()
+def _pruned(server: Server, within_s: float = 90.0) -> bool:
+    """Whether awa's view holds none of its finished jobs (its ring rotated past their
+    segment) within `within_s`."""
+    deadline = time.monotonic() + within_s
     with connect(server.dsn) as conn:
-        while time.monotonic() - began < within_s:
+        while time.monotonic() < deadline:
             found = conn.execute("select count(*) from awa.jobs where state = 'completed'")
             if found.fetchone() == (0,):
-                return time.monotonic() - began
+                return True
             time.sleep(0.5)
-    return None
+    return False
 
 
 def test_tuned_it_polls_at_its_own_200_ms_and_says_so() -> None:

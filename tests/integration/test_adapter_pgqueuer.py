@@ -11,22 +11,20 @@ import pytest
 
 from harness.queues.adapters.pgqueuer import pgqueuer_adapter as adapter
 from harness.queues.adapters.pgqueuer.pgqueuer_adapter import Setup
-from harness.queues.base import Site, WorkerReport
+from harness.queues.base import Site
 from harness.queues.contract import jobs
 from harness.queues.contract.manifest import load_adapters
-from harness.queues.contract.process import AdapterProcess, run_role
+from harness.queues.contract.process import run_role
 from harness.queues.contract.protocol import (
     Connection,
-    Installed,
-    Ready,
     Record,
     Recorded,
 )
-from harness.queues.contract.queue import ContractSpec, enqueue_all
-from harness.queues.contract.reader import WorkerEvents
+from harness.queues.contract.queue import ContractSpec
 from harness.server.connections import worker_session_name
 from harness.server.kinds import Server
 from harness.server.schema import own_schema
+from tests.integration.conftest import worked
 
 PGQUEUER = load_adapters()["pgqueuer"]
 
@@ -103,8 +101,7 @@ def test_its_finished_jobs_are_matched_to_their_runs_by_pgqueuer_id(server: Serv
     spec = ContractSpec(PGQUEUER, "one_entrypoint", Site(server.dsn, schema), 10.0, concurrency=2)
     batch = [(n, 1 + n % 2, 1.0) for n in range(1, 9)]
     with own_schema(server.dsn, schema):
-        run_role(PGQUEUER, spec.config("install"), (Installed,))
-        report = _worked(spec, batch)
+        report, _ = worked(spec, batch)
         records, _ = run_role(PGQUEUER, spec.config("ledger"), (Recorded,), (Record,))
     assert {record.state for record in records} == {"done"}
     assert {record.job for record in records} == {None}
@@ -112,17 +109,3 @@ def test_its_finished_jobs_are_matched_to_their_runs_by_pgqueuer_id(server: Serv
     assert sorted(record.job_id for record in ledger.records) == list(range(1, 9))
     assert all(record.started_at and record.finished_at for record in ledger.records)
     assert sorted(record.tenant_id for record in ledger.records) == [1] * 4 + [2] * 4
-
-
-def _worked(spec: ContractSpec, batch: list[jobs.Job]) -> WorkerReport:
-    worker = AdapterProcess(PGQUEUER, spec.config("worker"))
-    report = WorkerReport(worker=0)
-    try:
-        worker.expect(Ready)
-        events = WorkerEvents.started(worker, report)
-        enqueue_all(spec, [(0.0, batch)])
-        events.wait_for(len(batch), 60)
-        events.stop()
-    finally:
-        worker.close()
-    return report

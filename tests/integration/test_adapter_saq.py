@@ -12,17 +12,16 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.queues.base import Site, WorkerReport
+from harness.queues.base import Site
 from harness.queues.contract import jobs
 from harness.queues.contract.manifest import load_adapters
-from harness.queues.contract.process import AdapterProcess, run_role
-from harness.queues.contract.protocol import Installed, Ready, Record, Recorded
-from harness.queues.contract.queue import ContractSpec, connection_of, enqueue_all
-from harness.queues.contract.reader import WorkerEvents
+from harness.queues.contract.process import run_role
+from harness.queues.contract.protocol import Record, Recorded
+from harness.queues.contract.queue import ContractSpec, connection_of
 from harness.run.scenario_run import RunOptions
 from harness.server.kinds import Server
 from harness.server.schema import own_schema
-from tests.integration.conftest import run_yaml
+from tests.integration.conftest import run_yaml, worked
 
 pytestmark = pytest.mark.libraries
 saq_job = pytest.importorskip("saq.job", reason="saq: make venv installs the extra `libraries`")
@@ -189,17 +188,7 @@ def test_the_books_hold_the_jobs_saqs_sweep_has_deleted_by_their_runs(server: Se
     spec = ContractSpec(SAQ, "one_queue", Site(server.dsn, schema), 60.0, concurrency=2)
     batch = [(n, 1 + n % 2, 1.0) for n in range(1, 9)]
     with own_schema(server.dsn, schema):
-        run_role(SAQ, spec.config("install"), (Installed,))
-        worker = AdapterProcess(SAQ, spec.config("worker"))
-        report = WorkerReport(worker=0)
-        try:
-            worker.expect(Ready)
-            events = WorkerEvents.started(worker, report)
-            enqueue_all(spec, [(0.0, batch)])
-            events.wait_for(len(batch), 60)
-            events.stop()
-        finally:
-            worker.close()
+        report, _ = worked(spec, batch)
         before, _ = run_role(SAQ, spec.config("ledger"), (Recorded,), (Record,))
         config = spec.config("worker", connection_of(server.dsn)).model_dump(by_alias=True)
         kept_s, deleted = asyncio.run(_expired_and_swept(config))
