@@ -22,8 +22,8 @@ from harness.queues.base import Site
 from harness.queues.contract import jobs
 from harness.queues.contract.manifest import load_adapters
 from harness.queues.contract.process import run_role
-from harness.queues.contract.protocol import Connection, Installed, Record, Recorded, Refused
-from harness.queues.contract.queue import ContractSpec, connection_of
+from harness.queues.contract.protocol import Connection, Installed, Refused
+from harness.queues.contract.queue import ContractSpec, connection_of, recorded
 from harness.run.scenario_run import RunOptions
 from harness.server.connections import connect
 from harness.server.kinds import Server
@@ -178,7 +178,7 @@ def test_the_books_hold_the_jobs_awa_has_pruned_by_their_runs(server: Server) ->
         report, found = worked(spec, batch, lambda: (list(adapter.ledger(config)), _pruned(server)))
         assert found is not None
         before = {record.id: record for record in found[0]}
-        after, _ = run_role(AWA, spec.config("ledger"), (Recorded,), (Record,))
+        after = recorded(spec)
     runs = {run.library_id: run for run in report.task_runs}
     assert sorted(run.job for run in runs.values()) == list(range(1, 9))
     for key, record in before.items():  # read before the ring pruned them: the same moments

@@ -22,11 +22,9 @@ from harness.queues.contract.process import AdapterProcess, run_role
 from harness.queues.contract.protocol import (
     Installed,
     Ready,
-    Record,
-    Recorded,
     Versions,
 )
-from harness.queues.contract.queue import ContractSpec, enqueue_all
+from harness.queues.contract.queue import ContractSpec, enqueue_all, recorded
 from harness.queues.contract.reader import WorkerEvents
 from harness.server.connections import RUN_TOKEN, Connection, connect
 from harness.server.kinds import Server
@@ -97,7 +95,7 @@ def test_a_row_rewritten_to_a_pickle_is_refused_not_run(server: Server, tmp_path
             assert written.fetchall() == [("portable_json",)]  # what enqueue_workflow writes
             rewrite_to_a_pickle(conn, rewritten, LeavesAMark(mark))
         report = work_until_settled(spec, rewritten)
-        records, _ = run_role(spec.adapter, spec.config("ledger"), (Recorded,), (Record,))
+        records = recorded(spec)
         with connect(server.dsn, schema=schema) as conn:
             status, error = conn.execute(ROW, (rewritten,)).fetchone() or (None, None)
     assert not mark.exists(), "the worker unpickled the rewritten row's inputs"

@@ -14,13 +14,10 @@ from harness.queues.adapters.pgqueuer.pgqueuer_adapter import Setup
 from harness.queues.base import Site
 from harness.queues.contract import jobs
 from harness.queues.contract.manifest import load_adapters
-from harness.queues.contract.process import run_role
 from harness.queues.contract.protocol import (
     Connection,
-    Record,
-    Recorded,
 )
-from harness.queues.contract.queue import ContractSpec
+from harness.queues.contract.queue import ContractSpec, recorded
 from harness.server.connections import worker_session_name
 from harness.server.kinds import Server
 from harness.server.schema import own_schema
@@ -102,7 +99,7 @@ def test_its_finished_jobs_are_matched_to_their_runs_by_pgqueuer_id(server: Serv
     batch = [(n, 1 + n % 2, 1.0) for n in range(1, 9)]
     with own_schema(server.dsn, schema):
         report, _ = worked(spec, batch)
-        records, _ = run_role(PGQUEUER, spec.config("ledger"), (Recorded,), (Record,))
+        records = recorded(spec)
     assert {record.state for record in records} == {"done"}
     assert {record.job for record in records} == {None}
     ledger = jobs.ledger_of(records, [report])

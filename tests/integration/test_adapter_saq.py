@@ -15,9 +15,7 @@ import yaml
 from harness.queues.base import Site
 from harness.queues.contract import jobs
 from harness.queues.contract.manifest import load_adapters
-from harness.queues.contract.process import run_role
-from harness.queues.contract.protocol import Record, Recorded
-from harness.queues.contract.queue import ContractSpec, connection_of
+from harness.queues.contract.queue import ContractSpec, connection_of, recorded
 from harness.run.scenario_run import RunOptions
 from harness.server.kinds import Server
 from harness.server.schema import own_schema
@@ -189,10 +187,10 @@ def test_the_books_hold_the_jobs_saqs_sweep_has_deleted_by_their_runs(server: Se
     batch = [(n, 1 + n % 2, 1.0) for n in range(1, 9)]
     with own_schema(server.dsn, schema):
         report, _ = worked(spec, batch)
-        before, _ = run_role(SAQ, spec.config("ledger"), (Recorded,), (Record,))
+        before = recorded(spec)
         config = spec.config("worker", connection_of(server.dsn)).model_dump(by_alias=True)
         kept_s, deleted = asyncio.run(_expired_and_swept(config))
-        after, _ = run_role(SAQ, spec.config("ledger"), (Recorded,), (Record,))
+        after = recorded(spec)
     assert [record.state for record in before] == ["done"] * len(batch)
     assert kept_s == [600] * len(batch) and deleted == len(batch) and after == []
     runs = {run.library_id: run for run in report.task_runs}

@@ -281,6 +281,12 @@ def enqueue_all(spec: ContractSpec, schedule: jobs.Schedule) -> None:
         adapter.close()
 
 
+def recorded(spec: ContractSpec) -> list[Record]:
+    """The `ledger` role's records: each job its library's tables still hold."""
+    records, _ = run_role(spec.adapter, spec.config("ledger"), (Recorded,), (Record,))
+    return records
+
+
 # -- how a spec travels to a fleet member ----------------------------------------------
 
 
@@ -470,8 +476,9 @@ class ContractQueue:
         ]
 
     def ledger(self, conn: psycopg.Connection[Any], reports: list[WorkerReport]) -> Ledger:
-        records, _ = run_role(self.adapter, self.spec.config("ledger"), (Recorded,), (Record,))
-        return jobs.ledger_of(records, reports, unrecorded_ok=self.inputs.library_faults)
+        return jobs.ledger_of(
+            recorded(self.spec), reports, unrecorded_ok=self.inputs.library_faults
+        )
 
     def dequeue_sql(self) -> None:
         return None  # its fetch runs inside its library: captured from its worker instead
